@@ -1,0 +1,336 @@
+//! Datasets: read a table, check it, split it, featurise it, and cut it into
+//! partitions and work units.
+//!
+//! Most callers use [`load_dataset`] and then [`Partitioning`].
+
+pub mod features;
+pub mod partition;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+
+pub use features::{FeatureMap, SparseRows};
+pub use partition::{Partitioning, UnitKey, UnitRows};
+pub use table::{read_parquet_table, Column, Table};
+
+use crate::rng;
+
+/// Errors met while loading a dataset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// The file could not be opened.
+    #[error("failed to open dataset {path}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not readable Parquet.
+    #[error("dataset {path} is not a readable Parquet file")]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// A record batch could not be decoded.
+    #[error("failed to decode dataset {path}")]
+    Arrow {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// A column has a type we cannot use as a feature.
+    #[error("dataset {path}: column '{column}' has type {found}; only text and integer or float columns are supported")]
+    ColumnType {
+        /// The file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+        /// Its Arrow type.
+        found: String,
+    },
+    /// The label column is not there.
+    #[error("dataset {path} has no label column '{label}' (columns: {columns})")]
+    MissingLabel {
+        /// The file.
+        path: PathBuf,
+        /// The label column asked for.
+        label: String,
+        /// The columns the file has.
+        columns: String,
+    },
+    /// A value is null or not a finite number.
+    #[error("dataset {path}: column '{column}' row {row} is {what}")]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+        /// Zero-based row.
+        row: usize,
+        /// "null", "NaN" or "infinite".
+        what: &'static str,
+    },
+    /// The label does not take exactly the two expected values.
+    #[error("dataset {path}: label column '{label}' must be binary; {problem}")]
+    Label {
+        /// The file.
+        path: PathBuf,
+        /// The label column.
+        label: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Too few rows for the asked split and partitioning.
+    #[error("dataset {path} has {rows} training rows, fewer than the {partitions} partitions asked for")]
+    TooFewRows {
+        /// The file.
+        path: PathBuf,
+        /// Training rows.
+        rows: usize,
+        /// Partitions asked for.
+        partitions: u32,
+    },
+}
+
+/// Result type of this module.
+pub type Result<T, E = DataError> = std::result::Result<T, E>;
+
+/// The seed of the train/test split. It is fixed, not the job's seed, so every
+/// job on a dataset is evaluated on the same test rows.
+pub const SPLIT_SEED: u64 = 0x5EED_0F_AD01;
+
+/// What to load and how to split it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DataConfig {
+    /// Parquet file.
+    pub path: PathBuf,
+    /// Name of the binary label column.
+    pub label: String,
+    /// Value of the label column that means the positive class (text labels); a
+    /// numeric label is positive when it equals 1.
+    pub positive: String,
+    /// Share of rows held out for testing, chosen by a seeded hash of the row index.
+    pub test_fraction: f64,
+}
+
+/// A featurised binary-classification dataset with its train/test split.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Feature rows of every row of the file, train and test.
+    pub rows: SparseRows,
+    /// 1.0 for the positive class, 0.0 otherwise, for every row.
+    pub labels: Vec<f64>,
+    /// Indices of training rows, ascending.
+    pub train: Vec<u32>,
+    /// Indices of test rows, ascending.
+    pub test: Vec<u32>,
+    /// The feature encoding learned from the training rows.
+    pub features: FeatureMap,
+}
+
+impl Dataset {
+    /// Number of features, bias included.
+    pub fn dims(&self) -> usize {
+        self.features.len()
+    }
+
+    /// Share of positive labels among the test rows (the majority-class yardstick).
+    pub fn test_positive_rate(&self) -> f64 {
+        let n = self.test.len().max(1) as f64;
+        self.test.iter().map(|&r| self.labels[r as usize]).sum::<f64>() / n
+    }
+}
+
+/// Loads, checks and featurises the dataset described by `config`.
+pub fn load_dataset(config: &DataConfig) -> Result<Dataset> {
+    let table = read_parquet_table(&config.path)?;
+    build_dataset(&config.path, table, config)
+}
+
+/// Builds a dataset from a table already in memory (`path` is only for messages).
+pub fn build_dataset(path: &Path, table: Table, config: &DataConfig) -> Result<Dataset> {
+    let err_path = || path.to_owned();
+    let label_column = table
+        .column(&config.label)
+        .ok_or_else(|| DataError::MissingLabel {
+            path: err_path(),
+            label: config.label.clone(),
+            columns: table.names.join(", "),
+        })?;
+    let labels = binary_labels(path, config, label_column)?;
+    for (name, column) in table.names.iter().zip(&table.columns) {
+        check_values(path, name, column)?;
+    }
+    let (train, test): (Vec<u32>, Vec<u32>) = (0..table.rows() as u32)
+        .partition(|&r| rng::uniform(&[SPLIT_SEED, r as u64]) >= config.test_fraction);
+    let features = FeatureMap::fit(&table, &config.label, &train);
+    let rows = features.transform(&table);
+    Ok(Dataset {
+        rows,
+        labels,
+        train,
+        test,
+        features,
+    })
+}
+
+fn binary_labels(path: &Path, config: &DataConfig, column: &Column) -> Result<Vec<f64>> {
+    let label_err = |problem: String| DataError::Label {
+        path: path.to_owned(),
+        label: config.label.clone(),
+        problem,
+    };
+    let labels: Vec<f64> = match column {
+        Column::Text(values) => {
+            let mut other: Option<&str> = None;
+            let mut out = Vec::with_capacity(values.len());
+            for (row, v) in values.iter().enumerate() {
+                let v = v.as_deref().ok_or_else(|| label_err(format!("row {row} is null")))?;
+                if v == config.positive {
+                    out.push(1.0);
+                } else {
+                    match other {
+                        None => other = Some(v),
+                        Some(o) if o == v => {}
+                        Some(o) => {
+                            return Err(label_err(format!(
+                                "it has values '{}', '{o}' and '{v}' (row {row})",
+                                config.positive
+                            )))
+                        }
+                    }
+                    out.push(0.0);
+                }
+            }
+            out
+        }
+        Column::Number(values) => values
+            .iter()
+            .enumerate()
+            .map(|(row, v)| match v {
+                Some(x) if *x == 1.0 => Ok(1.0),
+                Some(x) if *x == 0.0 => Ok(0.0),
+                Some(x) => Err(label_err(format!("row {row} is {x}, not 0 or 1"))),
+                None => Err(label_err(format!("row {row} is null"))),
+            })
+            .collect::<Result<_>>()?,
+    };
+    let positives = labels.iter().filter(|&&y| y == 1.0).count();
+    if positives == 0 || positives == labels.len() {
+        return Err(label_err(format!(
+            "all {} rows are in one class (positive value '{}')",
+            labels.len(),
+            config.positive
+        )));
+    }
+    Ok(labels)
+}
+
+fn check_values(path: &Path, name: &str, column: &Column) -> Result<()> {
+    let bad = |row, what| DataError::BadValue {
+        path: path.to_owned(),
+        column: name.to_owned(),
+        row,
+        what,
+    };
+    match column {
+        Column::Number(values) => {
+            for (row, v) in values.iter().enumerate() {
+                match v {
+                    None => return Err(bad(row, "null")),
+                    Some(x) if x.is_nan() => return Err(bad(row, "NaN")),
+                    Some(x) if x.is_infinite() => return Err(bad(row, "infinite")),
+                    Some(_) => {}
+                }
+            }
+        }
+        Column::Text(values) => {
+            if let Some(row) = values.iter().position(Option::is_none) {
+                return Err(bad(row, "null"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> DataConfig {
+        DataConfig {
+            path: "mem.parquet".into(),
+            label: "y".into(),
+            positive: "yes".into(),
+            test_fraction: 0.25,
+        }
+    }
+
+    fn table(x: Vec<Option<f64>>, y: Vec<Option<String>>) -> Table {
+        Table {
+            names: vec!["x".into(), "y".into()],
+            columns: vec![Column::Number(x), Column::Text(y)],
+        }
+    }
+
+    fn yes_no(n: usize) -> Vec<Option<String>> {
+        (0..n)
+            .map(|i| Some(if i % 2 == 0 { "yes" } else { "no" }.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn nan_is_rejected_with_column_and_row() {
+        let t = table(vec![Some(1.0), Some(f64::NAN), Some(2.0)], yes_no(3));
+        let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
+        assert_eq!(err.to_string(), "dataset d.parquet: column 'x' row 1 is NaN");
+    }
+
+    #[test]
+    fn null_is_rejected() {
+        let t = table(vec![Some(1.0), None], yes_no(2));
+        let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
+        assert!(err.to_string().contains("column 'x' row 1 is null"), "{err}");
+    }
+
+    #[test]
+    fn missing_label_lists_columns() {
+        let t = table(vec![Some(1.0)], yes_no(1));
+        let mut c = config();
+        c.label = "income".into();
+        let err = build_dataset(Path::new("d.parquet"), t, &c).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dataset d.parquet has no label column 'income' (columns: x, y)"
+        );
+    }
+
+    #[test]
+    fn three_label_values_are_rejected() {
+        let mut y = yes_no(4);
+        y[3] = Some("maybe".into());
+        let t = table(vec![Some(1.0); 4], y);
+        let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
+        assert!(err.to_string().contains("'maybe'"), "{err}");
+    }
+
+    #[test]
+    fn split_is_seeded_and_disjoint() {
+        let n = 4000;
+        let t = table((0..n).map(|i| Some(i as f64)).collect(), yes_no(n));
+        let d = build_dataset(Path::new("d.parquet"), t.clone(), &config()).unwrap();
+        assert_eq!(d.train.len() + d.test.len(), n);
+        let share = d.test.len() as f64 / n as f64;
+        assert!((share - 0.25).abs() < 0.03, "test share {share}");
+        let again = build_dataset(Path::new("d.parquet"), t, &config()).unwrap();
+        assert_eq!(d.test, again.test);
+    }
+}

@@ -1,0 +1,29 @@
+//! forestall trains models data-parallel on timely dataflow and keeps stragglers
+//! from setting the pace.
+//!
+//! # Architecture
+//!
+//! The modules follow the data flow of a job:
+//!
+//! 1. [`spec`]: a job file as written (`JobSpec`, TOML) is validated into a
+//!    `JobPlan` with every default applied and every path resolved.
+//! 2. [`data`]: the dataset is read, featurised, cut into partitions, and each
+//!    iteration's sampled rows of a partition are cut into work units.
+//! 3. [`inject`]: the straggler schedule, a pure function of
+//!    (seed, pattern, worker, iteration, time).
+//! 4. [`run`]: the timely dataflow. One training iteration is one timely epoch;
+//!    compute operators process one unit per activation, gradients travel to
+//!    parameter-shard owners that reduce them in partition order.
+//! 5. [`trace`]: the timing records and their Parquet part files.
+//! 6. [`report`]: summaries for people (text) and machines (JSON lines).
+//! 7. [`cli`]: the `forestall` command line.
+#![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+pub mod inject;
+pub mod rng;
+pub mod trace;
+pub mod data;
+pub mod model;
+pub mod run;
+pub mod spec;

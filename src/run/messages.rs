@@ -1,0 +1,54 @@
+//! What travels between operators of the dataflow.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::UnitKey;
+
+/// One shard of a parameter version, sent by its owner to one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardParams {
+    /// Worker this copy is addressed to (the exchange key).
+    pub target: u32,
+    /// Parameter version (= the iteration that will use it).
+    pub version: u64,
+    /// Shard index.
+    pub shard: u32,
+    /// The shard's coordinates.
+    pub values: Vec<f64>,
+}
+
+/// One unit's gradient restricted to one shard, sent to that shard's owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GradSlice {
+    /// Owner of the shard (the exchange key).
+    pub owner: u32,
+    /// Iteration the gradient belongs to.
+    pub iteration: u64,
+    /// Which unit.
+    pub partition: u32,
+    /// Which unit.
+    pub unit: u32,
+    /// Worker that computed it.
+    pub executor: u32,
+    /// Rows the unit covered.
+    pub rows: u32,
+    /// The unit's log-loss sum (carried on shard 0 only; 0 elsewhere).
+    pub loss_sum: f64,
+    /// Σ over the unit's rows of the gradient, for this shard's coordinates.
+    pub values: Vec<f64>,
+}
+
+impl GradSlice {
+    /// The unit this slice belongs to.
+    pub fn key(&self) -> UnitKey {
+        UnitKey {
+            partition: self.partition,
+            unit: self.unit,
+        }
+    }
+
+    /// Bytes this slice puts on the wire (payload and header, approximately).
+    pub fn wire_bytes(&self) -> u64 {
+        (self.values.len() * 8 + 48) as u64
+    }
+}

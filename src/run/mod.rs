@@ -1,0 +1,142 @@
+//! The run: a job's training as a timely dataflow on W workers.
+//!
+//! [`run_job`] lays the job out ([`JobContext`]), starts the [`sink`] thread,
+//! runs the dataflow of [`dataflow`] on timely workers, and returns the final
+//! parameters with every iteration's record.
+
+pub mod context;
+pub mod dataflow;
+pub mod detect;
+pub mod messages;
+pub mod oplog;
+pub mod placement;
+pub mod reduce;
+pub mod sink;
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+pub use context::JobContext;
+pub use detect::{detect_laggard, LaggardReport};
+pub use sink::{Observer, SinkEvent};
+
+use crate::data::Dataset;
+use crate::inject::{CpuDisruptor, Pattern};
+use crate::model::Evaluation;
+use crate::spec::{hex, DisruptorMode, JobPlan};
+use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Timely could not start or a worker failed.
+    #[error("timely: {0}")]
+    Timely(String),
+    /// The trace could not be written.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The run ended without the final parameters (a worker stopped early).
+    #[error("the run ended before the final parameters were produced")]
+    Incomplete,
+}
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// One row per iteration.
+    pub iterations: Vec<IterationRecord>,
+    /// The trained parameters.
+    pub params: Vec<f64>,
+    /// SHA-256 (hex) of the parameters as little-endian `f64` bytes.
+    pub digest: String,
+    /// Test-set quality of the trained parameters.
+    pub eval: Evaluation,
+    /// Wall time of the dataflow, µs.
+    pub wall_us: u64,
+    /// Trace part files written.
+    pub parts: Vec<PathBuf>,
+}
+
+/// SHA-256 (hex) of parameters as little-endian `f64` bytes.
+pub fn params_digest(params: &[f64]) -> String {
+    let mut h = Sha256::new();
+    for x in params {
+        h.update(x.to_le_bytes());
+    }
+    hex(&h.finalize())
+}
+
+/// Trains `plan` on `dataset` with `plan.workers` timely worker threads, writing
+/// the trace under `trace_dir`. `observer` sees each iteration's row as it
+/// completes.
+pub fn run_job(
+    plan: &JobPlan,
+    dataset: Arc<Dataset>,
+    trace_dir: &Path,
+    stamp: TraceStamp,
+    observer: Option<Observer>,
+) -> Result<RunOutput, RunError> {
+    let cx = Arc::new(JobContext::new(plan.clone(), Arc::clone(&dataset)));
+    let writer = TraceWriter::try_new(trace_dir, 0, stamp)?;
+    let (sender, receiver) = mpsc::channel();
+    let sink_config = sink::SinkConfig {
+        iterations: plan.iterations,
+        eval_every: plan.eval_every,
+        part_iterations: plan.part_iterations,
+        rows_per_iteration: cx.partitioning.rows_per_iteration(),
+        units_per_iteration: plan.partitions * plan.units_per_partition,
+    };
+    let sink_data = Arc::clone(&dataset);
+    let sink_thread = std::thread::Builder::new()
+        .name("forestall-sink".into())
+        .spawn(move || sink::run_sink(receiver, writer, sink_data, sink_config, observer))
+        .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
+
+    let disruptor = match (&plan.pattern, plan.disruptor) {
+        (Pattern::DisruptedMachine { .. }, DisruptorMode::Cpu) => Some(CpuDisruptor::start(
+            cx.schedule.clone(),
+            0,
+            cx.start,
+            1,
+        )),
+        _ => None,
+    };
+
+    let config = if plan.workers == 1 {
+        timely::Config::thread()
+    } else {
+        timely::Config::process(plan.workers as usize)
+    };
+    let started = Instant::now();
+    let worker_cx = Arc::clone(&cx);
+    let result = timely::execute(config, move |worker| {
+        dataflow::build_training_dataflow(worker, Arc::clone(&worker_cx), sender.clone());
+    })
+    .and_then(|guards| guards.join().into_iter().collect::<Result<Vec<()>, String>>());
+    let wall_us = started.elapsed().as_micros() as u64;
+    if let Some(d) = disruptor {
+        d.stop();
+    }
+    let sink_output = sink_thread
+        .join()
+        .map_err(|_| RunError::Timely("the sink thread panicked".into()))?;
+    result.map_err(RunError::Timely)?;
+    let sink_output = sink_output?;
+    let params = sink_output
+        .final_params
+        .ok_or(RunError::Incomplete)?
+        .to_vec();
+    let eval = sink_output.final_eval.ok_or(RunError::Incomplete)?;
+    Ok(RunOutput {
+        iterations: sink_output.iterations,
+        digest: params_digest(&params),
+        params,
+        eval,
+        wall_us,
+        parts: sink_output.parts,
+    })
+}

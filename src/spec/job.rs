@@ -1,0 +1,145 @@
+//! `JobSpec`: a job file as written, before any check.
+
+use serde::Deserialize;
+
+/// A job file as written. Every field is optional here; [`super::validate`]
+/// applies defaults and checks every value.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// `[job]`: name, seed, length.
+    #[serde(default)]
+    pub job: JobSection,
+    /// `[data]`: dataset and how it is cut.
+    #[serde(default)]
+    pub data: DataSection,
+    /// `[model]`: optimiser knobs.
+    #[serde(default)]
+    pub model: ModelSection,
+    /// `[workers]`: how many, and pacing.
+    #[serde(default)]
+    pub workers: WorkersSection,
+    /// `[straggler]`: the injected pattern.
+    #[serde(default)]
+    pub straggler: StragglerSection,
+    /// `[policy]`: the mitigation policy.
+    #[serde(default)]
+    pub policy: PolicySection,
+    /// `[detect]`: laggard detection.
+    #[serde(default)]
+    pub detect: DetectSection,
+    /// `[trace]`: trace files.
+    #[serde(default)]
+    pub trace: TraceSection,
+}
+
+/// `[job]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JobSection {
+    /// Name of the job; names the default output directory.
+    pub name: Option<String>,
+    /// Seed of partitioning, sampling and the straggler schedule.
+    pub seed: Option<u64>,
+    /// Training iterations (timely epochs).
+    pub iterations: Option<u64>,
+    /// Output directory (relative to the current directory).
+    pub out: Option<String>,
+}
+
+/// `[data]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// Parquet file, relative to the job file's directory.
+    pub path: Option<String>,
+    /// Binary label column.
+    pub label: Option<String>,
+    /// Value of the label column for the positive class.
+    pub positive: Option<String>,
+    /// Share of rows held out for testing.
+    pub test_fraction: Option<f64>,
+    /// Number of data partitions (fixed by the job, not by the worker count).
+    pub partitions: Option<u32>,
+    /// Work units per partition per iteration.
+    pub units_per_partition: Option<u32>,
+    /// Share of each partition's rows sampled per iteration (1.0 = full batch).
+    pub batch_fraction: Option<f64>,
+}
+
+/// `[model]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Model kind; only "logistic" exists.
+    pub kind: Option<String>,
+    /// Adam step size.
+    pub learning_rate: Option<f64>,
+    /// L2 penalty on the weights (not the bias).
+    pub l2: Option<f64>,
+    /// Evaluate on the test rows every this many iterations (and at the end).
+    pub eval_every: Option<u64>,
+}
+
+/// `[workers]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersSection {
+    /// Timely workers (threads in this process).
+    pub count: Option<u32>,
+    /// Paced mode: nominal ns of work per row on a dedicated core (0 = native speed).
+    pub pace_ns_per_row: Option<u64>,
+}
+
+/// `[straggler]`: one table for every pattern; which keys apply depends on `pattern`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StragglerSection {
+    /// none, slow-worker, disrupted-machine, power-law, persistent.
+    pub pattern: Option<String>,
+    /// slow-worker, disrupted-machine: probability of a slowdown.
+    pub probability: Option<f64>,
+    /// slow-worker, disrupted-machine: extra time in percent (400 = 5× slower).
+    pub delay_percent: Option<f64>,
+    /// disrupted-machine: window length in milliseconds.
+    pub period_ms: Option<u64>,
+    /// disrupted-machine: workers per emulated machine.
+    pub workers_per_machine: Option<u32>,
+    /// disrupted-machine: "emulated" (default) or "cpu" (real CPU-burning threads).
+    pub disruptor: Option<String>,
+    /// power-law: exponent α of p(x) ∝ x^-α.
+    pub alpha: Option<f64>,
+    /// power-law: cap on a drawn slowdown.
+    pub max_slowdown: Option<f64>,
+    /// persistent: the slow workers.
+    pub workers: Option<Vec<u32>>,
+    /// persistent: slowdown factor of those workers.
+    pub factor: Option<f64>,
+    /// persistent: share of the data those workers carry.
+    pub work_share: Option<f64>,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Policy name.
+    pub name: Option<String>,
+}
+
+/// `[detect]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DetectSection {
+    /// A worker is the laggard when it finishes more than this fraction of the
+    /// median busy time after the median worker.
+    pub laggard_threshold: Option<f64>,
+}
+
+/// `[trace]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSection {
+    /// Iterations per trace part file.
+    pub part_iterations: Option<u64>,
+}

@@ -1,0 +1,145 @@
+//! `JobPlan`: a job with every default applied, every path resolved and every
+//! value checked. Nothing downstream reads a `JobSpec`.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::data::DataConfig;
+use crate::inject::Pattern;
+use crate::model::AdamConfig;
+
+/// Default number of training iterations.
+pub const DEFAULT_ITERATIONS: u64 = 100;
+/// Default seed.
+pub const DEFAULT_SEED: u64 = 42;
+/// Default partition count: several per worker for up to 8 workers or so.
+pub const DEFAULT_PARTITIONS: u32 = 48;
+/// Default units per partition.
+pub const DEFAULT_UNITS_PER_PARTITION: u32 = 4;
+/// Default share of rows held out for testing.
+pub const DEFAULT_TEST_FRACTION: f64 = 1.0 / 3.0;
+/// Default Adam step size.
+pub const DEFAULT_LEARNING_RATE: f64 = 0.05;
+/// Default L2 penalty.
+pub const DEFAULT_L2: f64 = 1e-4;
+/// Default worker count.
+pub const DEFAULT_WORKERS: u32 = 4;
+/// Default laggard threshold (fraction of the median busy time).
+pub const DEFAULT_LAGGARD_THRESHOLD: f64 = 0.25;
+/// Default iterations per trace part.
+pub const DEFAULT_PART_ITERATIONS: u64 = 25;
+/// Default disrupted-machine window, ms.
+pub const DEFAULT_PERIOD_MS: u64 = 500;
+/// Default workers per emulated machine.
+pub const DEFAULT_WORKERS_PER_MACHINE: u32 = 2;
+/// Default power-law cap on a slowdown.
+pub const DEFAULT_MAX_SLOWDOWN: f64 = 20.0;
+
+/// Mitigation policies a job can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum PolicyName {
+    /// Bulk-synchronous: every worker computes its own units, all wait for all.
+    Bsp,
+}
+
+impl PolicyName {
+    /// Names that are implemented.
+    pub const AVAILABLE: &'static [&'static str] = &["bsp"];
+    /// Names from the design that are not implemented yet.
+    pub const PLANNED: &'static [&'static str] = &[
+        "ssp",
+        "rapid-reassign",
+        "flexrr",
+        "speculate",
+        "backup-workers",
+        "proactive",
+        "proactive-clone",
+        "dpro-substitute",
+        "forestall",
+        "ideal",
+    ];
+
+    /// The name used in job files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Bsp => "bsp",
+        }
+    }
+}
+
+/// How a disrupted machine is slowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DisruptorMode {
+    /// Stretch the units of the disrupted workers (deterministic; the default).
+    Emulated,
+    /// Also run real CPU-burning threads during disrupted windows.
+    Cpu,
+}
+
+/// A validated job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobPlan {
+    /// Job name.
+    pub name: String,
+    /// Seed of partitioning, sampling and the straggler schedule.
+    pub seed: u64,
+    /// Training iterations.
+    pub iterations: u64,
+    /// Dataset and split.
+    pub data: DataConfig,
+    /// Data partitions.
+    pub partitions: u32,
+    /// Units per partition per iteration.
+    pub units_per_partition: u32,
+    /// Share of each partition sampled per iteration.
+    pub batch_fraction: f64,
+    /// Optimiser.
+    pub optimizer: AdamConfig,
+    /// Evaluate on test rows every this many iterations.
+    pub eval_every: u64,
+    /// Timely workers.
+    pub workers: u32,
+    /// Paced mode: nominal ns per row (0 = native speed).
+    pub pace_ns_per_row: u64,
+    /// Injected straggler pattern.
+    pub pattern: Pattern,
+    /// How disrupted machines are slowed.
+    pub disruptor: DisruptorMode,
+    /// Mitigation policy.
+    pub policy: PolicyName,
+    /// Laggard threshold.
+    pub laggard_threshold: f64,
+    /// Iterations per trace part file.
+    pub part_iterations: u64,
+    /// Output directory, if the job or the command line named one.
+    pub out: Option<PathBuf>,
+    /// The job file the plan came from.
+    pub source: Option<PathBuf>,
+}
+
+impl JobPlan {
+    /// SHA-256 (hex) of everything that determines the run's results: the plan
+    /// without its output directory and source file.
+    pub fn hash(&self) -> String {
+        let mut plan = self.clone();
+        plan.out = None;
+        plan.source = None;
+        let json = serde_json::to_vec(&plan).expect("a plan always serialises to JSON");
+        hex(&Sha256::digest(json))
+    }
+
+    /// The plan as pretty JSON, as written next to every output.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a plan always serialises to JSON")
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

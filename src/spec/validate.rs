@@ -1,0 +1,614 @@
+//! Checks a `JobSpec` and resolves it into a `JobPlan`.
+
+use std::path::{Path, PathBuf};
+
+use super::job::{JobSpec, StragglerSection};
+use super::plan::*;
+use super::{origin, Overrides, Result, SpecError};
+use crate::data::DataConfig;
+use crate::inject::Pattern;
+use crate::model::AdamConfig;
+
+/// The dataset used when a job names none: the Adult census data committed
+/// under `data/`.
+pub const DEFAULT_DATASET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/adult.parquet");
+
+const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
+
+/// Where a value came from, to point at it in messages.
+struct Context<'a> {
+    text: &'a str,
+    path: Option<&'a Path>,
+    overrides: &'a Overrides,
+}
+
+impl Context<'_> {
+    fn invalid(&self, section: &str, key: &str, message: impl Into<String>) -> SpecError {
+        let from_flag = self.overrides.touches(section, key);
+        SpecError::Invalid {
+            origin: if from_flag {
+                "command line".to_owned()
+            } else {
+                origin(self.path)
+            },
+            line: if from_flag {
+                None
+            } else {
+                locate(self.text, section, key)
+            },
+            section: section.to_owned(),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Overrides {
+    fn touches(&self, section: &str, key: &str) -> bool {
+        match (section, key) {
+            ("workers", "count") => self.workers.is_some(),
+            ("workers", "pace_ns_per_row") => self.pace_ns_per_row.is_some(),
+            ("job", "iterations") => self.iterations.is_some(),
+            ("job", "seed") => self.seed.is_some(),
+            ("job", "out") => self.out.is_some(),
+            ("straggler", "pattern") => self.pattern.is_some(),
+            ("straggler", "probability") => self.probability.is_some(),
+            ("straggler", "delay_percent") => self.delay_percent.is_some(),
+            ("policy", "name") => self.policy.is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// The 1-based line where `key` is set inside `[section]`, if the text has it.
+pub fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            current = header.trim_end_matches(']').trim().to_owned();
+        } else if current == section {
+            if let Some(rest) = line.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Checks `spec` (parsed from `text`, read from `path`) and resolves it.
+pub fn validate(spec: &JobSpec, text: &str, path: Option<&Path>) -> Result<JobPlan> {
+    validate_with(spec, text, path, &Overrides::default())
+}
+
+/// Like [`validate`], for a spec to which `overrides` were applied: a bad value
+/// that came from a flag is reported as coming from the command line.
+pub fn validate_with(
+    spec: &JobSpec,
+    text: &str,
+    path: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<JobPlan> {
+    let cx = Context {
+        text,
+        path,
+        overrides,
+    };
+    let base_dir = path
+        .and_then(Path::parent)
+        .map(Path::to_owned)
+        .unwrap_or_default();
+
+    let name = spec.job.name.clone().unwrap_or_else(|| {
+        path.and_then(Path::file_stem)
+            .map_or_else(|| "job".to_owned(), |s| s.to_string_lossy().into_owned())
+    });
+    if name.is_empty() || name.contains(['/', '\\']) {
+        return Err(cx.invalid(
+            "job",
+            "name",
+            format!("'{name}' must be non-empty and contain no path separators"),
+        ));
+    }
+    let iterations = spec.job.iterations.unwrap_or(DEFAULT_ITERATIONS);
+    if iterations == 0 {
+        return Err(cx.invalid("job", "iterations", "must be at least 1 (got 0)"));
+    }
+
+    // data
+    let data_path = match &spec.data.path {
+        Some(p) => base_dir.join(p),
+        None => PathBuf::from(DEFAULT_DATASET),
+    };
+    if !data_path.is_file() {
+        return Err(cx.invalid(
+            "data",
+            "path",
+            format!("dataset file {} does not exist", data_path.display()),
+        ));
+    }
+    let test_fraction = spec.data.test_fraction.unwrap_or(DEFAULT_TEST_FRACTION);
+    if !(test_fraction > 0.0 && test_fraction < 1.0) {
+        return Err(cx.invalid(
+            "data",
+            "test_fraction",
+            format!("must be strictly between 0 and 1 (got {test_fraction})"),
+        ));
+    }
+    let partitions = spec.data.partitions.unwrap_or(DEFAULT_PARTITIONS);
+    if partitions == 0 {
+        return Err(cx.invalid("data", "partitions", "must be at least 1 (got 0)"));
+    }
+    let units_per_partition = spec
+        .data
+        .units_per_partition
+        .unwrap_or(DEFAULT_UNITS_PER_PARTITION);
+    if units_per_partition == 0 {
+        return Err(cx.invalid("data", "units_per_partition", "must be at least 1 (got 0)"));
+    }
+    let batch_fraction = spec.data.batch_fraction.unwrap_or(1.0);
+    if !(batch_fraction > 0.0 && batch_fraction <= 1.0) {
+        return Err(cx.invalid(
+            "data",
+            "batch_fraction",
+            format!("must be in (0, 1] (got {batch_fraction})"),
+        ));
+    }
+
+    // model
+    if let Some(kind) = &spec.model.kind {
+        if kind != "logistic" {
+            return Err(cx.invalid(
+                "model",
+                "kind",
+                format!("unknown model '{kind}'; accepted: logistic"),
+            ));
+        }
+    }
+    let learning_rate = spec.model.learning_rate.unwrap_or(DEFAULT_LEARNING_RATE);
+    if !(learning_rate.is_finite() && learning_rate > 0.0) {
+        return Err(cx.invalid(
+            "model",
+            "learning_rate",
+            format!("must be a positive number (got {learning_rate})"),
+        ));
+    }
+    let l2 = spec.model.l2.unwrap_or(DEFAULT_L2);
+    if !(l2.is_finite() && l2 >= 0.0) {
+        return Err(cx.invalid("model", "l2", format!("must be ≥ 0 (got {l2})")));
+    }
+    let eval_every = spec.model.eval_every.unwrap_or(1);
+    if eval_every == 0 {
+        return Err(cx.invalid("model", "eval_every", "must be at least 1 (got 0)"));
+    }
+
+    // workers
+    let workers = spec.workers.count.unwrap_or(DEFAULT_WORKERS);
+    if workers == 0 {
+        return Err(cx.invalid("workers", "count", "must be at least 1 (got 0)"));
+    }
+    if workers > partitions {
+        return Err(cx.invalid(
+            "workers",
+            "count",
+            format!(
+                "{workers} workers but only {partitions} partitions: every worker needs at \
+                 least one partition; lower the count or raise [data] partitions"
+            ),
+        ));
+    }
+    let pace_ns_per_row = spec.workers.pace_ns_per_row.unwrap_or(0);
+
+    let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
+
+    let policy = match spec.policy.name.as_deref().unwrap_or("bsp") {
+        "bsp" => PolicyName::Bsp,
+        other if PolicyName::PLANNED.contains(&other) => {
+            return Err(cx.invalid(
+                "policy",
+                "name",
+                format!(
+                    "policy '{other}' is not implemented yet; available: {}",
+                    PolicyName::AVAILABLE.join(", ")
+                ),
+            ))
+        }
+        other => {
+            return Err(cx.invalid(
+                "policy",
+                "name",
+                format!(
+                    "unknown policy '{other}'; accepted: {}",
+                    PolicyName::AVAILABLE.join(", ")
+                ),
+            ))
+        }
+    };
+
+    let laggard_threshold = spec
+        .detect
+        .laggard_threshold
+        .unwrap_or(DEFAULT_LAGGARD_THRESHOLD);
+    if !(laggard_threshold.is_finite() && laggard_threshold >= 0.0) {
+        return Err(cx.invalid(
+            "detect",
+            "laggard_threshold",
+            format!("must be ≥ 0 (got {laggard_threshold})"),
+        ));
+    }
+    let part_iterations = spec
+        .trace
+        .part_iterations
+        .unwrap_or(DEFAULT_PART_ITERATIONS);
+    if part_iterations == 0 {
+        return Err(cx.invalid("trace", "part_iterations", "must be at least 1 (got 0)"));
+    }
+
+    Ok(JobPlan {
+        name,
+        seed: spec.job.seed.unwrap_or(DEFAULT_SEED),
+        iterations,
+        data: DataConfig {
+            path: data_path,
+            label: spec.data.label.clone().unwrap_or_else(|| "income".into()),
+            positive: spec.data.positive.clone().unwrap_or_else(|| ">50K".into()),
+            test_fraction,
+        },
+        partitions,
+        units_per_partition,
+        batch_fraction,
+        optimizer: AdamConfig {
+            learning_rate,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            l2,
+        },
+        eval_every,
+        workers,
+        pace_ns_per_row,
+        pattern,
+        disruptor,
+        policy,
+        laggard_threshold,
+        part_iterations,
+        out: spec.job.out.as_ref().map(PathBuf::from),
+        source: path.map(Path::to_owned),
+    })
+}
+
+fn validate_pattern(
+    cx: &Context<'_>,
+    s: &StragglerSection,
+    workers: u32,
+) -> Result<(Pattern, DisruptorMode)> {
+    let name = s.pattern.as_deref().unwrap_or("none");
+    let given: Vec<(&str, bool)> = vec![
+        ("probability", s.probability.is_some()),
+        ("delay_percent", s.delay_percent.is_some()),
+        ("period_ms", s.period_ms.is_some()),
+        ("workers_per_machine", s.workers_per_machine.is_some()),
+        ("disruptor", s.disruptor.is_some()),
+        ("alpha", s.alpha.is_some()),
+        ("max_slowdown", s.max_slowdown.is_some()),
+        ("workers", s.workers.is_some()),
+        ("factor", s.factor.is_some()),
+        ("work_share", s.work_share.is_some()),
+    ];
+    let applies: &[&str] = match name {
+        "none" => &[],
+        "slow-worker" => &["probability", "delay_percent"],
+        "disrupted-machine" => &[
+            "probability",
+            "delay_percent",
+            "period_ms",
+            "workers_per_machine",
+            "disruptor",
+        ],
+        "power-law" => &["alpha", "max_slowdown"],
+        "persistent" => &["workers", "factor", "work_share"],
+        other => {
+            return Err(cx.invalid(
+                "straggler",
+                "pattern",
+                format!("unknown pattern '{other}'; accepted: {PATTERNS}"),
+            ))
+        }
+    };
+    if let Some((key, _)) = given.iter().find(|(k, set)| *set && !applies.contains(k)) {
+        let keys = if applies.is_empty() {
+            "none".to_owned()
+        } else {
+            applies.join(", ")
+        };
+        return Err(cx.invalid(
+            "straggler",
+            key,
+            format!("does not apply to pattern '{name}' (its keys: {keys})"),
+        ));
+    }
+    let probability = |default: f64| -> Result<f64> {
+        let p = s.probability.unwrap_or(default);
+        if (0.0..=1.0).contains(&p) {
+            Ok(p)
+        } else {
+            Err(cx.invalid(
+                "straggler",
+                "probability",
+                format!("must be in [0, 1] (got {p})"),
+            ))
+        }
+    };
+    let delay = |default: f64| -> Result<f64> {
+        let d = s.delay_percent.unwrap_or(default);
+        if d.is_finite() && d >= 0.0 {
+            Ok(d)
+        } else {
+            Err(cx.invalid(
+                "straggler",
+                "delay_percent",
+                format!("must be ≥ 0 (got {d})"),
+            ))
+        }
+    };
+    let mut disruptor = DisruptorMode::Emulated;
+    let pattern = match name {
+        "none" => Pattern::None,
+        "slow-worker" => Pattern::SlowWorker {
+            probability: probability(0.1)?,
+            delay_percent: delay(400.0)?,
+        },
+        "disrupted-machine" => {
+            let period_ms = s.period_ms.unwrap_or(DEFAULT_PERIOD_MS);
+            if period_ms == 0 {
+                return Err(cx.invalid("straggler", "period_ms", "must be at least 1 (got 0)"));
+            }
+            let per_machine = s
+                .workers_per_machine
+                .unwrap_or(DEFAULT_WORKERS_PER_MACHINE.min(workers));
+            if per_machine == 0 || per_machine > workers {
+                return Err(cx.invalid(
+                    "straggler",
+                    "workers_per_machine",
+                    format!("must be between 1 and the worker count {workers} (got {per_machine})"),
+                ));
+            }
+            disruptor = match s.disruptor.as_deref().unwrap_or("emulated") {
+                "emulated" => DisruptorMode::Emulated,
+                "cpu" => DisruptorMode::Cpu,
+                other => {
+                    return Err(cx.invalid(
+                        "straggler",
+                        "disruptor",
+                        format!("unknown disruptor '{other}'; accepted: emulated, cpu"),
+                    ))
+                }
+            };
+            Pattern::DisruptedMachine {
+                probability: probability(0.2)?,
+                period_us: period_ms * 1000,
+                delay_percent: delay(400.0)?,
+                workers_per_machine: per_machine,
+            }
+        }
+        "power-law" => {
+            let alpha = s.alpha.unwrap_or(4.0);
+            if !(alpha.is_finite() && alpha > 1.0) {
+                return Err(cx.invalid(
+                    "straggler",
+                    "alpha",
+                    format!("must be > 1 for p(x) ∝ x^-α to be a distribution (got {alpha})"),
+                ));
+            }
+            let max_slowdown = s.max_slowdown.unwrap_or(DEFAULT_MAX_SLOWDOWN);
+            if !(max_slowdown.is_finite() && max_slowdown >= 1.0) {
+                return Err(cx.invalid(
+                    "straggler",
+                    "max_slowdown",
+                    format!("must be ≥ 1 (got {max_slowdown})"),
+                ));
+            }
+            Pattern::PowerLaw {
+                alpha,
+                max_slowdown,
+            }
+        }
+        _ => {
+            // persistent: default is FlexRR's skew, the first half carry 75 % of the data.
+            let default_workers: Vec<u32> = (0..workers.div_ceil(2)).collect();
+            let slow = s.workers.clone().unwrap_or(default_workers);
+            if slow.is_empty() {
+                return Err(cx.invalid("straggler", "workers", "must name at least one worker"));
+            }
+            if let Some(w) = slow.iter().find(|&&w| w >= workers) {
+                return Err(cx.invalid(
+                    "straggler",
+                    "workers",
+                    format!("worker {w} does not exist (workers are 0..{workers})"),
+                ));
+            }
+            let mut dedup = slow.clone();
+            dedup.sort_unstable();
+            dedup.dedup();
+            if dedup.len() != slow.len() {
+                return Err(cx.invalid("straggler", "workers", "lists a worker twice"));
+            }
+            let factor = s.factor.unwrap_or(if s.work_share.is_some() || s.workers.is_none() {
+                1.0
+            } else {
+                2.0
+            });
+            if !(factor.is_finite() && factor >= 1.0) {
+                return Err(cx.invalid(
+                    "straggler",
+                    "factor",
+                    format!("must be ≥ 1 (got {factor})"),
+                ));
+            }
+            let work_share = match (s.work_share, s.workers.is_none() && s.factor.is_none()) {
+                (Some(share), _) => Some(share),
+                (None, true) => Some(0.75),
+                (None, false) => None,
+            };
+            if let Some(share) = work_share {
+                if !(share > 0.0 && share < 1.0) {
+                    return Err(cx.invalid(
+                        "straggler",
+                        "work_share",
+                        format!("must be strictly between 0 and 1 (got {share})"),
+                    ));
+                }
+                if slow.len() as u32 == workers {
+                    return Err(cx.invalid(
+                        "straggler",
+                        "work_share",
+                        "needs at least one worker outside [straggler] workers",
+                    ));
+                }
+            }
+            Pattern::Persistent {
+                workers: dedup,
+                factor,
+                work_share,
+            }
+        }
+    };
+    Ok((pattern, disruptor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::parse_job;
+
+    fn check(text: &str) -> Result<JobPlan> {
+        let spec = parse_job(text, Some(Path::new("job.toml")))?;
+        validate(&spec, text, Some(Path::new("job.toml")))
+    }
+
+    fn message(text: &str) -> String {
+        match check(text) {
+            Ok(plan) => panic!("accepted: {plan:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    macro_rules! rejects {
+        ($($name:ident: $text:expr => $expected:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                let m = message($text);
+                assert_eq!(m, $expected);
+            }
+        )*};
+    }
+
+    rejects! {
+        zero_workers: "[workers]\ncount = 0\n" => "job.toml:2: [workers] count: must be at least 1 (got 0)";
+        more_workers_than_partitions: "[data]\npartitions = 2\n[workers]\ncount = 3\n" =>
+            "job.toml:4: [workers] count: 3 workers but only 2 partitions: every worker needs at least one partition; lower the count or raise [data] partitions";
+        negative_learning_rate: "[model]\nlearning_rate = -0.1\n" =>
+            "job.toml:2: [model] learning_rate: must be a positive number (got -0.1)";
+        unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
+            "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
+        unknown_policy: "[policy]\nname = \"fastest\"\n" =>
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp";
+        planned_policy: "[policy]\nname = \"flexrr\"\n" =>
+            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp";
+        probability_above_one: "[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n" =>
+            "job.toml:3: [straggler] probability: must be in [0, 1] (got 1.5)";
+        knob_of_another_pattern: "[straggler]\npattern = \"slow-worker\"\nalpha = 4.0\n" =>
+            "job.toml:3: [straggler] alpha: does not apply to pattern 'slow-worker' (its keys: probability, delay_percent)";
+        alpha_one: "[straggler]\npattern = \"power-law\"\nalpha = 1.0\n" =>
+            "job.toml:3: [straggler] alpha: must be > 1 for p(x) ∝ x^-α to be a distribution (got 1)";
+        missing_dataset: "[data]\npath = \"nowhere.parquet\"\n" =>
+            "job.toml:2: [data] path: dataset file nowhere.parquet does not exist";
+        persistent_unknown_worker: "[workers]\ncount = 2\n[straggler]\npattern = \"persistent\"\nworkers = [5]\n" =>
+            "job.toml:5: [straggler] workers: worker 5 does not exist (workers are 0..2)";
+        zero_iterations: "[job]\niterations = 0\n" => "job.toml:2: [job] iterations: must be at least 1 (got 0)";
+        batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let m = message("[workers]\ncount = 2\ncoutn = 3\n");
+        assert!(m.starts_with("job.toml: TOML parse error at line 3"), "{m}");
+        assert!(m.contains("unknown field `coutn`"), "{m}");
+        assert!(m.contains("expected `count` or `pace_ns_per_row`"), "{m}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let m = message("[workers]\ncount = \"four\"\n");
+        assert!(m.contains("line 2"), "{m}");
+        assert!(m.contains("count"), "{m}");
+    }
+
+    #[test]
+    fn malformed_toml_is_a_parse_error() {
+        let m = message("[workers\ncount = 2\n");
+        assert!(m.starts_with("job.toml: TOML parse error at line 1"), "{m}");
+    }
+
+    #[test]
+    fn defaults_make_a_valid_plan() {
+        let plan = check("").expect("empty job is valid");
+        assert_eq!(plan.workers, DEFAULT_WORKERS);
+        assert_eq!(plan.pattern, Pattern::None);
+        assert_eq!(plan.policy, PolicyName::Bsp);
+        assert_eq!(plan.name, "job");
+    }
+
+    #[test]
+    fn persistent_defaults_to_flexrr_skew() {
+        let plan = check("[straggler]\npattern = \"persistent\"\n").expect("valid");
+        assert_eq!(
+            plan.pattern,
+            Pattern::Persistent {
+                workers: vec![0, 1],
+                factor: 1.0,
+                work_share: Some(0.75)
+            }
+        );
+    }
+
+    #[test]
+    fn flag_errors_point_at_the_command_line() {
+        let text = "[workers]\ncount = 2\n";
+        let mut spec = parse_job(text, Some(Path::new("job.toml"))).expect("parses");
+        let o = Overrides {
+            workers: Some(0),
+            ..Default::default()
+        };
+        o.apply(&mut spec);
+        let e = validate_with(&spec, text, Some(Path::new("job.toml")), &o).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "command line: [workers] count: must be at least 1 (got 0)"
+        );
+    }
+
+    #[test]
+    fn changing_the_pattern_on_the_command_line_drops_old_knobs() {
+        let text = "[straggler]\npattern = \"slow-worker\"\nprobability = 0.5\n";
+        let mut spec = parse_job(text, None).expect("parses");
+        Overrides {
+            pattern: Some("power-law".into()),
+            ..Default::default()
+        }
+        .apply(&mut spec);
+        let plan = validate(&spec, text, None).expect("valid");
+        assert!(matches!(plan.pattern, Pattern::PowerLaw { .. }));
+    }
+
+    #[test]
+    fn plan_hash_ignores_output_directory() {
+        let a = check("[job]\nout = \"a\"\n").expect("valid");
+        let b = check("[job]\nout = \"b\"\n").expect("valid");
+        let c = check("[job]\nseed = 1\n").expect("valid");
+        assert_eq!(a.hash(), b.hash());
+        assert_ne!(a.hash(), c.hash());
+    }
+}

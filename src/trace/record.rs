@@ -1,0 +1,128 @@
+//! The rows a run writes: one per unit, one per (iteration, worker), one per iteration.
+//!
+//! All times are µs since the job started (`*_us`, `u64`). Columns whose name starts
+//! with `gt_` are the injected ground truth: they exist for evaluation only and no
+//! predictor may read them.
+
+use serde::{Deserialize, Serialize};
+
+/// What happened to a unit in its iteration (the policy's decision as executed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum UnitAction {
+    /// Computed by the worker the assignment gave it to; counted in the sum.
+    Assigned,
+}
+
+impl UnitAction {
+    /// The name written to the trace.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitAction::Assigned => "assigned",
+        }
+    }
+}
+
+/// One row per (iteration, executing worker, unit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitRecord {
+    /// Iteration (= timely epoch) the unit belongs to.
+    pub iteration: u64,
+    /// Global index of the worker that executed the unit.
+    pub worker: u32,
+    /// Process (timely cluster index) of that worker.
+    pub process: u32,
+    /// Data partition the unit's rows come from.
+    pub partition: u32,
+    /// Index of the unit within its partition for this iteration.
+    pub unit: u32,
+    /// Worker the unit was assigned to by the data placement.
+    pub owner: u32,
+    /// Worker that computed it (equals `worker`; kept explicit for replay).
+    pub executor: u32,
+    /// When the computation of the unit started.
+    pub start_us: u64,
+    /// When the unit's gradient was handed to the exchange.
+    pub end_us: u64,
+    /// Time spent computing the real gradient (excludes injected delay and pacing).
+    pub compute_us: u64,
+    /// Idle time of the worker just before this unit (since the parameters were
+    /// ready or since its previous unit ended).
+    pub wait_us: u64,
+    /// Rows in the unit.
+    pub rows: u32,
+    /// Bytes of gradient sent to shard owners for this unit.
+    pub bytes_sent: u64,
+    /// What the policy did with the unit.
+    pub action: UnitAction,
+    /// Ground truth: slowdown factor injected for this unit (1.0 = none).
+    pub gt_slowdown: f64,
+    /// Ground truth: time added to the unit by the injector.
+    pub gt_delay_us: u64,
+}
+
+/// One row per (iteration, worker): how the worker spent the iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    /// Iteration.
+    pub iteration: u64,
+    /// Global worker index.
+    pub worker: u32,
+    /// Process of the worker.
+    pub process: u32,
+    /// Units the worker executed.
+    pub units: u32,
+    /// Rows the worker processed.
+    pub rows: u64,
+    /// When all parameter shards of this iteration's version had arrived.
+    pub ready_us: u64,
+    /// When the worker finished its last unit of the iteration.
+    pub finish_us: u64,
+    /// Sum of the units' real compute time.
+    pub compute_us: u64,
+    /// `finish_us - ready_us`: the worker's part of the iteration.
+    pub busy_us: u64,
+    /// Time from `finish_us` until the next version's parameters were ready: the
+    /// wait at the barrier for the slowest worker.
+    pub barrier_wait_us: u64,
+    /// Time timely's log says the compute operator was scheduled on this worker
+    /// since the previous iteration closed.
+    pub operator_us: u64,
+    /// Bytes of gradient sent.
+    pub bytes_sent: u64,
+    /// Ground truth: the largest slowdown injected into this worker's units.
+    pub gt_slowdown: f64,
+}
+
+/// One row per iteration: the model's progress and who held the barrier up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationRecord {
+    /// Iteration.
+    pub iteration: u64,
+    /// Earliest time any worker had this iteration's parameters.
+    pub start_us: u64,
+    /// Latest time any worker finished its units of this iteration.
+    pub end_us: u64,
+    /// `end_us - start_us`.
+    pub wall_us: u64,
+    /// Mean training log-loss over the iteration's sampled rows, at the
+    /// parameters the iteration started from.
+    pub train_loss: f64,
+    /// Test-set log-loss of those parameters, when evaluated this iteration.
+    pub test_loss: Option<f64>,
+    /// Test-set accuracy of those parameters, when evaluated this iteration.
+    pub test_accuracy: Option<f64>,
+    /// Worker that finished last, if it lagged by more than the threshold.
+    pub laggard: Option<u32>,
+    /// How much later the last worker finished than the median worker.
+    pub lag_us: u64,
+    /// Median over workers of `finish_us - start_us`.
+    pub median_busy_us: u64,
+    /// Sum over workers of their barrier wait for this iteration.
+    pub barrier_wait_us: u64,
+    /// Units computed in the iteration.
+    pub units: u32,
+    /// Rows sampled in the iteration.
+    pub rows: u64,
+}

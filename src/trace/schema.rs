@@ -1,0 +1,255 @@
+//! The Arrow schemas of the three trace tables: the one place they are defined.
+//!
+//! Every table starts with a `job_id` column (`Utf8`, the same value in every row
+//! of a file), followed by the fields of its record type in declaration order,
+//! named after the fields. `u64` becomes `UInt64`, `u32` `UInt32`, `f64`
+//! `Float64`, [`UnitAction`](super::UnitAction) `Utf8` (its
+//! [`as_str`](super::UnitAction::as_str) name). Only `Option` fields are nullable.
+//!
+//! Bump [`SCHEMA_VERSION`] whenever a column is added, removed, renamed or
+//! changes type or meaning, and update `docs/trace-schema.md`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+/// Version of the trace layout, written to every part file under
+/// [`META_SCHEMA_VERSION`]. Readers reject files with any other version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Name of the per-unit table and of its subdirectory.
+pub const UNITS_TABLE: &str = "units";
+/// Name of the per-(iteration, worker) table and of its subdirectory.
+pub const WORKERS_TABLE: &str = "workers";
+/// Name of the per-iteration table and of its subdirectory.
+pub const ITERATIONS_TABLE: &str = "iterations";
+
+/// Name of the leading column every table has: the job the rows belong to.
+pub const JOB_ID_COLUMN: &str = "job_id";
+
+/// Parquet key-value metadata key: [`SCHEMA_VERSION`] as a decimal string.
+pub const META_SCHEMA_VERSION: &str = "forestall.schema_version";
+/// Parquet key-value metadata key: the table name ([`TraceTable::name`]).
+pub const META_TABLE: &str = "forestall.table";
+/// Parquet key-value metadata key: the job id (same as the `job_id` column).
+pub const META_JOB_ID: &str = "forestall.job_id";
+/// Parquet key-value metadata key: git revision of the code that wrote the file.
+pub const META_GIT_REVISION: &str = "forestall.git_revision";
+/// Parquet key-value metadata key: hash of the resolved job plan.
+pub const META_PLAN_HASH: &str = "forestall.plan_hash";
+/// Parquet key-value metadata key: the job's seed as a decimal string.
+pub const META_SEED: &str = "forestall.seed";
+
+/// One of the three trace tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TraceTable {
+    /// One row per unit: [`UnitRecord`](super::UnitRecord).
+    Units,
+    /// One row per (iteration, worker): [`WorkerRecord`](super::WorkerRecord).
+    Workers,
+    /// One row per iteration: [`IterationRecord`](super::IterationRecord).
+    Iterations,
+}
+
+impl TraceTable {
+    /// All tables, in the order they are read.
+    pub const ALL: [TraceTable; 3] = [
+        TraceTable::Units,
+        TraceTable::Workers,
+        TraceTable::Iterations,
+    ];
+
+    /// The table's name: its subdirectory and its [`META_TABLE`] value.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceTable::Units => UNITS_TABLE,
+            TraceTable::Workers => WORKERS_TABLE,
+            TraceTable::Iterations => ITERATIONS_TABLE,
+        }
+    }
+
+    /// The table's Arrow schema.
+    pub fn schema(self) -> SchemaRef {
+        match self {
+            TraceTable::Units => unit_schema(),
+            TraceTable::Workers => worker_schema(),
+            TraceTable::Iterations => iteration_schema(),
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            TraceTable::Units => 0,
+            TraceTable::Workers => 1,
+            TraceTable::Iterations => 2,
+        }
+    }
+}
+
+impl fmt::Display for TraceTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn required(name: &str, data_type: DataType) -> Field {
+    Field::new(name, data_type, false)
+}
+
+fn optional(name: &str, data_type: DataType) -> Field {
+    Field::new(name, data_type, true)
+}
+
+/// Schema of the `units` table ([`UnitRecord`](super::UnitRecord)).
+pub fn unit_schema() -> SchemaRef {
+    use DataType::{Float64, UInt32, UInt64, Utf8};
+    Arc::new(Schema::new(vec![
+        required(JOB_ID_COLUMN, Utf8),
+        required("iteration", UInt64),
+        required("worker", UInt32),
+        required("process", UInt32),
+        required("partition", UInt32),
+        required("unit", UInt32),
+        required("owner", UInt32),
+        required("executor", UInt32),
+        required("start_us", UInt64),
+        required("end_us", UInt64),
+        required("compute_us", UInt64),
+        required("wait_us", UInt64),
+        required("rows", UInt32),
+        required("bytes_sent", UInt64),
+        required("action", Utf8),
+        required("gt_slowdown", Float64),
+        required("gt_delay_us", UInt64),
+    ]))
+}
+
+/// Schema of the `workers` table ([`WorkerRecord`](super::WorkerRecord)).
+pub fn worker_schema() -> SchemaRef {
+    use DataType::{Float64, UInt32, UInt64, Utf8};
+    Arc::new(Schema::new(vec![
+        required(JOB_ID_COLUMN, Utf8),
+        required("iteration", UInt64),
+        required("worker", UInt32),
+        required("process", UInt32),
+        required("units", UInt32),
+        required("rows", UInt64),
+        required("ready_us", UInt64),
+        required("finish_us", UInt64),
+        required("compute_us", UInt64),
+        required("busy_us", UInt64),
+        required("barrier_wait_us", UInt64),
+        required("operator_us", UInt64),
+        required("bytes_sent", UInt64),
+        required("gt_slowdown", Float64),
+    ]))
+}
+
+/// Schema of the `iterations` table ([`IterationRecord`](super::IterationRecord)).
+pub fn iteration_schema() -> SchemaRef {
+    use DataType::{Float64, UInt32, UInt64, Utf8};
+    Arc::new(Schema::new(vec![
+        required(JOB_ID_COLUMN, Utf8),
+        required("iteration", UInt64),
+        required("start_us", UInt64),
+        required("end_us", UInt64),
+        required("wall_us", UInt64),
+        required("train_loss", Float64),
+        optional("test_loss", Float64),
+        optional("test_accuracy", Float64),
+        optional("laggard", UInt32),
+        required("lag_us", UInt64),
+        required("median_busy_us", UInt64),
+        required("barrier_wait_us", UInt64),
+        required("units", UInt32),
+        required("rows", UInt64),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(schema: &Schema) -> Vec<&str> {
+        schema.fields().iter().map(|f| f.name().as_str()).collect()
+    }
+
+    fn nullable(schema: &Schema) -> Vec<&str> {
+        schema
+            .fields()
+            .iter()
+            .filter(|f| f.is_nullable())
+            .map(|f| f.name().as_str())
+            .collect()
+    }
+
+    #[test]
+    fn every_table_starts_with_job_id() {
+        for table in TraceTable::ALL {
+            let schema = table.schema();
+            let first = &schema.fields()[0];
+            assert_eq!(first.name(), JOB_ID_COLUMN, "{table}");
+            assert_eq!(first.data_type(), &DataType::Utf8, "{table}");
+            assert!(!first.is_nullable(), "{table}");
+        }
+    }
+
+    #[test]
+    fn column_names_are_the_record_fields() {
+        // Serializing a record gives its field names in declaration order.
+        let (units, workers, iterations) = crate::trace::tests_support::one_of_each();
+        let fields = |value: serde_json::Value| -> Vec<String> {
+            let mut out = vec![JOB_ID_COLUMN.to_string()];
+            if let serde_json::Value::Object(map) = value {
+                out.extend(map.keys().cloned());
+            }
+            out
+        };
+        let to_json = |v: Result<serde_json::Value, _>| v.expect("records serialize to json");
+        let mut expected = fields(to_json(serde_json::to_value(&units)));
+        let mut found: Vec<String> = names(&unit_schema())
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        expected.sort();
+        found.sort();
+        assert_eq!(found, expected);
+        let mut expected = fields(to_json(serde_json::to_value(&workers)));
+        let mut found: Vec<String> = names(&worker_schema())
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        expected.sort();
+        found.sort();
+        assert_eq!(found, expected);
+        let mut expected = fields(to_json(serde_json::to_value(&iterations)));
+        let mut found: Vec<String> = names(&iteration_schema())
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        expected.sort();
+        found.sort();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn only_option_fields_are_nullable() {
+        assert!(nullable(&unit_schema()).is_empty());
+        assert!(nullable(&worker_schema()).is_empty());
+        assert_eq!(
+            nullable(&iteration_schema()),
+            ["test_loss", "test_accuracy", "laggard"]
+        );
+    }
+
+    #[test]
+    fn table_names_and_indices() {
+        let names: Vec<_> = TraceTable::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["units", "workers", "iterations"]);
+        let indices: Vec<_> = TraceTable::ALL.iter().map(|t| t.index()).collect();
+        assert_eq!(indices, [0, 1, 2]);
+        assert_eq!(TraceTable::Workers.to_string(), "workers");
+    }
+}
