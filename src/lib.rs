@@ -14,16 +14,21 @@
 //! 4. [`run`]: the timely dataflow. One training iteration is one timely epoch;
 //!    compute operators process one unit per activation, gradients travel to
 //!    parameter-shard owners that reduce them in partition order.
-//! 5. [`trace`]: the timing records and their Parquet part files.
-//! 6. [`report`]: summaries for people (text) and machines (JSON lines).
-//! 7. [`cli`]: the `forestall` command line.
+//! 5. [`model`]: logistic regression's per-unit gradients and the per-coordinate
+//!    Adam optimiser that shard owners step.
+//! 6. [`trace`]: the timing records and their Parquet part files.
+//! 7. [`report`]: summaries for people (text) and machines (JSON lines).
+//! 8. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
-pub mod inject;
-pub mod rng;
-pub mod trace;
+pub mod cli;
 pub mod data;
+pub mod fsutil;
+pub mod inject;
 pub mod model;
+pub mod report;
+pub mod rng;
 pub mod run;
 pub mod spec;
+pub mod trace;

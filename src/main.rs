@@ -1,1 +1,31 @@
-fn main() {}
+//! The `forestall` binary: parses the command line and turns the outcome into an
+//! exit code (0 success, 1 a requested check failed, 2 error).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = forestall::cli::Cli::parse();
+    let level = match (cli.global.quiet, cli.global.verbose) {
+        (q, _) if q > 0 => "error",
+        (_, 0) => "warn",
+        (_, 1) => "info",
+        (_, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match forestall::cli::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -17,7 +17,7 @@
 
 pub mod job;
 pub mod plan;
-mod validate;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 

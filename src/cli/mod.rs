@@ -1,0 +1,53 @@
+//! The `forestall` command line: global flags, subcommands, and how results
+//! reach stdout (results) and stderr (everything else).
+
+pub mod output;
+pub mod run;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Data-parallel training on timely dataflow that keeps stragglers from setting the pace.
+#[derive(Debug, Parser)]
+#[command(name = "forestall", version, about, long_about = None)]
+pub struct Cli {
+    /// Flags every subcommand takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Print JSON lines on stdout ({"type": …, "data": …}) and nothing else.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Less output: no progress bar, warnings and errors only (repeatable).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub quiet: u8,
+    /// More log output on stderr (repeatable; RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Never draw a progress bar.
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+}
+
+/// Subcommands, in the order of the pipeline.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a job: real model, real data, W timely workers, injected stragglers,
+    /// traces written to Parquet.
+    Run(run::RunArgs),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run::run(args, &cli.global),
+    }
+}

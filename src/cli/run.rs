@@ -1,0 +1,238 @@
+//! `forestall run JOB.toml`: validate, load, train, write, summarise.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+
+use super::output::{print_stdout, progress_bar};
+use super::GlobalArgs;
+use crate::data::load_dataset;
+use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp, write_atomic};
+use crate::report::{json, RunSummary};
+use crate::run::{run_job, RunOutput};
+use crate::spec::{read_job_file, validate::validate_with, JobPlan, Overrides};
+use crate::trace::{IterationRecord, TraceStamp};
+
+/// The git revision this binary was built from.
+pub const GIT_REVISION: &str = env!("FORESTALL_GIT_REVISION");
+
+/// Arguments of `forestall run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file (TOML), e.g. pipelines/quickstart.toml.
+    pub job: PathBuf,
+    /// Number of timely workers (threads).
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Training iterations.
+    #[arg(long)]
+    pub iterations: Option<u64>,
+    /// Seed of partitioning, sampling and the straggler schedule.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Straggler pattern: none, slow-worker, disrupted-machine, power-law, persistent.
+    #[arg(long)]
+    pub pattern: Option<String>,
+    /// Injected delay in percent (slow-worker, disrupted-machine).
+    #[arg(long)]
+    pub delay: Option<f64>,
+    /// Probability of a slowdown (slow-worker, disrupted-machine).
+    #[arg(long)]
+    pub probability: Option<f64>,
+    /// Mitigation policy.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Paced mode: nominal ns of work per row on a dedicated core (0 = native speed).
+    #[arg(long, value_name = "NS_PER_ROW")]
+    pub pace: Option<u64>,
+    /// Output directory (default: runs/<job name>/<UTC time>).
+    #[arg(long)]
+    pub out: Option<String>,
+    /// Replace the output directory if it already holds files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl RunArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            workers: self.workers,
+            iterations: self.iterations,
+            seed: self.seed,
+            pattern: self.pattern.clone(),
+            probability: self.probability,
+            delay_percent: self.delay,
+            policy: self.policy.clone(),
+            pace_ns_per_row: self.pace,
+            out: self.out.clone(),
+        }
+    }
+}
+
+/// The plan and where its output goes, with every input checked.
+pub struct PreparedRun {
+    /// The validated plan.
+    pub plan: JobPlan,
+    /// Output directory (not created yet).
+    pub out_dir: PathBuf,
+}
+
+/// Reads, overrides and validates the job, and picks the output directory.
+/// Nothing is written.
+pub fn prepare(job: &Path, overrides: &Overrides, force: bool) -> anyhow::Result<PreparedRun> {
+    let (mut spec, text) = read_job_file(job)?;
+    overrides.apply(&mut spec);
+    let plan = validate_with(&spec, &text, Some(job), overrides)?;
+    let out_dir = match &plan.out {
+        Some(dir) => {
+            if is_non_empty_dir(dir) && !force {
+                bail!(
+                    "output directory {} already holds files; pass --force to replace it or \
+                     choose another --out",
+                    dir.display()
+                );
+            }
+            dir.clone()
+        }
+        None => fresh_dir(
+            &Path::new("runs")
+                .join(&plan.name)
+                .join(utc_stamp(SystemTime::now())),
+        ),
+    };
+    Ok(PreparedRun { plan, out_dir })
+}
+
+#[derive(Serialize)]
+struct Begin<'a> {
+    job: &'a str,
+    plan_hash: String,
+    workers: u32,
+    iterations: u64,
+    pattern: &'a str,
+    policy: &'a str,
+    out_dir: String,
+    git_revision: &'a str,
+}
+
+#[derive(Serialize)]
+struct Model<'a> {
+    features: &'a [String],
+    params: &'a [f64],
+    params_sha256: &'a str,
+    plan_hash: String,
+    git_revision: &'a str,
+}
+
+/// Runs `forestall run`.
+pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let PreparedRun { plan, out_dir } = prepare(&args.job, &args.overrides(), args.force)?;
+    tracing::debug!(plan = %plan.to_json(), "resolved plan");
+    let dataset = Arc::new(
+        load_dataset(&plan.data)
+            .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?,
+    );
+    if dataset.train.len() < plan.partitions as usize {
+        bail!(
+            "{}: [data] partitions = {} but the dataset has only {} training rows",
+            args.job.display(),
+            plan.partitions,
+            dataset.train.len()
+        );
+    }
+
+    // Every input is checked: from here on we write.
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
+    }
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    write_atomic(&out_dir.join("plan.json"), plan.to_json().as_bytes())
+        .with_context(|| format!("cannot write {}", out_dir.join("plan.json").display()))?;
+
+    let plan_hash = plan.hash();
+    if global.json {
+        print_stdout(&json::line(
+            "begin",
+            &Begin {
+                job: &plan.name,
+                plan_hash: plan_hash.clone(),
+                workers: plan.workers,
+                iterations: plan.iterations,
+                pattern: plan.pattern.name(),
+                policy: plan.policy.as_str(),
+                out_dir: out_dir.display().to_string(),
+                git_revision: GIT_REVISION,
+            },
+        ));
+    } else if global.quiet == 0 {
+        eprintln!(
+            "training {} on {} ({} train / {} test rows, {} features) with {} workers, pattern {}, policy {}",
+            plan.name,
+            plan.data.path.display(),
+            dataset.train.len(),
+            dataset.test.len(),
+            dataset.dims(),
+            plan.workers,
+            plan.pattern.name(),
+            plan.policy.as_str()
+        );
+    }
+
+    let bar = progress_bar(global, plan.iterations);
+    let observer_bar = bar.clone();
+    let json_lines = global.json;
+    let observer = Box::new(move |row: &IterationRecord| {
+        if json_lines {
+            print_stdout(&json::line("iteration", row));
+        }
+        observer_bar.inc(1);
+        let mut msg = format!("train loss {:.4}", row.train_loss);
+        if let Some(acc) = row.test_accuracy {
+            msg.push_str(&format!("  test acc {acc:.4}"));
+        }
+        observer_bar.set_message(msg);
+    });
+    let stamp = TraceStamp {
+        job_id: format!("{}-{}", plan.name, &plan_hash[..12]),
+        git_revision: GIT_REVISION.to_owned(),
+        plan_hash: plan_hash.clone(),
+        seed: plan.seed,
+    };
+    let output: RunOutput = run_job(
+        &plan,
+        Arc::clone(&dataset),
+        &out_dir.join("trace"),
+        stamp,
+        Some(observer),
+    )
+    .with_context(|| format!("run of {} failed", args.job.display()))?;
+    bar.finish_and_clear();
+
+    let model = Model {
+        features: &dataset.features.names,
+        params: &output.params,
+        params_sha256: &output.digest,
+        plan_hash,
+        git_revision: GIT_REVISION,
+    };
+    let model_json = serde_json::to_vec_pretty(&model).context("cannot encode the model")?;
+    write_atomic(&out_dir.join("model.json"), &model_json)
+        .with_context(|| format!("cannot write {}", out_dir.join("model.json").display()))?;
+    let summary = RunSummary::new(&plan, &output, &out_dir, dataset.test_positive_rate());
+    let summary_json = serde_json::to_vec_pretty(&summary).context("cannot encode the summary")?;
+    write_atomic(&out_dir.join("summary.json"), &summary_json)
+        .with_context(|| format!("cannot write {}", out_dir.join("summary.json").display()))?;
+    if global.json {
+        print_stdout(&json::line("summary", &summary));
+    } else {
+        print_stdout(summary.to_text().trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,132 @@
+//! The summary printed at the end of `forestall run`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::run::RunOutput;
+use crate::spec::JobPlan;
+
+/// The headline numbers of a run. Times in seconds or milliseconds, as named.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Job name.
+    pub job: String,
+    /// Output directory.
+    pub out_dir: String,
+    /// Workers.
+    pub workers: u32,
+    /// Injected pattern.
+    pub pattern: String,
+    /// Policy.
+    pub policy: String,
+    /// Iterations run.
+    pub iterations: u64,
+    /// Wall time of the dataflow, s.
+    pub wall_s: f64,
+    /// Median iteration wall time, ms.
+    pub median_iteration_ms: f64,
+    /// 95th percentile iteration wall time, ms.
+    pub p95_iteration_ms: f64,
+    /// Time lost waiting for the laggard: Σ over iterations and workers of the
+    /// barrier wait, s (worker-seconds).
+    pub barrier_wait_s: f64,
+    /// Iterations in which a laggard was named.
+    pub laggard_iterations: u64,
+    /// Final test accuracy.
+    pub test_accuracy: f64,
+    /// Final test log-loss.
+    pub test_log_loss: f64,
+    /// Accuracy of always predicting the majority class on the test rows.
+    pub majority_accuracy: f64,
+    /// SHA-256 of the final parameters.
+    pub params_sha256: String,
+}
+
+/// The `q`-quantile (0..=1) of `values` by nearest rank.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+impl RunSummary {
+    /// Summarises a finished run.
+    pub fn new(plan: &JobPlan, out: &RunOutput, out_dir: &Path, test_positive_rate: f64) -> Self {
+        let walls: Vec<f64> = out
+            .iterations
+            .iter()
+            .map(|r| r.wall_us as f64 / 1000.0)
+            .collect();
+        Self {
+            job: plan.name.clone(),
+            out_dir: out_dir.display().to_string(),
+            workers: plan.workers,
+            pattern: plan.pattern.name().to_owned(),
+            policy: plan.policy.as_str().to_owned(),
+            iterations: out.iterations.len() as u64,
+            wall_s: out.wall_us as f64 / 1e6,
+            median_iteration_ms: quantile(&walls, 0.5),
+            p95_iteration_ms: quantile(&walls, 0.95),
+            barrier_wait_s: out
+                .iterations
+                .iter()
+                .map(|r| r.barrier_wait_us as f64)
+                .sum::<f64>()
+                / 1e6,
+            laggard_iterations: out.iterations.iter().filter(|r| r.laggard.is_some()).count()
+                as u64,
+            test_accuracy: out.eval.accuracy,
+            test_log_loss: out.eval.log_loss,
+            majority_accuracy: test_positive_rate.max(1.0 - test_positive_rate),
+            params_sha256: out.digest.clone(),
+        }
+    }
+
+    /// The summary as aligned text lines.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "job          {} ({} workers, pattern {}, policy {})",
+            self.job, self.workers, self.pattern, self.policy
+        );
+        let _ = writeln!(
+            s,
+            "iterations   {} in {:.2} s; per iteration median {:.1} ms, p95 {:.1} ms",
+            self.iterations, self.wall_s, self.median_iteration_ms, self.p95_iteration_ms
+        );
+        let _ = writeln!(
+            s,
+            "waiting      {:.2} worker-s at the barrier; a laggard held up {} of {} iterations",
+            self.barrier_wait_s, self.laggard_iterations, self.iterations
+        );
+        let _ = writeln!(
+            s,
+            "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}",
+            self.test_accuracy, self.majority_accuracy, self.test_log_loss
+        );
+        let _ = writeln!(s, "parameters   sha256 {}", self.params_sha256);
+        let _ = writeln!(s, "output       {}", self.out_dir);
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 10.0);
+        assert_eq!(quantile(&v, 0.95), 19.0);
+        assert_eq!(quantile(&v, 1.0), 20.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}
