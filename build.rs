@@ -12,8 +12,8 @@ fn git(args: &[&str]) -> Option<String> {
 
 fn main() {
     let revision = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let suffix = if dirty { "-dirty" } else { "" };
     println!("cargo:rustc-env=FORESTALL_GIT_REVISION={revision}{suffix}");
     for path in [".git/HEAD", ".git/index", ".git/refs/heads"] {

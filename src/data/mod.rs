@@ -89,7 +89,9 @@ pub enum DataError {
         problem: String,
     },
     /// Too few rows for the asked split and partitioning.
-    #[error("dataset {path} has {rows} training rows, fewer than the {partitions} partitions asked for")]
+    #[error(
+        "dataset {path} has {rows} training rows, fewer than the {partitions} partitions asked for"
+    )]
     TooFewRows {
         /// The file.
         path: PathBuf,
@@ -145,7 +147,11 @@ impl Dataset {
     /// Share of positive labels among the test rows (the majority-class yardstick).
     pub fn test_positive_rate(&self) -> f64 {
         let n = self.test.len().max(1) as f64;
-        self.test.iter().map(|&r| self.labels[r as usize]).sum::<f64>() / n
+        self.test
+            .iter()
+            .map(|&r| self.labels[r as usize])
+            .sum::<f64>()
+            / n
     }
 }
 
@@ -193,7 +199,9 @@ fn binary_labels(path: &Path, config: &DataConfig, column: &Column) -> Result<Ve
             let mut other: Option<&str> = None;
             let mut out = Vec::with_capacity(values.len());
             for (row, v) in values.iter().enumerate() {
-                let v = v.as_deref().ok_or_else(|| label_err(format!("row {row} is null")))?;
+                let v = v
+                    .as_deref()
+                    .ok_or_else(|| label_err(format!("row {row} is null")))?;
                 if v == config.positive {
                     out.push(1.0);
                 } else {
@@ -291,14 +299,20 @@ mod tests {
     fn nan_is_rejected_with_column_and_row() {
         let t = table(vec![Some(1.0), Some(f64::NAN), Some(2.0)], yes_no(3));
         let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
-        assert_eq!(err.to_string(), "dataset d.parquet: column 'x' row 1 is NaN");
+        assert_eq!(
+            err.to_string(),
+            "dataset d.parquet: column 'x' row 1 is NaN"
+        );
     }
 
     #[test]
     fn null_is_rejected() {
         let t = table(vec![Some(1.0), None], yes_no(2));
         let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
-        assert!(err.to_string().contains("column 'x' row 1 is null"), "{err}");
+        assert!(
+            err.to_string().contains("column 'x' row 1 is null"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -143,7 +143,11 @@ mod tests {
             let fd = (unit_gradient(&f, &y, &up, &[0, 1, 2]).loss_sum
                 - unit_gradient(&f, &y, &down, &[0, 1, 2]).loss_sum)
                 / (2.0 * h);
-            assert!((fd - g.grad[j]).abs() < 1e-6, "coordinate {j}: {fd} vs {}", g.grad[j]);
+            assert!(
+                (fd - g.grad[j]).abs() < 1e-6,
+                "coordinate {j}: {fd} vs {}",
+                g.grad[j]
+            );
         }
     }
 }

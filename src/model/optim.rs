@@ -90,10 +90,31 @@ mod tests {
     #[test]
     fn sharded_steps_equal_whole_steps_bit_for_bit() {
         let grads = [[0.3, -1.0, 2.5, 0.01], [0.1, 0.2, -0.3, 0.4]];
-        let mut whole = Adam::new(AdamConfig { l2: 0.01, ..config() }, 0, 4);
+        let mut whole = Adam::new(
+            AdamConfig {
+                l2: 0.01,
+                ..config()
+            },
+            0,
+            4,
+        );
         let mut w = vec![0.5, -0.5, 1.0, 2.0];
-        let mut left = Adam::new(AdamConfig { l2: 0.01, ..config() }, 0, 1);
-        let mut right = Adam::new(AdamConfig { l2: 0.01, ..config() }, 1, 3);
+        let mut left = Adam::new(
+            AdamConfig {
+                l2: 0.01,
+                ..config()
+            },
+            0,
+            1,
+        );
+        let mut right = Adam::new(
+            AdamConfig {
+                l2: 0.01,
+                ..config()
+            },
+            1,
+            3,
+        );
         let mut w2 = w.clone();
         for g in grads {
             whole.step(&mut w, &g, 3.0);

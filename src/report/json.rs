@@ -25,6 +25,9 @@ mod tests {
         struct D {
             x: u32,
         }
-        assert_eq!(line("step", &D { x: 3 }), r#"{"type":"step","data":{"x":3}}"#);
+        assert_eq!(
+            line("step", &D { x: 3 }),
+            r#"{"type":"step","data":{"x":3}}"#
+        );
     }
 }

@@ -79,8 +79,11 @@ impl RunSummary {
                 .map(|r| r.barrier_wait_us as f64)
                 .sum::<f64>()
                 / 1e6,
-            laggard_iterations: out.iterations.iter().filter(|r| r.laggard.is_some()).count()
-                as u64,
+            laggard_iterations: out
+                .iterations
+                .iter()
+                .filter(|r| r.laggard.is_some())
+                .count() as u64,
             test_accuracy: out.eval.accuracy,
             test_log_loss: out.eval.log_loss,
             majority_accuracy: test_positive_rate.max(1.0 - test_positive_rate),

@@ -73,11 +73,14 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         return;
                     };
                     let shards = state.cx.plan.workers as usize;
-                    let entry = state.pending.entry(version).or_insert_with(|| PendingVersion {
-                        caps: (cap.delayed(&version, 0), cap.delayed(&version, 1)),
-                        shards: vec![None; shards],
-                        received: 0,
-                    });
+                    let entry = state
+                        .pending
+                        .entry(version)
+                        .or_insert_with(|| PendingVersion {
+                            caps: (cap.delayed(&version, 0), cap.delayed(&version, 1)),
+                            shards: vec![None; shards],
+                            received: 0,
+                        });
                     for msg in data.drain(..) {
                         let slot = &mut entry.shards[msg.shard as usize];
                         if slot.is_none() {
@@ -108,8 +111,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             cx.plan.optimizer,
         );
         let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
-        let mut grads_in =
-            builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
+        let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
         let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
         let mut params_out = OutputBuilder::<u64, Builder<ShardParams>>::from(params_out);
         let reduce_sink = sink.clone();

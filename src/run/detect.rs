@@ -35,7 +35,11 @@ fn median(sorted: &[u64]) -> u64 {
 /// median busy time after that median. With one worker nobody lags.
 pub fn detect_laggard(records: &[WorkerRecord], threshold: f64) -> LaggardReport {
     let start_us = records.iter().map(|r| r.ready_us).min().unwrap_or(0);
-    let end_us = records.iter().map(|r| r.finish_us).max().unwrap_or(start_us);
+    let end_us = records
+        .iter()
+        .map(|r| r.finish_us)
+        .max()
+        .unwrap_or(start_us);
     let mut busy: Vec<(u64, u32)> = records
         .iter()
         .map(|r| (r.finish_us.saturating_sub(start_us), r.worker))
@@ -59,8 +63,8 @@ pub fn detect_laggard(records: &[WorkerRecord], threshold: f64) -> LaggardReport
     } else {
         0
     };
-    let laggard =
-        (all.len() > 1 && lag_us > 0 && lag_us as f64 > threshold * others as f64).then_some(last_worker);
+    let laggard = (all.len() > 1 && lag_us > 0 && lag_us as f64 > threshold * others as f64)
+        .then_some(last_worker);
     LaggardReport {
         start_us,
         end_us,
@@ -95,7 +99,12 @@ mod tests {
     #[test]
     fn names_the_worker_far_behind() {
         let r = detect_laggard(
-            &[record(0, 10, 110), record(1, 12, 400), record(2, 11, 105), record(3, 10, 120)],
+            &[
+                record(0, 10, 110),
+                record(1, 12, 400),
+                record(2, 11, 105),
+                record(3, 10, 120),
+            ],
             0.25,
         );
         assert_eq!(r.laggard, Some(1));
@@ -107,7 +116,10 @@ mod tests {
 
     #[test]
     fn names_nobody_below_the_threshold() {
-        let r = detect_laggard(&[record(0, 0, 100), record(1, 0, 110), record(2, 0, 120)], 0.25);
+        let r = detect_laggard(
+            &[record(0, 0, 100), record(1, 0, 110), record(2, 0, 120)],
+            0.25,
+        );
         assert_eq!(r.laggard, None);
         assert_eq!(r.lag_us, 15);
     }

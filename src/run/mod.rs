@@ -97,12 +97,9 @@ pub fn run_job(
         .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
 
     let disruptor = match (&plan.pattern, plan.disruptor) {
-        (Pattern::DisruptedMachine { .. }, DisruptorMode::Cpu) => Some(CpuDisruptor::start(
-            cx.schedule.clone(),
-            0,
-            cx.start,
-            1,
-        )),
+        (Pattern::DisruptedMachine { .. }, DisruptorMode::Cpu) => {
+            Some(CpuDisruptor::start(cx.schedule.clone(), 0, cx.start, 1))
+        }
         _ => None,
     };
 
@@ -116,7 +113,12 @@ pub fn run_job(
     let result = timely::execute(config, move |worker| {
         dataflow::build_training_dataflow(worker, Arc::clone(&worker_cx), sender.clone());
     })
-    .and_then(|guards| guards.join().into_iter().collect::<Result<Vec<()>, String>>());
+    .and_then(|guards| {
+        guards
+            .join()
+            .into_iter()
+            .collect::<Result<Vec<()>, String>>()
+    });
     let wall_us = started.elapsed().as_micros() as u64;
     if let Some(d) = disruptor {
         d.stop();

@@ -89,10 +89,13 @@ impl ShardReducer {
             return Offer::Duplicate;
         }
         let units = (self.partitions * self.units_per_partition) as usize;
-        let slots = self.pending.entry(slice.iteration).or_insert_with(|| Slots {
-            grads: vec![None; units],
-            filled: 0,
-        });
+        let slots = self
+            .pending
+            .entry(slice.iteration)
+            .or_insert_with(|| Slots {
+                grads: vec![None; units],
+                filled: 0,
+            });
         let index = (slice.partition * self.units_per_partition + slice.unit) as usize;
         match &mut slots.grads[index] {
             Some(_) => {

@@ -170,12 +170,26 @@ pub fn run_sink(
             out.iterations.push(row);
             next_row += 1;
             if next_row >= part_end {
-                flush(&mut writer, &mut out, &mut units, &mut workers, &mut rows, part_end)?;
+                flush(
+                    &mut writer,
+                    &mut out,
+                    &mut units,
+                    &mut workers,
+                    &mut rows,
+                    part_end,
+                )?;
                 part_end += config.part_iterations;
             }
         }
     }
-    flush(&mut writer, &mut out, &mut units, &mut workers, &mut rows, u64::MAX)?;
+    flush(
+        &mut writer,
+        &mut out,
+        &mut units,
+        &mut workers,
+        &mut rows,
+        u64::MAX,
+    )?;
     Ok(out)
 }
 

@@ -435,11 +435,13 @@ fn validate_pattern(
             if dedup.len() != slow.len() {
                 return Err(cx.invalid("straggler", "workers", "lists a worker twice"));
             }
-            let factor = s.factor.unwrap_or(if s.work_share.is_some() || s.workers.is_none() {
-                1.0
-            } else {
-                2.0
-            });
+            let factor = s
+                .factor
+                .unwrap_or(if s.work_share.is_some() || s.workers.is_none() {
+                    1.0
+                } else {
+                    2.0
+                });
             if !(factor.is_finite() && factor >= 1.0) {
                 return Err(cx.invalid(
                     "straggler",

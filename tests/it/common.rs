@@ -1,0 +1,46 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use forestall::data::{load_dataset, Dataset};
+use forestall::run::{run_job, RunOutput};
+use forestall::spec::{parse_job, validate, JobPlan};
+use forestall::trace::TraceStamp;
+
+/// The committed Adult dataset.
+pub fn adult_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/adult.parquet")
+}
+
+/// A validated plan from job text; `data.path` defaults to the Adult file.
+pub fn plan(text: &str) -> JobPlan {
+    let spec = parse_job(text, None).expect("test job parses");
+    validate(&spec, text, None).expect("test job is valid")
+}
+
+/// The Adult dataset, loaded once per test binary.
+pub fn adult() -> Arc<Dataset> {
+    static DATA: OnceLock<Arc<Dataset>> = OnceLock::new();
+    Arc::clone(DATA.get_or_init(|| {
+        let p = plan("");
+        Arc::new(load_dataset(&p.data).expect("Adult loads"))
+    }))
+}
+
+/// Runs `plan` on the Adult data with its trace in `dir`.
+pub fn run_in(plan: &JobPlan, dir: &Path) -> RunOutput {
+    let stamp = TraceStamp {
+        job_id: plan.name.clone(),
+        git_revision: "test".into(),
+        plan_hash: plan.hash(),
+        seed: plan.seed,
+    };
+    run_job(plan, adult(), dir, stamp, None).expect("run succeeds")
+}
+
+/// Runs `plan` with its trace in a throw-away directory.
+pub fn run(plan: &JobPlan) -> RunOutput {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run_in(plan, dir.path())
+}

@@ -1,0 +1,154 @@
+//! Training: the signature invariant (bit-identical parameters) and the quality
+//! of the trained model against linfa's reference solution.
+
+use forestall::inject::Pattern;
+use forestall::model::evaluate;
+use linfa::prelude::*;
+use linfa_logistic::LogisticRegression;
+use ndarray::{Array1, Array2};
+
+use crate::common::{adult, plan, run};
+
+const SMALL: &str = r#"
+[job]
+iterations = 12
+seed = 3
+[data]
+partitions = 12
+units_per_partition = 3
+batch_fraction = 0.5
+"#;
+
+fn with(extra: &str) -> forestall::spec::JobPlan {
+    plan(&format!("{SMALL}\n{extra}"))
+}
+
+#[test]
+fn parameters_are_bit_identical_for_1_2_3_4_workers_and_every_pattern() {
+    let reference = run(&with("[workers]\ncount = 1\n"));
+    assert_eq!(reference.iterations.len(), 12);
+    let patterns = [
+        "pattern = \"none\"",
+        "pattern = \"slow-worker\"\nprobability = 0.3\ndelay_percent = 200",
+        "pattern = \"disrupted-machine\"\nprobability = 0.5\nperiod_ms = 2\nworkers_per_machine = 1",
+        "pattern = \"power-law\"\nalpha = 4.0",
+        "pattern = \"persistent\"",
+        "pattern = \"persistent\"\nworkers = [0]\nfactor = 3.0",
+    ];
+    for workers in 1..=4 {
+        for pattern in patterns {
+            if workers == 1 && pattern.contains("persistent") && !pattern.contains("workers") {
+                continue; // a data skew needs a worker outside the slow set
+            }
+            let p = with(&format!(
+                "[workers]\ncount = {workers}\n[straggler]\n{pattern}\n"
+            ));
+            let out = run(&p);
+            assert_eq!(
+                out.digest, reference.digest,
+                "digest differs for {workers} workers, {pattern}"
+            );
+            assert_eq!(out.params, reference.params);
+        }
+    }
+}
+
+#[test]
+fn paced_mode_keeps_the_math_and_stretches_units_to_their_nominal_time() {
+    let native = run(&with("[workers]\ncount = 2\n"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = with(
+        "[workers]\ncount = 2\npace_ns_per_row = 20000\n[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 2.0\n",
+    );
+    let paced = crate::common::run_in(&p, dir.path());
+    assert_eq!(paced.digest, native.digest);
+    let trace = forestall::trace::read_trace_dir(dir.path()).expect("trace reads");
+    for u in &trace.units {
+        let nominal_us = u.rows as f64 * 20.0 * u.gt_slowdown;
+        let took = (u.end_us - u.start_us) as f64;
+        assert!(
+            took + 1.0 >= nominal_us,
+            "unit {u:?} took {took} µs < {nominal_us}"
+        );
+        let expected = if u.worker == 1 { 2.0 } else { 1.0 };
+        assert_eq!(u.gt_slowdown, expected);
+    }
+    assert!(matches!(p.pattern, Pattern::Persistent { .. }));
+}
+
+/// The quick start's model must reach 84 % test accuracy, and its test log-loss
+/// must be within 2 % of linfa's logistic regression trained to convergence on
+/// the same features and the same L2 penalty.
+#[test]
+fn quickstart_model_matches_linfa_reference() {
+    let quickstart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/quickstart.toml");
+    let (spec, text) = forestall::spec::read_job_file(&quickstart).expect("quickstart reads");
+    let p = forestall::spec::validate(&spec, &text, Some(&quickstart)).expect("quickstart valid");
+    let out = run(&p);
+    assert!(
+        out.eval.accuracy >= 0.84,
+        "test accuracy {}",
+        out.eval.accuracy
+    );
+
+    let data = adult();
+    let dims = data.dims();
+    let dense = |rows: &[u32]| {
+        let mut x = Array2::<f64>::zeros((rows.len(), dims - 1));
+        for (i, &r) in rows.iter().enumerate() {
+            let (idx, val) = data.rows.row(r as usize);
+            for (&j, &v) in idx.iter().zip(val) {
+                if j > 0 {
+                    x[[i, j as usize - 1]] = v; // feature 0 is our bias; linfa fits its own
+                }
+            }
+        }
+        x
+    };
+    let x_train = dense(&data.train);
+    let y_train: Array1<usize> = data
+        .train
+        .iter()
+        .map(|&r| data.labels[r as usize] as usize)
+        .collect();
+    let alpha = p.optimizer.l2 * data.train.len() as f64; // linfa sums the loss, we average it
+    let reference = LogisticRegression::default()
+        .alpha(alpha)
+        .max_iterations(500)
+        .gradient_tolerance(1e-7)
+        .fit(&Dataset::new(x_train, y_train))
+        .expect("linfa fits");
+    // linfa's probabilities are for its larger class; ours are for label 1.
+    let flip = reference.labels().pos.class == 0;
+    let mut w = vec![reference.intercept()];
+    w.extend(
+        reference
+            .params()
+            .iter()
+            .map(|&x| if flip { -x } else { x }),
+    );
+    if flip {
+        w[0] = -w[0];
+    }
+    let linfa_eval = evaluate(&data.rows, &data.labels, &w, &data.test);
+    let gap = (out.eval.log_loss - linfa_eval.log_loss) / linfa_eval.log_loss;
+    assert!(
+        gap.abs() <= 0.02,
+        "test log-loss {} vs linfa {} ({:+.2} %)",
+        out.eval.log_loss,
+        linfa_eval.log_loss,
+        gap * 100.0
+    );
+    assert!(
+        linfa_eval.accuracy > 0.84,
+        "linfa accuracy {}",
+        linfa_eval.accuracy
+    );
+    eprintln!(
+        "test log-loss: forestall {:.5}, linfa {:.5} ({:+.2} %)",
+        out.eval.log_loss,
+        linfa_eval.log_loss,
+        gap * 100.0
+    );
+}
