@@ -18,10 +18,13 @@
 //!    Adam optimiser that shard owners step.
 //! 6. [`trace`]: the timing records and their Parquet part files.
 //! 7. [`report`]: summaries for people (text) and machines (JSON lines).
-//! 8. [`cli`]: the `forestall` command line.
+//! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
+//!    and a report that records the command, git revision and machine.
+//! 9. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod fsutil;

@@ -1,6 +1,7 @@
 //! The `forestall` command line: global flags, subcommands, and how results
 //! reach stdout (results) and stderr (everything else).
 
+pub mod bench;
 pub mod output;
 pub mod run;
 
@@ -43,11 +44,15 @@ pub enum Command {
     /// Train a job: real model, real data, W timely workers, injected stragglers,
     /// traces written to Parquet.
     Run(run::RunArgs),
+    /// Run a benchmark pipeline: sweeps of jobs; raw results in Parquet and a
+    /// report with the command, git revision and machine.
+    Bench(bench::BenchArgs),
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(args, &cli.global),
+        Command::Bench(args) => bench::run(args, &cli.global),
     }
 }

@@ -88,6 +88,16 @@ pub enum DataError {
         /// What is wrong.
         problem: String,
     },
+    /// A column to drop is not in the file.
+    #[error("dataset {path} has no column '{column}' to drop (columns: {columns})")]
+    MissingDrop {
+        /// The file.
+        path: PathBuf,
+        /// The column asked for.
+        column: String,
+        /// The columns the file has.
+        columns: String,
+    },
     /// Too few rows for the asked split and partitioning.
     #[error(
         "dataset {path} has {rows} training rows, fewer than the {partitions} partitions asked for"
@@ -119,6 +129,8 @@ pub struct DataConfig {
     /// Value of the label column that means the positive class (text labels); a
     /// numeric label is positive when it equals 1.
     pub positive: String,
+    /// Columns to ignore.
+    pub drop: Vec<String>,
     /// Share of rows held out for testing, chosen by a seeded hash of the row index.
     pub test_fraction: f64,
 }
@@ -162,8 +174,19 @@ pub fn load_dataset(config: &DataConfig) -> Result<Dataset> {
 }
 
 /// Builds a dataset from a table already in memory (`path` is only for messages).
-pub fn build_dataset(path: &Path, table: Table, config: &DataConfig) -> Result<Dataset> {
+pub fn build_dataset(path: &Path, mut table: Table, config: &DataConfig) -> Result<Dataset> {
     let err_path = || path.to_owned();
+    for column in &config.drop {
+        let Some(i) = table.names.iter().position(|n| n == column) else {
+            return Err(DataError::MissingDrop {
+                path: err_path(),
+                column: column.clone(),
+                columns: table.names.join(", "),
+            });
+        };
+        table.names.remove(i);
+        table.columns.remove(i);
+    }
     let label_column = table
         .column(&config.label)
         .ok_or_else(|| DataError::MissingLabel {
@@ -278,6 +301,7 @@ mod tests {
             path: "mem.parquet".into(),
             label: "y".into(),
             positive: "yes".into(),
+            drop: Vec::new(),
             test_fraction: 0.25,
         }
     }
@@ -334,6 +358,21 @@ mod tests {
         let t = table(vec![Some(1.0); 4], y);
         let err = build_dataset(Path::new("d.parquet"), t, &config()).unwrap_err();
         assert!(err.to_string().contains("'maybe'"), "{err}");
+    }
+
+    #[test]
+    fn dropped_columns_are_not_features_and_must_exist() {
+        let t = table((0..8).map(|i| Some(i as f64)).collect(), yes_no(8));
+        let mut c = config();
+        c.drop = vec!["x".into()];
+        let d = build_dataset(Path::new("d.parquet"), t.clone(), &c).unwrap();
+        assert_eq!(d.features.names, ["bias"]);
+        c.drop = vec!["id".into()];
+        let err = build_dataset(Path::new("d.parquet"), t, &c).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dataset d.parquet has no column 'id' to drop (columns: x, y)"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod detect;
 pub mod messages;
 pub mod oplog;
 pub mod placement;
+pub mod plain;
 pub mod reduce;
 pub mod sink;
 

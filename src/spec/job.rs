@@ -57,6 +57,8 @@ pub struct DataSection {
     pub label: Option<String>,
     /// Value of the label column for the positive class.
     pub positive: Option<String>,
+    /// Columns to ignore (identifiers and the like).
+    pub drop: Option<Vec<String>>,
     /// Share of rows held out for testing.
     pub test_fraction: Option<f64>,
     /// Number of data partitions (fixed by the job, not by the worker count).

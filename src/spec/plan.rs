@@ -133,6 +133,22 @@ impl JobPlan {
         hex(&Sha256::digest(json))
     }
 
+    /// SHA-256 (hex) of what determines the trained parameters under BSP
+    /// semantics: everything but the worker count, the injected pattern, pacing,
+    /// detection and trace settings. Runs with equal math hashes must produce
+    /// bit-identical parameters.
+    pub fn math_hash(&self) -> String {
+        let mut plan = self.clone();
+        plan.workers = 1;
+        plan.pattern = Pattern::None;
+        plan.disruptor = DisruptorMode::Emulated;
+        plan.pace_ns_per_row = 0;
+        plan.laggard_threshold = 0.0;
+        plan.part_iterations = 1;
+        plan.eval_every = 1;
+        plan.hash()
+    }
+
     /// The plan as pretty JSON, as written next to every output.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a plan always serialises to JSON")

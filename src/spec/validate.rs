@@ -254,6 +254,7 @@ pub fn validate_with(
             path: data_path,
             label: spec.data.label.clone().unwrap_or_else(|| "income".into()),
             positive: spec.data.positive.clone().unwrap_or_else(|| ">50K".into()),
+            drop: spec.data.drop.clone().unwrap_or_default(),
             test_fraction,
         },
         partitions,

@@ -152,3 +152,16 @@ fn quickstart_model_matches_linfa_reference() {
         gap * 100.0
     );
 }
+
+/// Oracle: the timely dataflow and a plain single-threaded loop over the same
+/// units produce the same parameters, bit for bit.
+#[test]
+fn dataflow_matches_the_plain_loop_bit_for_bit() {
+    for workers in [1, 3] {
+        let p = with(&format!("[workers]\ncount = {workers}\n"));
+        let plain = forestall::run::plain::train_plain(&p, &adult());
+        let out = run(&p);
+        assert_eq!(out.params, plain.params, "{workers} workers");
+        assert_eq!(plain.iteration_us.len(), 12);
+    }
+}

@@ -1,0 +1,248 @@
+//! Benchmark pipelines: sweeps of jobs over worker counts, patterns, delays and
+//! seeds, with raw results in Parquet and a markdown report that records the
+//! command, git revision and machine.
+
+pub mod machine;
+pub mod report;
+pub mod results;
+pub mod spec;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use results::BenchRow;
+pub use spec::{PipelineSpec, RunSpec, SweepSpec};
+
+use crate::data::{load_dataset, Dataset};
+use crate::inject::Pattern;
+use crate::run::{params_digest, plain::train_plain, run_job};
+use crate::spec::{read_job_file, validate::validate_with, JobPlan};
+use crate::trace::TraceStamp;
+
+/// Errors of a benchmark pipeline.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// The pipeline file could not be read or parsed.
+    #[error("{path}: {message}")]
+    Pipeline {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A job of the pipeline is invalid.
+    #[error("sweep '{sweep}': {source}")]
+    Job {
+        /// The sweep.
+        sweep: String,
+        /// Why.
+        #[source]
+        source: crate::spec::SpecError,
+    },
+    /// A dataset could not be loaded.
+    #[error("sweep '{sweep}': {source}")]
+    Data {
+        /// The sweep.
+        sweep: String,
+        /// Why.
+        #[source]
+        source: crate::data::DataError,
+    },
+    /// A run failed.
+    #[error("sweep '{sweep}': {source}")]
+    Run {
+        /// The sweep.
+        sweep: String,
+        /// Why.
+        #[source]
+        source: crate::run::RunError,
+    },
+}
+
+/// Reads a pipeline file and expands it into runs, validating every job before
+/// anything runs.
+pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan)>), BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Pipeline {
+        path: path.to_owned(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let spec: PipelineSpec = toml::from_str(&text).map_err(|e| BenchError::Pipeline {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let names: Vec<&str> = spec.sweeps.iter().map(|s| s.name.as_str()).collect();
+    let mut runs = Vec::new();
+    for sweep in &spec.sweeps {
+        if sweep.seeds.is_empty() {
+            return Err(BenchError::Pipeline {
+                path: path.to_owned(),
+                message: format!("sweep '{}' has no seeds", sweep.name),
+            });
+        }
+        if let Some(r) = &sweep.relative_to {
+            if !names.contains(&r.as_str()) {
+                return Err(BenchError::Pipeline {
+                    path: path.to_owned(),
+                    message: format!(
+                        "sweep '{}' is relative to '{r}', which is not a sweep ({})",
+                        sweep.name,
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
+        if let Some(r) = &sweep.reference {
+            if r != "plain" {
+                return Err(BenchError::Pipeline {
+                    path: path.to_owned(),
+                    message: format!(
+                        "sweep '{}': unknown reference '{r}'; accepted: plain",
+                        sweep.name
+                    ),
+                });
+            }
+        }
+        for run in sweep.runs(dir) {
+            let job_err = |source| BenchError::Job {
+                sweep: sweep.name.clone(),
+                source,
+            };
+            let (mut job, job_text) = read_job_file(&run.job).map_err(job_err)?;
+            run.overrides.apply(&mut job);
+            let plan =
+                validate_with(&job, &job_text, Some(&run.job), &run.overrides).map_err(job_err)?;
+            runs.push((run, plan));
+        }
+    }
+    Ok((spec, runs))
+}
+
+/// Runs every planned run in order, writing each run's trace under
+/// `out_dir/traces/<sweep>/<index>`; `progress` is called after each run.
+pub fn run_pipeline(
+    runs: &[(RunSpec, JobPlan)],
+    out_dir: &Path,
+    git_revision: &str,
+    mut progress: impl FnMut(&BenchRow),
+) -> Result<Vec<BenchRow>, BenchError> {
+    let mut datasets: HashMap<PathBuf, Arc<Dataset>> = HashMap::new();
+    let mut first_digest: HashMap<String, String> = HashMap::new();
+    let mut rows = Vec::new();
+    for (i, (run, plan)) in runs.iter().enumerate() {
+        let dataset = match datasets.get(&plan.data.path) {
+            Some(d) => Arc::clone(d),
+            None => {
+                let d = Arc::new(load_dataset(&plan.data).map_err(|source| BenchError::Data {
+                    sweep: run.sweep.clone(),
+                    source,
+                })?);
+                datasets.insert(plan.data.path.clone(), Arc::clone(&d));
+                d
+            }
+        };
+        let (delay_percent, probability) = match &plan.pattern {
+            Pattern::SlowWorker {
+                probability,
+                delay_percent,
+            }
+            | Pattern::DisruptedMachine {
+                probability,
+                delay_percent,
+                ..
+            } => (*delay_percent, *probability),
+            _ => (0.0, 0.0),
+        };
+        let base = BenchRow {
+            sweep: run.sweep.clone(),
+            kind: "timely".into(),
+            job: plan.name.clone(),
+            workers: plan.workers,
+            pattern: plan.pattern.name().to_owned(),
+            delay_percent,
+            probability,
+            seed: plan.seed,
+            pace_ns_per_row: plan.pace_ns_per_row,
+            iterations: plan.iterations,
+            time_per_iteration_ms: 0.0,
+            median_iteration_ms: 0.0,
+            barrier_wait_s: 0.0,
+            test_accuracy: 0.0,
+            params_sha256: String::new(),
+            digest_matches: true,
+        };
+        let key = plan.math_hash();
+        if run.plain_reference {
+            let plain = train_plain(plan, &dataset);
+            let digest = params_digest(&plain.params);
+            let mut walls: Vec<f64> = plain
+                .iteration_us
+                .iter()
+                .map(|&u| u as f64 / 1000.0)
+                .collect();
+            let total: f64 = walls.iter().sum();
+            walls.sort_by(f64::total_cmp);
+            let row = BenchRow {
+                kind: "plain".into(),
+                workers: 1,
+                time_per_iteration_ms: total / plan.iterations as f64,
+                median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+                test_accuracy: crate::model::evaluate(
+                    &dataset.rows,
+                    &dataset.labels,
+                    &plain.params,
+                    &dataset.test,
+                )
+                .accuracy,
+                digest_matches: first_digest.get(&key).is_none_or(|d| *d == digest),
+                params_sha256: digest.clone(),
+                ..base.clone()
+            };
+            first_digest.entry(key.clone()).or_insert(digest);
+            progress(&row);
+            rows.push(row);
+        }
+        let trace_dir = out_dir
+            .join("traces")
+            .join(&run.sweep)
+            .join(format!("{i:04}"));
+        let stamp = TraceStamp {
+            job_id: format!("{}-{}-{i}", plan.name, run.sweep),
+            git_revision: git_revision.to_owned(),
+            plan_hash: plan.hash(),
+            seed: plan.seed,
+        };
+        let out =
+            run_job(plan, Arc::clone(&dataset), &trace_dir, stamp, None).map_err(|source| {
+                BenchError::Run {
+                    sweep: run.sweep.clone(),
+                    source,
+                }
+            })?;
+        let walls: Vec<f64> = out
+            .iterations
+            .iter()
+            .map(|r| r.wall_us as f64 / 1000.0)
+            .collect();
+        let row = BenchRow {
+            time_per_iteration_ms: out.wall_us as f64 / 1000.0 / plan.iterations as f64,
+            median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+            barrier_wait_s: out
+                .iterations
+                .iter()
+                .map(|r| r.barrier_wait_us as f64)
+                .sum::<f64>()
+                / 1e6,
+            test_accuracy: out.eval.accuracy,
+            digest_matches: first_digest.get(&key).is_none_or(|d| *d == out.digest),
+            params_sha256: out.digest.clone(),
+            ..base
+        };
+        first_digest.entry(key).or_insert(out.digest);
+        progress(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}

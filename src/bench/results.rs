@@ -1,0 +1,112 @@
+//! One row per benchmark run, and the Parquet file that holds them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow_schema::{Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::Serialize;
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRow {
+    /// Sweep.
+    pub sweep: String,
+    /// "timely" for the dataflow, "plain" for the loop without timely.
+    pub kind: String,
+    /// Job name.
+    pub job: String,
+    /// Workers.
+    pub workers: u32,
+    /// Pattern.
+    pub pattern: String,
+    /// Injected delay, percent (0 when the pattern has none).
+    pub delay_percent: f64,
+    /// Slowdown probability (0 when the pattern has none).
+    pub probability: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Paced mode, ns per row (0 = native).
+    pub pace_ns_per_row: u64,
+    /// Iterations.
+    pub iterations: u64,
+    /// Total wall time / iterations, ms.
+    pub time_per_iteration_ms: f64,
+    /// Median iteration wall time (first ready to last finish), ms.
+    pub median_iteration_ms: f64,
+    /// Σ barrier wait, worker-seconds.
+    pub barrier_wait_s: f64,
+    /// Final test accuracy.
+    pub test_accuracy: f64,
+    /// SHA-256 of the final parameters.
+    pub params_sha256: String,
+    /// Whether the parameters equal those of the first run with the same math
+    /// (`JobPlan::math_hash`): under BSP semantics they must.
+    pub digest_matches: bool,
+}
+
+/// Writes `rows` to `path` as one Parquet file (atomically).
+pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors::ParquetError> {
+    let s = |f: fn(&BenchRow) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
+    };
+    let f64s = |f: fn(&BenchRow) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let u64s = |f: fn(&BenchRow) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("sweep", s(|r| &r.sweep)),
+        ("kind", s(|r| &r.kind)),
+        ("job", s(|r| &r.job)),
+        (
+            "workers",
+            Arc::new(UInt32Array::from_iter_values(
+                rows.iter().map(|r| r.workers),
+            )),
+        ),
+        ("pattern", s(|r| &r.pattern)),
+        ("delay_percent", f64s(|r| r.delay_percent)),
+        ("probability", f64s(|r| r.probability)),
+        ("seed", u64s(|r| r.seed)),
+        ("pace_ns_per_row", u64s(|r| r.pace_ns_per_row)),
+        ("iterations", u64s(|r| r.iterations)),
+        ("time_per_iteration_ms", f64s(|r| r.time_per_iteration_ms)),
+        ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
+        ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
+        ("test_accuracy", f64s(|r| r.test_accuracy)),
+        ("params_sha256", s(|r| &r.params_sha256)),
+        (
+            "digest_matches",
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.digest_matches).collect::<Vec<_>>(),
+            )),
+        ),
+    ];
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, a)| Field::new(*name, a.data_type().clone(), false))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let tmp = path.with_extension("parquet.tmp");
+    let file = std::fs::File::create(&tmp)?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props))?;
+    writer.write(&batch)?;
+    writer.close()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! Benchmark pipelines as written: which jobs to sweep over which values.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::spec::Overrides;
+
+/// A pipeline file: `[bench]` and one `[[sweep]]` per group of runs.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// `[bench]`.
+    pub bench: BenchSection,
+    /// The sweeps, run in order.
+    #[serde(rename = "sweep")]
+    pub sweeps: Vec<SweepSpec>,
+}
+
+/// `[bench]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BenchSection {
+    /// Name of the pipeline; names its results directory.
+    pub name: String,
+    /// What the pipeline measures, for the report.
+    #[serde(default)]
+    pub about: String,
+}
+
+/// One `[[sweep]]`: every combination of its lists is one run per seed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Name of the sweep.
+    pub name: String,
+    /// Job file, relative to the pipeline file.
+    pub job: String,
+    /// Seeds; each combination runs once per seed.
+    pub seeds: Vec<u64>,
+    /// Worker counts.
+    #[serde(default)]
+    pub workers: Vec<u32>,
+    /// Straggler pattern for every run of the sweep.
+    pub pattern: Option<String>,
+    /// Injected delays, percent.
+    #[serde(default)]
+    pub delay_percent: Vec<f64>,
+    /// Slowdown probabilities.
+    #[serde(default)]
+    pub probability: Vec<f64>,
+    /// Policy for every run.
+    pub policy: Option<String>,
+    /// Iterations per run.
+    pub iterations: Option<u64>,
+    /// Paced mode for every run (ns per row).
+    pub pace_ns_per_row: Option<u64>,
+    /// `"plain"`: also time the same job in a plain loop without timely.
+    pub reference: Option<String>,
+    /// Report time per iteration relative to this sweep's runs with the same
+    /// workers and seed.
+    pub relative_to: Option<String>,
+}
+
+/// One run of a sweep: the job and what to override in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    /// Sweep name.
+    pub sweep: String,
+    /// Job file.
+    pub job: PathBuf,
+    /// Overrides applied to the job.
+    pub overrides: Overrides,
+    /// Also run the plain loop.
+    pub plain_reference: bool,
+}
+
+impl SweepSpec {
+    /// Every run of the sweep, in a stable order (workers, probability, delay, seed).
+    pub fn runs(&self, pipeline_dir: &Path) -> Vec<RunSpec> {
+        let opt = |v: &[f64]| -> Vec<Option<f64>> {
+            if v.is_empty() {
+                vec![None]
+            } else {
+                v.iter().copied().map(Some).collect()
+            }
+        };
+        let workers: Vec<Option<u32>> = if self.workers.is_empty() {
+            vec![None]
+        } else {
+            self.workers.iter().copied().map(Some).collect()
+        };
+        let mut runs = Vec::new();
+        for &w in &workers {
+            for probability in opt(&self.probability) {
+                for delay in opt(&self.delay_percent) {
+                    for &seed in &self.seeds {
+                        runs.push(RunSpec {
+                            sweep: self.name.clone(),
+                            job: pipeline_dir.join(&self.job),
+                            overrides: Overrides {
+                                workers: w,
+                                iterations: self.iterations,
+                                seed: Some(seed),
+                                pattern: self.pattern.clone(),
+                                probability,
+                                delay_percent: delay,
+                                policy: self.policy.clone(),
+                                pace_ns_per_row: self.pace_ns_per_row,
+                                out: None,
+                            },
+                            plain_reference: self.reference.as_deref() == Some("plain"),
+                        });
+                    }
+                }
+            }
+        }
+        runs
+    }
+}

@@ -1,0 +1,110 @@
+//! `forestall bench PIPELINE.toml`: run a sweep, write raw results and a report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::output::{print_stdout, progress_bar};
+use super::run::GIT_REVISION;
+use super::GlobalArgs;
+use crate::bench::{
+    machine::this_machine, plan_pipeline, report, results::write_rows, run_pipeline,
+};
+use crate::fsutil::{fresh_dir, utc_date, write_atomic};
+use crate::report::json;
+
+/// Arguments of `forestall bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The pipeline file (TOML), e.g. pipelines/baseline.toml.
+    pub pipeline: PathBuf,
+    /// Results directory (default: runs/<date>-<host>-<name> beside the pipeline).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Runs `forestall bench`.
+pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let (spec, runs) = plan_pipeline(&args.pipeline)?;
+    let machine = this_machine();
+    let date = utc_date(SystemTime::now());
+    let out_dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => fresh_dir(
+            &args
+                .pipeline
+                .parent()
+                .unwrap_or_else(|| Path::new("."))
+                .join("runs")
+                .join(format!("{date}-{}-{}", machine.host, spec.bench.name)),
+        ),
+    };
+    if crate::fsutil::is_non_empty_dir(&out_dir) {
+        anyhow::bail!(
+            "results directory {} already holds files; choose another --out",
+            out_dir.display()
+        );
+    }
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let command: Vec<String> = std::env::args().collect();
+    let command = command.join(" ");
+    write_atomic(
+        &out_dir.join("README.md"),
+        report::readme(&spec, &command, GIT_REVISION, &date, &machine, runs.len()).as_bytes(),
+    )?;
+    if !global.json && global.quiet == 0 {
+        eprintln!(
+            "bench {}: {} runs → {}",
+            spec.bench.name,
+            runs.len(),
+            out_dir.display()
+        );
+    }
+    let bar = progress_bar(global, runs.len() as u64);
+    let rows = run_pipeline(&runs, &out_dir, GIT_REVISION, |row| {
+        bar.inc(1);
+        bar.set_message(format!(
+            "{} {} w={} delay={} seed={}: {:.1} ms/iteration",
+            row.sweep,
+            row.kind,
+            row.workers,
+            row.delay_percent,
+            row.seed,
+            row.time_per_iteration_ms
+        ));
+        if global.json {
+            print_stdout(&json::line("run", row));
+        }
+    })?;
+    bar.finish_and_clear();
+    write_rows(&out_dir.join("raw.parquet"), &rows).context("cannot write raw.parquet")?;
+    let summary = report::summary(&spec, &rows);
+    write_atomic(&out_dir.join("summary.md"), summary.as_bytes())?;
+    if global.json {
+        #[derive(serde::Serialize)]
+        struct Done {
+            out_dir: String,
+            runs: usize,
+        }
+        print_stdout(&json::line(
+            "summary",
+            &Done {
+                out_dir: out_dir.display().to_string(),
+                runs: rows.len(),
+            },
+        ));
+    } else {
+        print_stdout(summary.trim_end());
+        print_stdout(&format!("\nresults in {}", out_dir.display()));
+    }
+    let all_equal = rows.iter().all(|r| r.digest_matches);
+    if !all_equal {
+        eprintln!("error: some runs with the same math produced different parameters");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

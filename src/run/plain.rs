@@ -1,0 +1,57 @@
+//! The same training without timely: one thread, the same units, the same
+//! reduction order, the same optimiser. It is the oracle for the dataflow (the
+//! parameters must match bit for bit) and the yardstick of the framework-overhead
+//! benchmark.
+
+use std::time::Instant;
+
+use crate::data::{Dataset, Partitioning};
+use crate::model::{unit_gradient, Adam};
+use crate::spec::JobPlan;
+
+/// What the plain loop produced.
+#[derive(Debug, Clone)]
+pub struct PlainOutput {
+    /// Final parameters.
+    pub params: Vec<f64>,
+    /// Wall time of each iteration, µs.
+    pub iteration_us: Vec<u64>,
+}
+
+/// Trains `plan` on `dataset` in a plain loop (no injection, no pacing).
+pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
+    let partitioning = Partitioning::new(
+        &dataset.train,
+        plan.partitions,
+        plan.units_per_partition,
+        plan.batch_fraction,
+        plan.seed,
+    );
+    let dims = dataset.dims();
+    let rows = partitioning.rows_per_iteration() as f64;
+    let mut params = vec![0.0; dims];
+    let mut adam = Adam::new(plan.optimizer, 0, dims);
+    let mut iteration_us = Vec::with_capacity(plan.iterations as usize);
+    for t in 0..plan.iterations {
+        let started = Instant::now();
+        let mut total = vec![0.0; dims];
+        for p in 0..plan.partitions {
+            let mut partial = vec![0.0; dims];
+            for unit in partitioning.units(t, p) {
+                let g = unit_gradient(&dataset.rows, &dataset.labels, &params, &unit.rows);
+                for (acc, x) in partial.iter_mut().zip(&g.grad) {
+                    *acc += x;
+                }
+            }
+            for (acc, x) in total.iter_mut().zip(&partial) {
+                *acc += x;
+            }
+        }
+        adam.step(&mut params, &total, rows);
+        iteration_us.push(started.elapsed().as_micros() as u64);
+    }
+    PlainOutput {
+        params,
+        iteration_us,
+    }
+}
