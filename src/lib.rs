@@ -35,3 +35,8 @@ pub mod rng;
 pub mod run;
 pub mod spec;
 pub mod trace;
+
+/// The README's code blocks, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
