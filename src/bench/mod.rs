@@ -39,7 +39,7 @@ pub enum BenchError {
         sweep: String,
         /// Why.
         #[source]
-        source: crate::spec::SpecError,
+        source: Box<crate::spec::SpecError>,
     },
     /// A dataset could not be loaded.
     #[error("sweep '{sweep}': {source}")]
@@ -108,7 +108,7 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
         for run in sweep.runs(dir) {
             let job_err = |source| BenchError::Job {
                 sweep: sweep.name.clone(),
-                source,
+                source: Box::new(source),
             };
             let (mut job, job_text) = read_job_file(&run.job).map_err(job_err)?;
             run.overrides.apply(&mut job);

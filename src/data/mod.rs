@@ -117,7 +117,7 @@ pub type Result<T, E = DataError> = std::result::Result<T, E>;
 
 /// The seed of the train/test split. It is fixed, not the job's seed, so every
 /// job on a dataset is evaluated on the same test rows.
-pub const SPLIT_SEED: u64 = 0x5EED_0F_AD01;
+pub const SPLIT_SEED: u64 = 0x005E_ED0F_AD01;
 
 /// What to load and how to split it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

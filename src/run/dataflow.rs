@@ -6,7 +6,7 @@
 //!        ▼
 //!   forestall-compute ──grad slices (t, partition, unit, shard)──► forestall-reduce
 //!        │                     exchange by shard owner                │
-//!        │ completion records (exchange to worker 0)                  │ version t+1
+//!        │ progress: finished t / ready for t+1 (to worker 0)          │ version t+1
 //!        ▼                                                            ▼
 //!   forestall-detect ──► sink                              feedback (+1) ──► params
 //! ```
@@ -31,8 +31,8 @@ use timely::dataflow::operators::{Capability, ConnectLoop, Feedback};
 use timely::worker::Worker;
 
 use super::context::JobContext;
-use super::detect::detect_laggard;
-use super::messages::{GradSlice, ShardParams};
+use super::detect::ProgressTracker;
+use super::messages::{GradSlice, Progress, ShardParams};
 use super::oplog::{register_clock, OperatorClock};
 use super::reduce::ShardReducer;
 use super::sink::SinkEvent;
@@ -41,6 +41,8 @@ use crate::model::unit_gradient;
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
+/// The capabilities of one iteration: (gradient output, progress output).
+type Caps = (Capability<u64>, Capability<u64>);
 
 /// Builds the dataflow on `worker`; timely runs it to completion afterwards.
 pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: Sender<SinkEvent>) {
@@ -59,9 +61,9 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         let mut params_in =
             builder.new_input(params, Exchange::new(|m: &ShardParams| m.target as u64));
         let (grads_out, grads) = builder.new_output::<Vec<GradSlice>>();
-        let (done_out, completions) = builder.new_output::<Vec<WorkerRecord>>();
+        let (done_out, progress) = builder.new_output::<Vec<Progress>>();
         let mut grads_out = OutputBuilder::<u64, Builder<GradSlice>>::from(grads_out);
-        let mut done_out = OutputBuilder::<u64, Builder<WorkerRecord>>::from(done_out);
+        let mut done_out = OutputBuilder::<u64, Builder<Progress>>::from(done_out);
         let mut state = ComputeState::new(index, Arc::clone(&cx), sink.clone(), clock);
         builder.build(move |mut caps| {
             let done_cap = caps.pop().expect("two outputs");
@@ -155,27 +157,39 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         });
         next_params.connect_loop(loop_handle);
 
-        // detect: worker 0 gathers every worker's completion record
+        // detect: worker 0 tracks every worker's progress
         let mut builder = OperatorBuilder::new("forestall-detect".to_owned(), scope);
-        let mut done_in = builder.new_input(completions, Exchange::new(|_: &WorkerRecord| 0));
-        let threshold = cx.plan.laggard_threshold;
+        let mut progress_in = builder.new_input(progress, Exchange::new(|_: &Progress| 0));
         let detect_sink = sink.clone();
+        let mut tracker = ProgressTracker::new(workers, cx.plan.laggard_threshold);
         builder.build(move |_caps| {
-            let mut gathered: BTreeMap<u64, Vec<WorkerRecord>> = BTreeMap::new();
             move |_frontiers| {
-                done_in.for_each(|_cap, data| {
-                    for record in data.drain(..) {
-                        let t = record.iteration;
-                        let all = gathered.entry(t).or_default();
-                        all.push(record);
-                        if all.len() == workers as usize {
-                            let mut all = gathered.remove(&t).unwrap_or_default();
-                            all.sort_by_key(|r| r.worker);
-                            let report = detect_laggard(&all, threshold);
-                            let _ = detect_sink.send(SinkEvent::Iteration {
-                                workers: all,
-                                report,
-                            });
+                progress_in.for_each(|_cap, data| {
+                    for message in data.drain(..) {
+                        match message {
+                            Progress::Finished(record) => {
+                                let t = record.iteration;
+                                if let Some(report) = tracker.on_finished(record) {
+                                    tracing::debug!(
+                                        iteration = t,
+                                        laggard = ?report.laggard,
+                                        lag_us = report.lag_us,
+                                        "iteration closed"
+                                    );
+                                }
+                            }
+                            Progress::Ready {
+                                worker,
+                                iteration,
+                                ready_us,
+                            } => {
+                                if let Some((workers, report)) =
+                                    tracker.on_ready(worker, iteration, ready_us)
+                                {
+                                    let _ =
+                                        detect_sink.send(SinkEvent::Iteration { workers, report });
+                                }
+                            }
                         }
                     }
                 });
@@ -185,7 +199,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
 }
 
 struct PendingVersion {
-    caps: (Capability<u64>, Capability<u64>),
+    caps: Caps,
     shards: Vec<Option<Vec<f64>>>,
     received: usize,
 }
@@ -193,7 +207,7 @@ struct PendingVersion {
 /// The iteration a worker is working on.
 struct Epoch {
     iteration: u64,
-    caps: (Capability<u64>, Capability<u64>),
+    caps: Caps,
     params: Arc<Vec<f64>>,
     queue: VecDeque<UnitRows>,
     ready_us: u64,
@@ -211,13 +225,10 @@ struct ComputeState {
     cx: Arc<JobContext>,
     sink: Sender<SinkEvent>,
     clock: Option<Rc<RefCell<OperatorClock>>>,
-    initial: Option<(Capability<u64>, Capability<u64>)>,
+    initial: Option<Caps>,
     pending: BTreeMap<u64, PendingVersion>,
     next_version: u64,
     epoch: Option<Epoch>,
-    /// The last finished iteration's record, waiting for the next version's
-    /// arrival to know its barrier wait.
-    finished: Option<WorkerRecord>,
 }
 
 impl ComputeState {
@@ -236,7 +247,6 @@ impl ComputeState {
             pending: BTreeMap::new(),
             next_version: 0,
             epoch: None,
-            finished: None,
         }
     }
 
@@ -253,7 +263,7 @@ impl ComputeState {
     fn step(
         &mut self,
         send_grads: &mut dyn FnMut(&Capability<u64>, Vec<GradSlice>),
-        send_done: &mut dyn FnMut(&Capability<u64>, WorkerRecord),
+        send_done: &mut dyn FnMut(&Capability<u64>, Progress),
     ) {
         if self.epoch.is_none() {
             if let Some((caps, params)) = self.take_next_version() {
@@ -268,12 +278,12 @@ impl ComputeState {
                 send_grads(&epoch.caps.0, slices);
             }
             if epoch.queue.is_empty() {
-                self.end();
+                self.end(send_done);
             }
         }
     }
 
-    fn take_next_version(&mut self) -> Option<((Capability<u64>, Capability<u64>), Arc<Vec<f64>>)> {
+    fn take_next_version(&mut self) -> Option<(Caps, Arc<Vec<f64>>)> {
         let v = self.next_version;
         if v == 0 {
             let caps = self.initial.take()?;
@@ -296,17 +306,21 @@ impl ComputeState {
 
     fn begin(
         &mut self,
-        caps: (Capability<u64>, Capability<u64>),
+        caps: Caps,
         params: Arc<Vec<f64>>,
-        send_done: &mut dyn FnMut(&Capability<u64>, WorkerRecord),
+        send_done: &mut dyn FnMut(&Capability<u64>, Progress),
     ) {
         let version = self.next_version;
         self.next_version += 1;
         let ready_us = self.cx.now_us();
-        if let Some(mut record) = self.finished.take() {
-            record.barrier_wait_us = ready_us.saturating_sub(record.finish_us);
-            send_done(&caps.1, record);
-        }
+        send_done(
+            &caps.1,
+            Progress::Ready {
+                worker: self.worker,
+                iteration: version,
+                ready_us,
+            },
+        );
         if self.worker == 0 {
             let _ = self.sink.send(SinkEvent::Params {
                 version,
@@ -338,13 +352,13 @@ impl ComputeState {
         });
     }
 
-    fn end(&mut self) {
+    fn end(&mut self, send_done: &mut dyn FnMut(&Capability<u64>, Progress)) {
         let operator_now = self.operator_us();
         let Some(epoch) = self.epoch.take() else {
             return;
         };
         let finish_us = epoch.last_end_us;
-        self.finished = Some(WorkerRecord {
+        let record = WorkerRecord {
             iteration: epoch.iteration,
             worker: self.worker,
             process: self.cx.process_of(self.worker),
@@ -358,7 +372,8 @@ impl ComputeState {
             operator_us: operator_now.saturating_sub(epoch.operator_us_at_start),
             bytes_sent: epoch.bytes_sent,
             gt_slowdown: epoch.max_slowdown,
-        });
+        };
+        send_done(&epoch.caps.1, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.units));
         // epoch.caps drop here: this worker is done with the iteration.
     }
@@ -387,10 +402,7 @@ fn compute_unit(
         ns => Duration::from_nanos(ns * unit.rows.len() as u64),
     };
     let target = base.mul_f64(slowdown);
-    let elapsed = started.elapsed();
-    if target > elapsed {
-        std::thread::sleep(target - elapsed);
-    }
+    wait_until(started + target);
     let rows = unit.rows.len() as u32;
     let slices: Vec<GradSlice> = cx
         .shards
@@ -432,4 +444,23 @@ fn compute_unit(
     epoch.rows += rows as u64;
     epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
     (record, slices)
+}
+
+/// Waits until `deadline`: sleeps while more than a scheduler quantum is left,
+/// then yields in a loop, so short injected delays are not inflated by the
+/// sleep's wake-up latency (tens of µs) and the core is still offered to others.
+fn wait_until(deadline: Instant) {
+    const SPIN: Duration = Duration::from_micros(150);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }

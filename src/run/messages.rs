@@ -52,3 +52,22 @@ impl GradSlice {
         (self.values.len() * 8 + 48) as u64
     }
 }
+
+/// Progress a worker reports to worker 0, which tracks who still holds each
+/// iteration (a probe's frontier is global and cannot say who).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Progress {
+    /// The worker finished its units of `record.iteration` (barrier wait not
+    /// known yet, 0).
+    Finished(crate::trace::WorkerRecord),
+    /// The worker holds every shard of parameter version `iteration`: its wait
+    /// at the barrier of `iteration - 1` is over.
+    Ready {
+        /// The worker.
+        worker: u32,
+        /// The version it now holds.
+        iteration: u64,
+        /// When.
+        ready_us: u64,
+    },
+}

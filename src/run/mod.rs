@@ -97,11 +97,19 @@ pub fn run_job(
         .spawn(move || sink::run_sink(receiver, writer, sink_data, sink_config, observer))
         .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
 
-    let disruptor = match (&plan.pattern, plan.disruptor) {
-        (Pattern::DisruptedMachine { .. }, DisruptorMode::Cpu) => {
-            Some(CpuDisruptor::start(cx.schedule.clone(), 0, cx.start, 1))
-        }
-        _ => None,
+    // Real disruptors: one CPU-burning thread per emulated machine, burning
+    // while its machine is disrupted (on top of the emulated slowdown).
+    let disruptors: Vec<CpuDisruptor> = match (&plan.pattern, plan.disruptor) {
+        (
+            Pattern::DisruptedMachine {
+                workers_per_machine,
+                ..
+            },
+            DisruptorMode::Cpu,
+        ) => (0..plan.workers.div_ceil(*workers_per_machine))
+            .map(|machine| CpuDisruptor::start(cx.schedule.clone(), machine, cx.start, 1))
+            .collect(),
+        _ => Vec::new(),
     };
 
     let config = if plan.workers == 1 {
@@ -121,7 +129,7 @@ pub fn run_job(
             .collect::<Result<Vec<()>, String>>()
     });
     let wall_us = started.elapsed().as_micros() as u64;
-    if let Some(d) = disruptor {
+    for d in disruptors {
         d.stop();
     }
     let sink_output = sink_thread

@@ -39,13 +39,9 @@ fn quotas(partitions: u32, weights: &[f64]) -> Vec<u32> {
         let rb = exact[b] - exact[b].floor();
         rb.total_cmp(&ra).then(a.cmp(&b))
     });
-    let mut given: u32 = q.iter().sum();
-    for &i in order.iter().cycle() {
-        if given >= partitions {
-            break;
-        }
+    let given: u32 = q.iter().sum();
+    for &i in order.iter().cycle().take((partitions - given) as usize) {
         q[i] += 1;
-        given += 1;
     }
     while let Some(empty) = q.iter().position(|&x| x == 0) {
         let (largest, _) = q

@@ -100,7 +100,7 @@ pub fn run_sink(
     let mut rows: Vec<IterationRecord> = Vec::new();
     let mut next_row = 0u64;
     let mut part_end = config.part_iterations;
-    let wants_eval = |t: u64| t % config.eval_every == 0 || t + 1 == config.iterations;
+    let wants_eval = |t: u64| t.is_multiple_of(config.eval_every) || t + 1 == config.iterations;
 
     for event in events {
         match event {

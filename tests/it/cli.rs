@@ -135,7 +135,7 @@ macro_rules! rejects {
         #[test]
         fn $name() {
             let d = Dir::new();
-            d.write("job.toml", &$job);
+            d.write("job.toml", $job.as_ref());
             let mut args = vec!["run", "job.toml", "--out", "out"];
             args.extend_from_slice(&$args);
             let o = d.forestall(&args);
@@ -149,15 +149,15 @@ macro_rules! rejects {
 }
 
 rejects! {
-    malformed_toml: "[job\niterations = 3\n".to_owned(), [] => "job.toml: TOML parse error at line 1";
+    malformed_toml: "[job\niterations = 3\n", [] => "job.toml: TOML parse error at line 1";
     duplicate_table: small_job("[workers]\nthreads = 2\n"), [] => "duplicate key";
-    unknown_field: "[job]\niters = 3\n".to_owned(), [] => "unknown field `iters`";
+    unknown_field: "[job]\niters = 3\n", [] => "unknown field `iters`";
     zero_workers_flag: small_job(""), ["--workers", "0"] => "command line: [workers] count: must be at least 1 (got 0)";
     unknown_policy_flag: small_job(""), ["--policy", "magic"] => "unknown policy 'magic'; accepted: bsp";
     unknown_pattern_flag: small_job(""), ["--pattern", "gremlins"] => "unknown pattern 'gremlins'";
     probability_flag: small_job("[straggler]\npattern = \"slow-worker\"\n"), ["--probability", "2"] => "must be in [0, 1] (got 2)";
     too_many_workers: small_job(""), ["--workers", "9"] => "9 workers but only 8 partitions";
-    missing_dataset: "[data]\npath = \"missing.parquet\"\n".to_owned(), [] => "job.toml:2: [data] path: dataset file";
+    missing_dataset: "[data]\npath = \"missing.parquet\"\n", [] => "job.toml:2: [data] path: dataset file";
 }
 
 #[test]

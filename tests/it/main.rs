@@ -3,5 +3,6 @@
 mod cli;
 mod common;
 mod detect;
+mod interop;
 mod trace;
 mod training;

@@ -1,0 +1,246 @@
+//! Python interop: a run's traces read with pyarrow (`notebooks/check_trace.py`)
+//! and the trace tour notebook executed headless with nbclient.
+//!
+//! These tests need `python3` with `notebooks/requirements.txt` installed. Without
+//! it they print a note to stderr and pass, except when the `CI` variable is set:
+//! then they fail and say what to install.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::adult_path;
+
+const INSTALL: &str = "python3 -m pip install -r notebooks/requirements.txt";
+
+/// Executes the notebook in `argv[1]` with the kernel's working directory
+/// `argv[2]`; writes nothing, and prints how many figures the cells rendered.
+const EXECUTE_NOTEBOOK: &str = r#"
+import sys
+import nbclient
+import nbformat
+
+nb = nbformat.read(sys.argv[1], as_version=4)
+client = nbclient.NotebookClient(
+    nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}
+)
+client.execute()
+figures = sum(
+    "image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", [])
+)
+print(f"figures {figures}")
+"#;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "{}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    )
+}
+
+/// Whether `python3` can import `modules`. If not, skips (returns false) with a
+/// note on stderr, or panics when `CI` is set.
+fn python_with(modules: &[&str]) -> bool {
+    let probe = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import {}", modules.join(", ")))
+        .output();
+    let problem = match probe {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => {
+            let err = text(&o.stderr);
+            let last = err.lines().last().unwrap_or("").to_owned();
+            format!("python3 cannot import {} ({last})", modules.join(", "))
+        }
+        Err(e) => format!("python3 is not available ({e})"),
+    };
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{problem}: install Python 3.11 and run `{INSTALL}` (in {})",
+        repo().display()
+    );
+    eprintln!("note: skipping a Python interop test: {problem}; to run it, `{INSTALL}`");
+    false
+}
+
+/// A small run of the built binary, in a temp dir that lives as long as this.
+struct SmallRun {
+    tmp: tempfile::TempDir,
+}
+
+impl SmallRun {
+    /// 6 iterations on 2 workers, evaluated every 2, with slowed units and three
+    /// parts per table.
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let job = format!(
+            "[job]\nname = \"interop\"\niterations = 6\n\
+             [data]\npath = \"{}\"\npartitions = 8\nunits_per_partition = 2\n\
+             [model]\neval_every = 2\n\
+             [workers]\ncount = 2\n\
+             [straggler]\npattern = \"slow-worker\"\nprobability = 0.5\ndelay_percent = 400\n\
+             [trace]\npart_iterations = 2\n",
+            adult_path().display()
+        );
+        std::fs::write(tmp.path().join("job.toml"), job).expect("write job");
+        let o = Command::new(env!("CARGO_BIN_EXE_forestall"))
+            .args(["run", "job.toml", "--out", "out", "-q"])
+            .current_dir(tmp.path())
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("forestall runs");
+        assert!(o.status.success(), "forestall run: {}", describe(&o));
+        Self { tmp }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.tmp.path().join("out")
+    }
+
+    fn part(&self, table: &str, name: &str) -> PathBuf {
+        self.dir().join("trace").join(table).join(name)
+    }
+}
+
+fn check_trace(dir: &Path) -> Output {
+    Command::new("python3")
+        .arg(repo().join("notebooks/check_trace.py"))
+        .arg(dir)
+        .output()
+        .expect("python3 runs")
+}
+
+#[test]
+fn check_trace_accepts_a_fresh_run() {
+    if !python_with(&["pyarrow"]) {
+        return;
+    }
+    let run = SmallRun::new();
+    let o = check_trace(&run.dir());
+    assert!(o.status.success(), "check_trace.py: {}", describe(&o));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("OK "), "{out}");
+    assert!(
+        out.contains("6 iterations, 2 workers, 96 units, 12 worker rows, 9 parts"),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 1, "{out}");
+}
+
+#[test]
+fn check_trace_skips_hidden_parts_like_forestall() {
+    if !python_with(&["pyarrow"]) {
+        return;
+    }
+    let run = SmallRun::new();
+    // What a crash while writing a part leaves behind: readers skip it.
+    std::fs::write(
+        run.part("units", ".part-p000-00003.parquet.tmp"),
+        b"half a part",
+    )
+    .expect("write tmp");
+    let o = check_trace(&run.dir());
+    assert!(o.status.success(), "check_trace.py: {}", describe(&o));
+}
+
+#[test]
+fn check_trace_rejects_a_lost_part() {
+    if !python_with(&["pyarrow"]) {
+        return;
+    }
+    let run = SmallRun::new();
+    std::fs::remove_file(run.part("units", "part-p000-00001.parquet")).expect("remove part");
+    let o = check_trace(&run.dir());
+    assert_eq!(o.status.code(), Some(1), "check_trace.py: {}", describe(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("units: 64 distinct (iteration, partition, unit) keys, expected"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{}", describe(&o));
+}
+
+#[test]
+fn check_trace_rejects_a_missing_table() {
+    if !python_with(&["pyarrow"]) {
+        return;
+    }
+    let run = SmallRun::new();
+    std::fs::remove_dir_all(run.dir().join("trace/iterations")).expect("remove table");
+    let o = check_trace(&run.dir());
+    assert_eq!(o.status.code(), Some(1), "check_trace.py: {}", describe(&o));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("iterations: table directory is missing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn trace_tour_notebook_executes_on_a_fresh_run() {
+    let modules = [
+        "nbformat",
+        "nbclient",
+        "ipykernel",
+        "pyarrow",
+        "pandas",
+        "matplotlib",
+    ];
+    if !python_with(&modules) {
+        return;
+    }
+    let run = SmallRun::new();
+    // The kernel works in the temp dir, and the executed notebook stays in memory:
+    // nothing is written into the repository.
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(EXECUTE_NOTEBOOK)
+        .arg(repo().join("notebooks/trace_tour.ipynb"))
+        .arg(run.tmp.path())
+        .env("FORESTALL_RUN_DIR", run.dir())
+        .env("MPLBACKEND", "Agg")
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "notebook: {}", describe(&o));
+    let out = text(&o.stdout);
+    let figures: usize = out
+        .trim()
+        .strip_prefix("figures ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output: {out}"));
+    assert!(figures >= 5, "only {figures} figures rendered");
+}
+
+#[test]
+fn trace_tour_notebook_is_stored_without_outputs() {
+    let path = repo().join("notebooks/trace_tour.ipynb");
+    let nb: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read notebook")).expect("JSON");
+    let cells = nb["cells"].as_array().expect("cells");
+    assert!(!cells.is_empty());
+    for (i, cell) in cells
+        .iter()
+        .filter(|c| c["cell_type"] == "code")
+        .enumerate()
+    {
+        assert_eq!(
+            cell["outputs"],
+            serde_json::json!([]),
+            "code cell {i} has outputs: clear them before committing"
+        );
+        assert!(
+            cell["execution_count"].is_null(),
+            "code cell {i} has an execution count"
+        );
+    }
+    assert_eq!(nb["metadata"]["kernelspec"]["name"], "python3");
+}
