@@ -75,6 +75,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("operator_us", pa.uint64(), False),
         ("bytes_sent", pa.uint64(), False),
         ("gt_slowdown", pa.float64(), False),
+        ("gt_delay_us", pa.uint64(), False),
     ],
     "iterations": [
         ("job_id", pa.string(), False),

@@ -32,6 +32,11 @@ pub struct RunSummary {
     /// Time lost waiting for the laggard: Σ over iterations and workers of the
     /// barrier wait, s (worker-seconds).
     pub barrier_wait_s: f64,
+    /// Σ of iteration wall times, s.
+    pub iteration_s: f64,
+    /// Estimate of that sum without the injected delays (each iteration's
+    /// slowest worker minus what was injected into it), s.
+    pub ideal_iteration_s: f64,
     /// Iterations in which a laggard was named.
     pub laggard_iterations: u64,
     /// Final test accuracy.
@@ -79,6 +84,8 @@ impl RunSummary {
                 .map(|r| r.barrier_wait_us as f64)
                 .sum::<f64>()
                 / 1e6,
+            iteration_s: out.iterations.iter().map(|r| r.wall_us as f64).sum::<f64>() / 1e6,
+            ideal_iteration_s: out.ideal_us as f64 / 1e6,
             laggard_iterations: out
                 .iterations
                 .iter()
@@ -108,6 +115,19 @@ impl RunSummary {
             s,
             "waiting      {:.2} worker-s at the barrier; a laggard held up {} of {} iterations",
             self.barrier_wait_s, self.laggard_iterations, self.iterations
+        );
+        let cost = if self.ideal_iteration_s > 0.0 {
+            format!(
+                "{:+.1} %",
+                (self.iteration_s / self.ideal_iteration_s - 1.0) * 100.0
+            )
+        } else {
+            "n/a".to_owned()
+        };
+        let _ = writeln!(
+            s,
+            "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
+            self.ideal_iteration_s, self.iteration_s
         );
         let _ = writeln!(
             s,

@@ -216,6 +216,9 @@ struct Epoch {
     rows: u64,
     bytes_sent: u64,
     max_slowdown: f64,
+    delay_us: u64,
+    /// How late the previous unit's sleep woke up.
+    oversleep: Duration,
     operator_us_at_start: u64,
     units: Vec<UnitRecord>,
 }
@@ -347,6 +350,8 @@ impl ComputeState {
             rows: 0,
             bytes_sent: 0,
             max_slowdown: 1.0,
+            delay_us: 0,
+            oversleep: Duration::ZERO,
             operator_us_at_start: self.operator_us(),
             units: Vec::new(),
         });
@@ -372,6 +377,7 @@ impl ComputeState {
             operator_us: operator_now.saturating_sub(epoch.operator_us_at_start),
             bytes_sent: epoch.bytes_sent,
             gt_slowdown: epoch.max_slowdown,
+            gt_delay_us: epoch.delay_us,
         };
         send_done(&epoch.caps.1, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.units));
@@ -402,7 +408,14 @@ fn compute_unit(
         ns => Duration::from_nanos(ns * unit.rows.len() as u64),
     };
     let target = base.mul_f64(slowdown);
-    wait_until(started + target);
+    // A sleep wakes up late by tens of µs; the next unit of the iteration
+    // absorbs the previous overshoot, so it does not pile up over many units.
+    let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
+    epoch.oversleep = if target > compute {
+        sleep_until(deadline)
+    } else {
+        Duration::ZERO
+    };
     let rows = unit.rows.len() as u32;
     let slices: Vec<GradSlice> = cx
         .shards
@@ -443,24 +456,15 @@ fn compute_unit(
     epoch.compute_us += compute_us;
     epoch.rows += rows as u64;
     epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
+    epoch.delay_us += record.gt_delay_us;
     (record, slices)
 }
 
-/// Waits until `deadline`: sleeps while more than a scheduler quantum is left,
-/// then yields in a loop, so short injected delays are not inflated by the
-/// sleep's wake-up latency (tens of µs) and the core is still offered to others.
-fn wait_until(deadline: Instant) {
-    const SPIN: Duration = Duration::from_micros(150);
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > SPIN {
-            std::thread::sleep(left - SPIN);
-        } else {
-            std::thread::yield_now();
-        }
+/// Sleeps until `deadline` and returns by how much the sleep overshot it.
+fn sleep_until(deadline: Instant) -> Duration {
+    let now = Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
     }
+    Instant::now().saturating_duration_since(deadline)
 }

@@ -198,6 +198,7 @@ mod tests {
             operator_us: 0,
             bytes_sent: 0,
             gt_slowdown: 1.0,
+            gt_delay_us: 0,
         }
     }
 

@@ -60,6 +60,8 @@ pub struct RunOutput {
     pub wall_us: u64,
     /// Trace part files written.
     pub parts: Vec<PathBuf>,
+    /// Estimated Σ of iteration times without the injected delays (µs).
+    pub ideal_us: u64,
 }
 
 /// SHA-256 (hex) of parameters as little-endian `f64` bytes.
@@ -149,5 +151,6 @@ pub fn run_job(
         eval,
         wall_us,
         parts: sink_output.parts,
+        ideal_us: sink_output.ideal_us,
     })
 }

@@ -57,6 +57,9 @@ pub struct SinkOutput {
     pub final_eval: Option<Evaluation>,
     /// Trace part files written.
     pub parts: Vec<PathBuf>,
+    /// Σ over iterations of the estimated iteration time without the injected
+    /// delays: max over workers of (finish − iteration start − injected delay).
+    pub ideal_us: u64,
 }
 
 #[derive(Debug, Default)]
@@ -93,6 +96,7 @@ pub fn run_sink(
         final_params: None,
         final_eval: None,
         parts: Vec::new(),
+        ideal_us: 0,
     };
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut units: Vec<UnitRecord> = Vec::new();
@@ -111,6 +115,15 @@ pub fn run_sink(
             } => {
                 let t = w.first().map_or(0, |r| r.iteration);
                 let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
+                out.ideal_us += w
+                    .iter()
+                    .map(|r| {
+                        r.finish_us
+                            .saturating_sub(report.start_us)
+                            .saturating_sub(r.gt_delay_us)
+                    })
+                    .max()
+                    .unwrap_or(0);
                 workers.append(&mut w);
                 pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
             }

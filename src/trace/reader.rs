@@ -451,6 +451,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     let operator_us = c.u64("operator_us")?;
     let bytes_sent = c.u64("bytes_sent")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
+    let gt_delay_us = c.u64("gt_delay_us")?;
     Ok((0..c.len())
         .map(|i| WorkerRecord {
             iteration: iteration.value(i),
@@ -466,6 +467,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             operator_us: operator_us.value(i),
             bytes_sent: bytes_sent.value(i),
             gt_slowdown: gt_slowdown.value(i),
+            gt_delay_us: gt_delay_us.value(i),
         })
         .collect())
 }

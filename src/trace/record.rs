@@ -93,6 +93,8 @@ pub struct WorkerRecord {
     pub bytes_sent: u64,
     /// Ground truth: the largest slowdown injected into this worker's units.
     pub gt_slowdown: f64,
+    /// Ground truth: time the injector added to this worker's units.
+    pub gt_delay_us: u64,
 }
 
 /// One row per iteration: the model's progress and who held the barrier up.

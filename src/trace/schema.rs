@@ -144,6 +144,7 @@ pub fn worker_schema() -> SchemaRef {
         required("operator_us", UInt64),
         required("bytes_sent", UInt64),
         required("gt_slowdown", Float64),
+        required("gt_delay_us", UInt64),
     ]))
 }
 

@@ -50,6 +50,7 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         operator_us: 450 + iteration,
         bytes_sent: 1 << 20,
         gt_slowdown: 1.5 + f64::from(worker),
+        gt_delay_us: 40 * u64::from(worker),
     }
 }
 

@@ -296,6 +296,7 @@ pub(crate) fn workers_batch(
             u64s(records, |r| r.operator_us),
             u64s(records, |r| r.bytes_sent),
             f64s(records, |r| r.gt_slowdown),
+            u64s(records, |r| r.gt_delay_us),
         ],
     )
 }
