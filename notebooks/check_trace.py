@@ -74,6 +74,9 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("barrier_wait_us", pa.uint64(), False),
         ("operator_us", pa.uint64(), False),
         ("bytes_sent", pa.uint64(), False),
+        ("bytes_moved", pa.uint64(), False),
+        ("units_given", pa.uint32(), False),
+        ("control_sent", pa.uint32(), False),
         ("gt_slowdown", pa.float64(), False),
         ("gt_delay_us", pa.uint64(), False),
     ],
@@ -99,7 +102,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
 MAX_SHOWN = 25
 
 # The documented values of units.action.
-UNIT_ACTIONS = {"assigned"}
+UNIT_ACTIONS = {"assigned", "reassigned"}
 
 
 class Problems:

@@ -30,6 +30,7 @@ pub mod data;
 pub mod fsutil;
 pub mod inject;
 pub mod model;
+pub mod policy;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -10,7 +10,9 @@ const PARTITION_STREAM: u64 = 0x5041_5254; // "PART"
 const SAMPLE_STREAM: u64 = 0x5341_4D50; // "SAMP"
 
 /// Names one unit of an iteration: a chunk of one partition's sampled rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct UnitKey {
     /// Partition.
     pub partition: u32,

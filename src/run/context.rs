@@ -6,9 +6,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::placement::place_partitions;
-use crate::data::{partition::even_range, Dataset, Partitioning};
-use crate::inject::StragglerSchedule;
+use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
+use crate::inject::{Pattern, StragglerSchedule};
+use crate::policy::reassign::helper_group;
+use crate::policy::{PolicyPlan, ReassignAgent};
 use crate::spec::JobPlan;
+
+/// Extra holders of every partition besides its owner: the owner's first
+/// helper-group peers (in another process first), who can take its units
+/// without moving data.
+pub const REPLICAS: u32 = 1;
 
 /// Read-only state of a job, shared by its workers.
 #[derive(Debug)]
@@ -29,6 +36,8 @@ pub struct JobContext {
     pub dims: usize,
     /// Timely worker threads per process.
     pub threads_per_process: u32,
+    /// Workers holding each partition's rows: the owner and its replicas.
+    pub holders: Vec<Vec<u32>>,
     /// The job's time origin: every `*_us` is measured from here.
     pub start: Instant,
     assignments: Vec<Vec<u32>>,
@@ -45,19 +54,33 @@ impl JobContext {
             plan.batch_fraction,
             plan.seed,
         );
-        let schedule = StragglerSchedule::new(plan.seed, plan.pattern.clone(), workers);
+        // `ideal` runs the same job with the injection off.
+        let pattern = match plan.policy {
+            PolicyPlan::Ideal => Pattern::None,
+            _ => plan.pattern.clone(),
+        };
+        let schedule = StragglerSchedule::new(plan.seed, pattern, workers);
         let weights = schedule.work_weights();
         let owners = place_partitions(plan.partitions, workers, weights.as_deref());
         let mut assignments = vec![Vec::new(); workers as usize];
         for (p, &w) in owners.iter().enumerate() {
             assignments[w as usize].push(p as u32);
         }
+        let holders = owners
+            .iter()
+            .map(|&o| {
+                let mut h = vec![o];
+                h.extend(helper_group(o, workers, workers, REPLICAS));
+                h
+            })
+            .collect();
         let dims = dataset.dims();
         let shards = (0..workers as usize)
             .map(|s| even_range(dims, workers as usize, s))
             .collect();
         Self {
             threads_per_process: workers,
+            holders,
             plan,
             dataset,
             partitioning,
@@ -73,6 +96,45 @@ impl JobContext {
     /// Partitions whose units `worker` computes (bsp: the ones it holds).
     pub fn assignment(&self, worker: u32) -> &[u32] {
         &self.assignments[worker as usize]
+    }
+
+    /// Whether `worker` holds the rows of `partition`.
+    pub fn holds(&self, worker: u32, partition: u32) -> bool {
+        self.holders[partition as usize].contains(&worker)
+    }
+
+    /// The rows of one unit of iteration `t`.
+    pub fn unit_rows(&self, iteration: u64, key: UnitKey) -> UnitRows {
+        let mut units = self.partitioning.units(iteration, key.partition);
+        units.swap_remove(key.unit as usize)
+    }
+
+    /// Bytes a worker that does not hold them would receive for `rows`: each
+    /// row's stored (index, value) pairs and its label.
+    pub fn bytes_of_rows(&self, rows: &[u32]) -> u64 {
+        rows.iter()
+            .map(|&r| {
+                let (idx, _) = self.dataset.rows.row(r as usize);
+                (idx.len() * 12 + 8) as u64
+            })
+            .sum()
+    }
+
+    /// The rapid-reassignment agent of `worker`, if the policy uses one.
+    pub fn reassign_agent(&self, worker: u32) -> Option<ReassignAgent> {
+        match &self.plan.policy {
+            PolicyPlan::RapidReassign(config) => Some(ReassignAgent::new(
+                worker,
+                helper_group(
+                    worker,
+                    self.plan.workers,
+                    self.threads_per_process,
+                    config.group_size,
+                ),
+                *config,
+            )),
+            _ => None,
+        }
     }
 
     /// Process of a worker.

@@ -197,6 +197,9 @@ mod tests {
             barrier_wait_us: 0,
             operator_us: 0,
             bytes_sent: 0,
+            bytes_moved: 0,
+            units_given: 0,
+            control_sent: 0,
             gt_slowdown: 1.0,
             gt_delay_us: 0,
         }

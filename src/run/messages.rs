@@ -71,3 +71,18 @@ pub enum Progress {
         ready_us: u64,
     },
 }
+
+/// A rapid-reassignment message between two workers, at the iteration's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Control {
+    /// Receiver (the exchange key).
+    pub to: u32,
+    /// Sender.
+    pub from: u32,
+    /// Iteration it is about.
+    pub iteration: u64,
+    /// What it says.
+    pub kind: crate::policy::ControlKind,
+    /// With `Assign`: the units that now belong to the receiver.
+    pub units: Vec<UnitKey>,
+}

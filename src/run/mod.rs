@@ -13,6 +13,7 @@ pub mod placement;
 pub mod plain;
 pub mod reduce;
 pub mod sink;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};

@@ -127,6 +127,14 @@ pub struct StragglerSection {
 pub struct PolicySection {
     /// Policy name.
     pub name: Option<String>,
+    /// rapid-reassign: peers a worker reports to and may help.
+    pub group_size: Option<u32>,
+    /// rapid-reassign: share of its own units after which a worker reports.
+    pub checkpoint: Option<f64>,
+    /// rapid-reassign: units given to a peer that reported being ahead.
+    pub initial_units: Option<u32>,
+    /// rapid-reassign: units given in answer to a help offer.
+    pub follow_up_units: Option<u32>,
 }
 
 /// `[detect]`.

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
 use crate::model::AdamConfig;
+use crate::policy::PolicyPlan;
 
 /// Default number of training iterations.
 pub const DEFAULT_ITERATIONS: u64 = 100;
@@ -37,39 +38,19 @@ pub const DEFAULT_WORKERS_PER_MACHINE: u32 = 2;
 /// Default power-law cap on a slowdown.
 pub const DEFAULT_MAX_SLOWDOWN: f64 = 20.0;
 
-/// Mitigation policies a job can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum PolicyName {
-    /// Bulk-synchronous: every worker computes its own units, all wait for all.
-    Bsp,
-}
-
-impl PolicyName {
-    /// Names that are implemented.
-    pub const AVAILABLE: &'static [&'static str] = &["bsp"];
-    /// Names from the design that are not implemented yet.
-    pub const PLANNED: &'static [&'static str] = &[
-        "ssp",
-        "rapid-reassign",
-        "flexrr",
-        "speculate",
-        "backup-workers",
-        "proactive",
-        "proactive-clone",
-        "dpro-substitute",
-        "forestall",
-        "ideal",
-    ];
-
-    /// The name used in job files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyName::Bsp => "bsp",
-        }
-    }
-}
+/// Policy names that are implemented.
+pub const AVAILABLE_POLICIES: &[&str] = &["bsp", "rapid-reassign", "ideal"];
+/// Policy names from the design that are not implemented yet.
+pub const PLANNED_POLICIES: &[&str] = &[
+    "ssp",
+    "flexrr",
+    "speculate",
+    "backup-workers",
+    "proactive",
+    "proactive-clone",
+    "dpro-substitute",
+    "forestall",
+];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,8 +91,8 @@ pub struct JobPlan {
     pub pattern: Pattern,
     /// How disrupted machines are slowed.
     pub disruptor: DisruptorMode,
-    /// Mitigation policy.
-    pub policy: PolicyName,
+    /// Mitigation policy and its knobs.
+    pub policy: PolicyPlan,
     /// Laggard threshold.
     pub laggard_threshold: f64,
     /// Iterations per trace part file.

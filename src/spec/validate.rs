@@ -2,12 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::job::{JobSpec, StragglerSection};
+use super::job::{JobSpec, PolicySection, StragglerSection};
 use super::plan::*;
 use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
 use crate::model::AdamConfig;
+use crate::policy::reassign::{
+    ReassignConfig, DEFAULT_CHECKPOINT, DEFAULT_FOLLOW_UP_UNITS, DEFAULT_GROUP_SIZE,
+    DEFAULT_INITIAL_UNITS,
+};
+use crate::policy::PolicyPlan;
 
 /// The dataset used when a job names none: the Adult census data committed
 /// under `data/`.
@@ -203,29 +208,7 @@ pub fn validate_with(
 
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
 
-    let policy = match spec.policy.name.as_deref().unwrap_or("bsp") {
-        "bsp" => PolicyName::Bsp,
-        other if PolicyName::PLANNED.contains(&other) => {
-            return Err(cx.invalid(
-                "policy",
-                "name",
-                format!(
-                    "policy '{other}' is not implemented yet; available: {}",
-                    PolicyName::AVAILABLE.join(", ")
-                ),
-            ))
-        }
-        other => {
-            return Err(cx.invalid(
-                "policy",
-                "name",
-                format!(
-                    "unknown policy '{other}'; accepted: {}",
-                    PolicyName::AVAILABLE.join(", ")
-                ),
-            ))
-        }
-    };
+    let policy = validate_policy(&cx, &spec.policy, workers)?;
 
     let laggard_threshold = spec
         .detect
@@ -278,6 +261,91 @@ pub fn validate_with(
         out: spec.job.out.as_ref().map(PathBuf::from),
         source: path.map(Path::to_owned),
     })
+}
+
+fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
+    let name = s.policy_name();
+    let reassign_keys = [
+        ("group_size", s.group_size.is_some()),
+        ("checkpoint", s.checkpoint.is_some()),
+        ("initial_units", s.initial_units.is_some()),
+        ("follow_up_units", s.follow_up_units.is_some()),
+    ];
+    if name != "rapid-reassign" {
+        if let Some((key, _)) = reassign_keys.iter().find(|(_, set)| *set) {
+            return Err(cx.invalid(
+                "policy",
+                key,
+                format!("does not apply to policy '{name}' (it is a rapid-reassign knob)"),
+            ));
+        }
+    }
+    match name {
+        "bsp" => Ok(PolicyPlan::Bsp),
+        "ideal" => Ok(PolicyPlan::Ideal),
+        "rapid-reassign" => {
+            let group_size = match s.group_size {
+                Some(g) if g == 0 || g >= workers => {
+                    return Err(cx.invalid(
+                        "policy",
+                        "group_size",
+                        format!(
+                            "must be between 1 and the worker count minus one ({}) (got {g})",
+                            workers.saturating_sub(1)
+                        ),
+                    ))
+                }
+                Some(g) => g,
+                // A single worker has nobody to help: the group is empty and the
+                // run behaves as bsp.
+                None => DEFAULT_GROUP_SIZE.min(workers.saturating_sub(1)),
+            };
+            let checkpoint = s.checkpoint.unwrap_or(DEFAULT_CHECKPOINT);
+            if !(checkpoint > 0.0 && checkpoint <= 1.0) {
+                return Err(cx.invalid(
+                    "policy",
+                    "checkpoint",
+                    format!("must be in (0, 1] (got {checkpoint})"),
+                ));
+            }
+            let initial_units = s.initial_units.unwrap_or(DEFAULT_INITIAL_UNITS);
+            if initial_units == 0 {
+                return Err(cx.invalid("policy", "initial_units", "must be at least 1 (got 0)"));
+            }
+            let follow_up_units = s.follow_up_units.unwrap_or(DEFAULT_FOLLOW_UP_UNITS);
+            if follow_up_units == 0 {
+                return Err(cx.invalid("policy", "follow_up_units", "must be at least 1 (got 0)"));
+            }
+            Ok(PolicyPlan::RapidReassign(ReassignConfig {
+                group_size,
+                checkpoint,
+                initial_units,
+                follow_up_units,
+            }))
+        }
+        other if PLANNED_POLICIES.contains(&other) => Err(cx.invalid(
+            "policy",
+            "name",
+            format!(
+                "policy '{other}' is not implemented yet; available: {}",
+                AVAILABLE_POLICIES.join(", ")
+            ),
+        )),
+        other => Err(cx.invalid(
+            "policy",
+            "name",
+            format!(
+                "unknown policy '{other}'; accepted: {}",
+                AVAILABLE_POLICIES.join(", ")
+            ),
+        )),
+    }
+}
+
+impl PolicySection {
+    fn policy_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("bsp")
+    }
 }
 
 fn validate_pattern(
@@ -517,9 +585,15 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, rapid-reassign, ideal";
         planned_policy: "[policy]\nname = \"flexrr\"\n" =>
-            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp";
+            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp, rapid-reassign, ideal";
+        group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>
+            "job.toml:5: [policy] group_size: must be between 1 and the worker count minus one (2) (got 3)";
+        reassign_knob_on_bsp: "[policy]\ncheckpoint = 0.5\n" =>
+            "job.toml:2: [policy] checkpoint: does not apply to policy 'bsp' (it is a rapid-reassign knob)";
+        checkpoint_zero: "[policy]\nname = \"rapid-reassign\"\ncheckpoint = 0.0\n" =>
+            "job.toml:3: [policy] checkpoint: must be in (0, 1] (got 0)";
         probability_above_one: "[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n" =>
             "job.toml:3: [straggler] probability: must be in [0, 1] (got 1.5)";
         knob_of_another_pattern: "[straggler]\npattern = \"slow-worker\"\nalpha = 4.0\n" =>
@@ -560,7 +634,7 @@ mod tests {
         let plan = check("").expect("empty job is valid");
         assert_eq!(plan.workers, DEFAULT_WORKERS);
         assert_eq!(plan.pattern, Pattern::None);
-        assert_eq!(plan.policy, PolicyName::Bsp);
+        assert_eq!(plan.policy, PolicyPlan::Bsp);
         assert_eq!(plan.name, "job");
     }
 

@@ -450,6 +450,9 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     let barrier_wait_us = c.u64("barrier_wait_us")?;
     let operator_us = c.u64("operator_us")?;
     let bytes_sent = c.u64("bytes_sent")?;
+    let bytes_moved = c.u64("bytes_moved")?;
+    let units_given = c.u32("units_given")?;
+    let control_sent = c.u32("control_sent")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
     let gt_delay_us = c.u64("gt_delay_us")?;
     Ok((0..c.len())
@@ -466,6 +469,9 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             barrier_wait_us: barrier_wait_us.value(i),
             operator_us: operator_us.value(i),
             bytes_sent: bytes_sent.value(i),
+            bytes_moved: bytes_moved.value(i),
+            units_given: units_given.value(i),
+            control_sent: control_sent.value(i),
             gt_slowdown: gt_slowdown.value(i),
             gt_delay_us: gt_delay_us.value(i),
         })

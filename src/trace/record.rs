@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 pub enum UnitAction {
     /// Computed by the worker the assignment gave it to; counted in the sum.
     Assigned,
+    /// Given by its owner to a peer during the iteration (rapid reassignment)
+    /// and computed there; counted in the sum.
+    Reassigned,
 }
 
 impl UnitAction {
@@ -20,6 +23,7 @@ impl UnitAction {
     pub fn as_str(self) -> &'static str {
         match self {
             UnitAction::Assigned => "assigned",
+            UnitAction::Reassigned => "reassigned",
         }
     }
 }
@@ -91,6 +95,13 @@ pub struct WorkerRecord {
     pub operator_us: u64,
     /// Bytes of gradient sent.
     pub bytes_sent: u64,
+    /// Bytes of data rows moved to this worker for units of partitions it does
+    /// not hold.
+    pub bytes_moved: u64,
+    /// Units this worker gave away to peers.
+    pub units_given: u32,
+    /// Control messages this worker sent.
+    pub control_sent: u32,
     /// Ground truth: the largest slowdown injected into this worker's units.
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.

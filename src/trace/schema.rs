@@ -143,6 +143,9 @@ pub fn worker_schema() -> SchemaRef {
         required("barrier_wait_us", UInt64),
         required("operator_us", UInt64),
         required("bytes_sent", UInt64),
+        required("bytes_moved", UInt64),
+        required("units_given", UInt32),
+        required("control_sent", UInt32),
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
     ]))

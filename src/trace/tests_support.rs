@@ -49,6 +49,9 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         barrier_wait_us: 7 + u64::from(worker),
         operator_us: 450 + iteration,
         bytes_sent: 1 << 20,
+        bytes_moved: 4096 * u64::from(worker),
+        units_given: worker,
+        control_sent: 2 * worker,
         gt_slowdown: 1.5 + f64::from(worker),
         gt_delay_us: 40 * u64::from(worker),
     }

@@ -1,0 +1,433 @@
+//! FlexRR's RapidReassignment (Harlap et al., SoCC 2016), one worker's side.
+//!
+//! Every worker has a *helper group*: the next `group_size` workers in a ring
+//! that starts in other processes. The protocol, all within one iteration:
+//!
+//! 1. A worker that has done `checkpoint` of its own units, and again when it has
+//!    done all of them, sends a **progress report** to its group.
+//! 2. A worker that gets a report from a peer that is further along than itself
+//!    and still has more than one unit left gives that peer units from the
+//!    **end** of its list (**assign**): as many as make both expect to finish
+//!    together, judged by each one's time per unit so far, and at least
+//!    `initial_units`. The units leave its list before the message is sent, so
+//!    ownership moves once and no unit is done twice.
+//! 3. A helper that has finished everything it holds **offers** help to the peer
+//!    of its group whose last report shows it furthest behind; that peer answers
+//!    with units from the end of its list (the same balance, at least
+//!    `follow_up_units`), or **declines** when it has at most one left, and the
+//!    helper tries the next peer behind.
+//!
+//! A worker reads control messages between units (one unit per activation), so a
+//! slow worker answers after its current unit, as in FlexRR. The agent is pure:
+//! callers pass in what happened and send what it returns.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Default helper-group size.
+pub const DEFAULT_GROUP_SIZE: u32 = 4;
+/// Default progress checkpoint (share of a worker's own units).
+pub const DEFAULT_CHECKPOINT: f64 = 0.75;
+/// Default size of a first reassignment.
+pub const DEFAULT_INITIAL_UNITS: u32 = 2;
+/// Default size of a follow-up reassignment.
+pub const DEFAULT_FOLLOW_UP_UNITS: u32 = 1;
+
+/// Knobs of rapid reassignment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReassignConfig {
+    /// Peers a worker reports to and may help.
+    pub group_size: u32,
+    /// Share of its own units after which a worker reports progress.
+    pub checkpoint: f64,
+    /// Units given to a peer that reported being ahead.
+    pub initial_units: u32,
+    /// Units given in answer to a help offer.
+    pub follow_up_units: u32,
+}
+
+impl Default for ReassignConfig {
+    fn default() -> Self {
+        Self {
+            group_size: DEFAULT_GROUP_SIZE,
+            checkpoint: DEFAULT_CHECKPOINT,
+            initial_units: DEFAULT_INITIAL_UNITS,
+            follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
+        }
+    }
+}
+
+/// What one worker tells another about the current iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlKind {
+    /// "I have done `done` of my `total` own units, taking `unit_us` per unit."
+    Progress {
+        /// Own units done.
+        done: u32,
+        /// Own units in all.
+        total: u32,
+        /// Mean time per unit so far this iteration, µs.
+        unit_us: u64,
+    },
+    /// "I am idle and take `unit_us` per unit; give me work."
+    Offer {
+        /// Mean time per unit so far this iteration, µs.
+        unit_us: u64,
+    },
+    /// "These many units from the end of my list are yours now" (the operator
+    /// fills in which).
+    Assign {
+        /// How many.
+        count: u32,
+    },
+    /// "I have nothing to give."
+    Decline,
+}
+
+/// The helper group of `worker` among `workers` workers of which `per_process`
+/// run in each process: the next workers in a ring that starts in the next
+/// process, so helpers are in other processes first.
+pub fn helper_group(worker: u32, workers: u32, per_process: u32, size: u32) -> Vec<u32> {
+    let size = size.min(workers.saturating_sub(1));
+    let per_process = per_process.max(1);
+    let process = worker / per_process;
+    let start = (process + 1) * per_process + worker % per_process;
+    let mut ring: Vec<u32> = (0..workers)
+        .map(|k| (start + k) % workers)
+        .filter(|&w| w != worker)
+        .collect();
+    // other processes first, each group in ring order
+    ring.sort_by_key(|&w| w / per_process == process);
+    ring.truncate(size as usize);
+    ring
+}
+
+/// One worker's state of the protocol for the current iteration.
+#[derive(Debug, Clone)]
+pub struct ReassignAgent {
+    me: u32,
+    group: Vec<u32>,
+    config: ReassignConfig,
+    own_total: u32,
+    own_done: u32,
+    reported_checkpoint: bool,
+    reported_done: bool,
+    /// Last progress each peer reported to us: (done, total).
+    peers: BTreeMap<u32, (u32, u32)>,
+    /// Peers we offered help to and are waiting for.
+    waiting_on: Option<u32>,
+    /// Peers that declined this iteration.
+    declined: Vec<u32>,
+    /// This worker's mean time per unit so far this iteration, µs.
+    unit_us: u64,
+}
+
+impl ReassignAgent {
+    /// The agent of worker `me` with helper group `group`.
+    pub fn new(me: u32, group: Vec<u32>, config: ReassignConfig) -> Self {
+        Self {
+            me,
+            group,
+            config,
+            own_total: 0,
+            own_done: 0,
+            reported_checkpoint: false,
+            reported_done: false,
+            peers: BTreeMap::new(),
+            waiting_on: None,
+            declined: Vec::new(),
+            unit_us: 0,
+        }
+    }
+
+    /// Starts an iteration in which this worker owns `own_total` units.
+    pub fn begin(&mut self, own_total: u32) {
+        self.own_total = own_total;
+        self.own_done = 0;
+        self.reported_checkpoint = false;
+        self.reported_done = false;
+        self.peers.clear();
+        self.waiting_on = None;
+        self.declined.clear();
+        self.unit_us = 0;
+    }
+
+    fn fraction(done: u32, total: u32) -> f64 {
+        if total == 0 {
+            1.0
+        } else {
+            f64::from(done) / f64::from(total)
+        }
+    }
+
+    fn report(&self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        self.group
+            .iter()
+            .map(|&to| {
+                (
+                    to,
+                    ControlKind::Progress {
+                        done: self.own_done,
+                        total: self.own_total,
+                        unit_us,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Units to give a peer with `their_left` units left at `their_unit_us` per
+    /// unit, when we have `left` at `my_unit_us`: as many as make both finish
+    /// together, at least `floor`, always keeping one.
+    fn balance(left: usize, my_unit_us: u64, their_left: u32, their_unit_us: u64, floor: u32) -> u32 {
+        if left <= 1 {
+            return 0;
+        }
+        let mine = my_unit_us.max(1) as f64;
+        let theirs = their_unit_us.max(1) as f64;
+        let k = (left as f64 * mine - f64::from(their_left) * theirs) / (mine + theirs);
+        (k.floor().max(f64::from(floor)) as usize).min(left - 1) as u32
+    }
+
+    /// Call when one of this worker's *own* units is done; `unit_us` is its mean
+    /// time per unit so far. Returns the progress reports to send (at the
+    /// checkpoint and at the end).
+    pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        self.own_done += 1;
+        self.unit_us = unit_us;
+        let fraction = Self::fraction(self.own_done, self.own_total);
+        if self.own_done == self.own_total && !self.reported_done {
+            self.reported_done = true;
+            self.reported_checkpoint = true;
+            return self.report(unit_us);
+        }
+        if fraction >= self.config.checkpoint && !self.reported_checkpoint {
+            self.reported_checkpoint = true;
+            return self.report(unit_us);
+        }
+        Vec::new()
+    }
+
+    /// Call for every control message. `left` is how many units are still in
+    /// this worker's list (not counting one being computed). Returns the messages
+    /// to send; an `Assign { count }` means: take `count` units from the end of
+    /// the list and send them to that peer.
+    pub fn on_message(
+        &mut self,
+        from: u32,
+        kind: &ControlKind,
+        left: usize,
+    ) -> Vec<(u32, ControlKind)> {
+        match *kind {
+            ControlKind::Progress {
+                done,
+                total,
+                unit_us,
+            } => {
+                self.peers.insert(from, (done, total));
+                let theirs = Self::fraction(done, total);
+                let mine = Self::fraction(self.own_done, self.own_total);
+                if theirs > mine && left > 1 {
+                    let count = Self::balance(
+                        left,
+                        self.unit_us,
+                        total - done,
+                        unit_us,
+                        self.config.initial_units,
+                    );
+                    if count > 0 {
+                        return vec![(from, ControlKind::Assign { count })];
+                    }
+                }
+                Vec::new()
+            }
+            ControlKind::Offer { unit_us } => {
+                let count =
+                    Self::balance(left, self.unit_us, 0, unit_us, self.config.follow_up_units);
+                if count > 0 {
+                    vec![(from, ControlKind::Assign { count })]
+                } else {
+                    vec![(from, ControlKind::Decline)]
+                }
+            }
+            ControlKind::Assign { .. } => {
+                if self.waiting_on == Some(from) {
+                    self.waiting_on = None;
+                }
+                Vec::new()
+            }
+            ControlKind::Decline => {
+                if self.waiting_on == Some(from) {
+                    self.waiting_on = None;
+                }
+                self.declined.push(from);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Call when this worker has nothing left to compute; `unit_us` is its mean
+    /// time per unit so far. Offers help to the peer furthest behind that has
+    /// reported to us and not declined; at most one offer is outstanding.
+    pub fn on_idle(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        if self.waiting_on.is_some() {
+            return Vec::new();
+        }
+        let behind = self
+            .peers
+            .iter()
+            .filter(|(w, (done, total))| done < total && !self.declined.contains(w) && **w != self.me)
+            .min_by(|a, b| {
+                let fa = Self::fraction(a.1 .0, a.1 .1);
+                let fb = Self::fraction(b.1 .0, b.1 .1);
+                fa.total_cmp(&fb).then(a.0.cmp(b.0))
+            })
+            .map(|(&w, _)| w);
+        match behind {
+            Some(w) => {
+                self.waiting_on = Some(w);
+                vec![(w, ControlKind::Offer { unit_us })]
+            }
+            None => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(me: u32) -> ReassignAgent {
+        ReassignAgent::new(me, helper_group(me, 4, 4, 3), ReassignConfig::default())
+    }
+
+    #[test]
+    fn groups_prefer_other_processes() {
+        // 2 processes × 2 threads: worker 0's helpers start in process 1
+        assert_eq!(helper_group(0, 4, 2, 2), vec![2, 3]);
+        assert_eq!(helper_group(3, 4, 2, 2), vec![1, 0]);
+        // one process: the next workers in the ring
+        assert_eq!(helper_group(2, 4, 4, 3), vec![3, 0, 1]);
+        // groups never exceed W - 1 and never contain the worker
+        assert_eq!(helper_group(1, 2, 2, 4), vec![0]);
+        assert!(helper_group(0, 1, 1, 4).is_empty());
+    }
+
+    #[test]
+    fn reports_at_the_checkpoint_and_at_the_end() {
+        let mut a = agent(0);
+        a.begin(8);
+        for _ in 0..5 {
+            assert!(a.on_own_unit_done(100).is_empty());
+        }
+        let at_75 = a.on_own_unit_done(100);
+        assert_eq!(at_75.len(), 3);
+        assert_eq!(
+            at_75[0].1,
+            ControlKind::Progress {
+                done: 6,
+                total: 8,
+                unit_us: 100
+            }
+        );
+        assert!(a.on_own_unit_done(100).is_empty());
+        let done = a.on_own_unit_done(100);
+        assert_eq!(
+            done[0].1,
+            ControlKind::Progress {
+                done: 8,
+                total: 8,
+                unit_us: 100
+            }
+        );
+    }
+
+    /// A worker 5× slower than its peer, with 41 units left while the peer has
+    /// 12: both finish together when it gives k with (41 − k)·500 = (12 + k)·100,
+    /// k = (41·500 − 12·100) / 600 = 32.17 → 32.
+    #[test]
+    fn a_slow_worker_gives_enough_units_to_finish_together() {
+        let mut slow = agent(1);
+        slow.begin(48);
+        for _ in 0..7 {
+            slow.on_own_unit_done(500);
+        }
+        let progress = ControlKind::Progress {
+            done: 36,
+            total: 48,
+            unit_us: 100,
+        };
+        assert_eq!(
+            slow.on_message(2, &progress, 41),
+            vec![(2, ControlKind::Assign { count: 32 })]
+        );
+        // equal speeds and equal work left: at least the initial size
+        let mut even = agent(1);
+        even.begin(8);
+        even.on_own_unit_done(100);
+        let ahead = ControlKind::Progress {
+            done: 2,
+            total: 8,
+            unit_us: 100,
+        };
+        assert_eq!(
+            even.on_message(2, &ahead, 7),
+            vec![(2, ControlKind::Assign { count: 2 })]
+        );
+    }
+
+    #[test]
+    fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
+        let mut slow = agent(1);
+        slow.begin(8);
+        slow.on_own_unit_done(500);
+        let done = ControlKind::Progress {
+            done: 8,
+            total: 8,
+            unit_us: 100,
+        };
+        assert!(slow.on_message(3, &done, 1).is_empty());
+        let offer = ControlKind::Offer { unit_us: 100 };
+        assert_eq!(slow.on_message(3, &offer, 1), vec![(3, ControlKind::Decline)]);
+        // idle helper, 4 left at 5× the time: k = 4·500/600 = 3.3 → 3
+        assert_eq!(
+            slow.on_message(3, &offer, 4),
+            vec![(3, ControlKind::Assign { count: 3 })]
+        );
+        let mut fast = agent(2);
+        fast.begin(8);
+        for _ in 0..7 {
+            fast.on_own_unit_done(100);
+        }
+        let behind = ControlKind::Progress {
+            done: 1,
+            total: 8,
+            unit_us: 500,
+        };
+        assert!(fast.on_message(1, &behind, 1).is_empty());
+    }
+
+    #[test]
+    fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
+        let p = |done| ControlKind::Progress {
+            done,
+            total: 8,
+            unit_us: 100,
+        };
+        let mut h = agent(0);
+        h.begin(2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        h.on_message(1, &p(6), 0);
+        h.on_message(3, &p(2), 0);
+        h.on_message(2, &p(8), 0);
+        let offer = ControlKind::Offer { unit_us: 100 };
+        assert_eq!(h.on_idle(100), vec![(3, offer.clone())]);
+        assert!(h.on_idle(100).is_empty(), "one outstanding offer");
+        h.on_message(3, &ControlKind::Decline, 0);
+        assert_eq!(h.on_idle(100), vec![(1, offer.clone())]);
+        h.on_message(1, &ControlKind::Assign { count: 1 }, 0);
+        assert_eq!(h.on_idle(100), vec![(1, offer)]);
+    }
+}

@@ -1,0 +1,436 @@
+//! One worker's side of an iteration: which units it computes, in what order,
+//! and what it tells its peers — the state behind the compute operator.
+//!
+//! A worker holds the capabilities of iteration `t` from the moment it has every
+//! shard of parameter version `t` until it has every shard of version `t + 1`.
+//! In between it computes its own units, then units peers gave it, one per
+//! activation, and answers control messages between units; it cannot be asked
+//! for work of `t` after `t + 1` is complete, because `t + 1` needs every unit of
+//! `t`.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use timely::dataflow::operators::Capability;
+
+use super::context::JobContext;
+use super::messages::{Control, GradSlice, Progress};
+use super::oplog::OperatorClock;
+use super::sink::SinkEvent;
+use crate::data::{UnitKey, UnitRows};
+use crate::model::unit_gradient;
+use crate::policy::{ControlKind, ReassignAgent};
+use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
+
+/// The capabilities of one iteration: gradients, progress, control.
+pub type Caps = (Capability<u64>, Capability<u64>, Capability<u64>);
+
+/// Where the compute operator's output goes.
+pub struct Emit<'a> {
+    /// Gradient slices, to the shard owners.
+    pub grads: &'a mut dyn FnMut(&Capability<u64>, Vec<GradSlice>),
+    /// Progress, to worker 0.
+    pub progress: &'a mut dyn FnMut(&Capability<u64>, Progress),
+    /// Control messages, to peers.
+    pub control: &'a mut dyn FnMut(&Capability<u64>, Control),
+}
+
+/// A parameter version whose shards are arriving.
+pub struct PendingVersion {
+    /// Capabilities at the version's time.
+    pub caps: Caps,
+    /// Shards received so far.
+    pub shards: Vec<Option<Vec<f64>>>,
+    /// How many.
+    pub received: usize,
+}
+
+/// The iteration a worker is in.
+struct Epoch {
+    iteration: u64,
+    caps: Caps,
+    params: Arc<Vec<f64>>,
+    own: VecDeque<UnitRows>,
+    given_to_me: VecDeque<UnitRows>,
+    ready_us: u64,
+    last_end_us: u64,
+    compute_us: u64,
+    rows: u64,
+    bytes_sent: u64,
+    bytes_moved: u64,
+    units_given: u32,
+    control_sent: u32,
+    max_slowdown: f64,
+    delay_us: u64,
+    /// How late the previous unit's sleep woke up.
+    oversleep: Duration,
+    operator_us_at_start: u64,
+    units: Vec<UnitRecord>,
+    units_done: u32,
+    /// Whether the worker reported being idle since it last had work.
+    idle_reported: bool,
+}
+
+impl Epoch {
+    fn has_units(&self) -> bool {
+        !self.own.is_empty() || !self.given_to_me.is_empty()
+    }
+
+    /// Mean time per unit so far this iteration, µs (0 before the first unit).
+    fn unit_us(&self) -> u64 {
+        self.last_end_us.saturating_sub(self.ready_us) / u64::from(self.units_done.max(1))
+    }
+}
+
+/// The compute operator's state on one worker.
+pub struct ComputeState {
+    worker: u32,
+    /// The job.
+    pub cx: Arc<JobContext>,
+    sink: Sender<SinkEvent>,
+    clock: Option<Rc<RefCell<OperatorClock>>>,
+    /// Capabilities for iteration 0, from the operator's construction.
+    pub initial: Option<Caps>,
+    /// Versions whose shards are arriving.
+    pub pending: BTreeMap<u64, PendingVersion>,
+    /// Control messages for iterations this worker has not begun.
+    early_control: Vec<Control>,
+    next_version: u64,
+    epoch: Option<Epoch>,
+    agent: Option<ReassignAgent>,
+}
+
+impl ComputeState {
+    /// The state of `worker`.
+    pub fn new(
+        worker: u32,
+        cx: Arc<JobContext>,
+        sink: Sender<SinkEvent>,
+        clock: Option<Rc<RefCell<OperatorClock>>>,
+    ) -> Self {
+        let agent = cx.reassign_agent(worker);
+        Self {
+            worker,
+            cx,
+            sink,
+            clock,
+            initial: None,
+            pending: BTreeMap::new(),
+            early_control: Vec::new(),
+            next_version: 0,
+            epoch: None,
+            agent,
+        }
+    }
+
+    /// Whether the operator should be scheduled again without new input.
+    pub fn has_work(&self) -> bool {
+        self.epoch.as_ref().is_some_and(Epoch::has_units)
+            || (self.epoch.is_none() && self.initial.is_some())
+    }
+
+    fn operator_us(&self) -> u64 {
+        self.clock.as_ref().map_or(0, |c| c.borrow().total_us())
+    }
+
+    /// One activation: take control messages, begin the next iteration if its
+    /// parameters are complete, then compute at most one unit.
+    pub fn step(&mut self, control: Vec<Control>, emit: &mut Emit<'_>) {
+        for message in control {
+            self.on_control(message, emit);
+        }
+        let current_done = self.epoch.as_ref().is_none_or(|e| !e.has_units());
+        if current_done {
+            if let Some((caps, params)) = self.take_next_version() {
+                self.begin(caps, params, emit);
+            }
+        }
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        let next = match epoch.given_to_me.pop_front() {
+            Some(unit) => Some((unit, UnitAction::Reassigned)),
+            None => epoch.own.pop_front().map(|u| (u, UnitAction::Assigned)),
+        };
+        if let Some((unit, action)) = next {
+            epoch.idle_reported = false;
+            let (record, slices) = compute_unit(&self.cx, self.worker, epoch, &unit, action);
+            epoch.bytes_sent += record.bytes_sent;
+            epoch.units.push(record);
+            epoch.units_done += 1;
+            (emit.grads)(&epoch.caps.0, slices);
+            if action == UnitAction::Assigned {
+                if let Some(agent) = self.agent.as_mut() {
+                    let out = agent.on_own_unit_done(epoch.unit_us());
+                    send_all(self.worker, epoch, out, emit);
+                }
+            }
+        }
+        if !epoch.has_units() && !epoch.idle_reported {
+            epoch.idle_reported = true;
+            let record = self.worker_record();
+            let epoch = self.epoch.as_mut().expect("checked above");
+            (emit.progress)(&epoch.caps.1, Progress::Finished(record));
+            if let Some(agent) = self.agent.as_mut() {
+                let out = agent.on_idle(epoch.unit_us());
+                send_all(self.worker, epoch, out, emit);
+            }
+            let units = std::mem::take(&mut epoch.units);
+            let _ = self.sink.send(SinkEvent::Units(units));
+        }
+    }
+
+    fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
+        let current = self.epoch.as_ref().map(|e| e.iteration);
+        if current.is_none_or(|t| message.iteration > t) {
+            self.early_control.push(message);
+            return;
+        }
+        if current != Some(message.iteration) {
+            return; // about an iteration that is over: stale
+        }
+        let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
+            return;
+        };
+        if let ControlKind::Assign { .. } = message.kind {
+            for key in &message.units {
+                let rows = self.cx.unit_rows(message.iteration, *key);
+                if !self.cx.holds(self.worker, key.partition) {
+                    epoch.bytes_moved += self.cx.bytes_of_rows(&rows.rows);
+                }
+                epoch.given_to_me.push_back(rows);
+            }
+            epoch.idle_reported = false;
+        }
+        let out = agent.on_message(message.from, &message.kind, epoch.own.len());
+        send_all(self.worker, epoch, out, emit);
+    }
+
+    fn take_next_version(&mut self) -> Option<(Caps, Arc<Vec<f64>>)> {
+        let v = self.next_version;
+        if v == 0 {
+            let caps = self.initial.take()?;
+            return Some((caps, Arc::new(vec![0.0; self.cx.dims])));
+        }
+        let complete = self
+            .pending
+            .get(&v)
+            .is_some_and(|p| p.received == p.shards.len());
+        if !complete {
+            return None;
+        }
+        let p = self.pending.remove(&v)?;
+        let mut params = Vec::with_capacity(self.cx.dims);
+        for shard in p.shards.into_iter().flatten() {
+            params.extend_from_slice(&shard);
+        }
+        Some((p.caps, Arc::new(params)))
+    }
+
+    fn begin(&mut self, caps: Caps, params: Arc<Vec<f64>>, emit: &mut Emit<'_>) {
+        let version = self.next_version;
+        self.next_version += 1;
+        let ready_us = self.cx.now_us();
+        (emit.progress)(
+            &caps.1,
+            Progress::Ready {
+                worker: self.worker,
+                iteration: version,
+                ready_us,
+            },
+        );
+        if self.worker == 0 {
+            let _ = self.sink.send(SinkEvent::Params {
+                version,
+                values: Arc::clone(&params),
+            });
+        }
+        // The previous iteration's capabilities drop here.
+        self.epoch = None;
+        if version >= self.cx.plan.iterations {
+            return; // the final version: nothing left to compute
+        }
+        let own: VecDeque<UnitRows> = self
+            .cx
+            .assignment(self.worker)
+            .iter()
+            .flat_map(|&p| self.cx.partitioning.units(version, p))
+            .collect();
+        if let Some(agent) = self.agent.as_mut() {
+            agent.begin(own.len() as u32);
+        }
+        self.epoch = Some(Epoch {
+            iteration: version,
+            caps,
+            params,
+            own,
+            given_to_me: VecDeque::new(),
+            ready_us,
+            last_end_us: ready_us,
+            compute_us: 0,
+            rows: 0,
+            bytes_sent: 0,
+            bytes_moved: 0,
+            units_given: 0,
+            control_sent: 0,
+            max_slowdown: 1.0,
+            delay_us: 0,
+            oversleep: Duration::ZERO,
+            operator_us_at_start: self.operator_us(),
+            units: Vec::new(),
+            units_done: 0,
+            idle_reported: false,
+        });
+        let early: Vec<Control> = std::mem::take(&mut self.early_control);
+        for message in early {
+            self.on_control(message, emit);
+        }
+    }
+
+    /// The worker's record of the current iteration as it stands.
+    fn worker_record(&self) -> WorkerRecord {
+        let operator_now = self.operator_us();
+        let epoch = self.epoch.as_ref().expect("called within an iteration");
+        let finish_us = epoch.last_end_us;
+        WorkerRecord {
+            iteration: epoch.iteration,
+            worker: self.worker,
+            process: self.cx.process_of(self.worker),
+            units: epoch.units_done,
+            rows: epoch.rows,
+            ready_us: epoch.ready_us,
+            finish_us,
+            compute_us: epoch.compute_us,
+            busy_us: finish_us.saturating_sub(epoch.ready_us),
+            barrier_wait_us: 0,
+            operator_us: operator_now.saturating_sub(epoch.operator_us_at_start),
+            bytes_sent: epoch.bytes_sent,
+            bytes_moved: epoch.bytes_moved,
+            units_given: epoch.units_given,
+            control_sent: epoch.control_sent,
+            gt_slowdown: epoch.max_slowdown,
+            gt_delay_us: epoch.delay_us,
+        }
+    }
+}
+
+/// Sends the agent's messages; an `Assign` takes its units from the end of the
+/// worker's own list first, so they are no longer this worker's to compute.
+fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: &mut Emit<'_>) {
+    for (to, kind) in out {
+        let units: Vec<UnitKey> = match kind {
+            ControlKind::Assign { count } => {
+                let mut taken: Vec<UnitKey> = (0..count)
+                    .filter_map(|_| epoch.own.pop_back().map(|u| u.key))
+                    .collect();
+                taken.reverse();
+                epoch.units_given += taken.len() as u32;
+                if taken.is_empty() {
+                    continue;
+                }
+                taken
+            }
+            _ => Vec::new(),
+        };
+        epoch.control_sent += 1;
+        (emit.control)(
+            &epoch.caps.2,
+            Control {
+                to,
+                from: worker,
+                iteration: epoch.iteration,
+                kind,
+                units,
+            },
+        );
+    }
+}
+
+/// Sleeps until `deadline` and returns by how much the sleep overshot it.
+fn sleep_until(deadline: Instant) -> Duration {
+    let now = Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
+    }
+    Instant::now().saturating_duration_since(deadline)
+}
+
+/// Computes one unit's real gradient, stretches it by the injected slowdown (and
+/// to its nominal duration in paced mode), and cuts it into shard slices.
+fn compute_unit(
+    cx: &JobContext,
+    worker: u32,
+    epoch: &mut Epoch,
+    unit: &UnitRows,
+    action: UnitAction,
+) -> (UnitRecord, Vec<GradSlice>) {
+    let started = Instant::now();
+    let start_us = cx.us_since_start(started);
+    let gradient = unit_gradient(
+        &cx.dataset.rows,
+        &cx.dataset.labels,
+        &epoch.params,
+        &unit.rows,
+    );
+    let compute = started.elapsed();
+    let slowdown = cx.schedule.slowdown(worker, epoch.iteration, start_us);
+    let base = match cx.plan.pace_ns_per_row {
+        0 => compute,
+        ns => Duration::from_nanos(ns * unit.rows.len() as u64),
+    };
+    let target = base.mul_f64(slowdown);
+    // A sleep wakes up late by tens of µs; the next unit of the iteration
+    // absorbs the previous overshoot, so it does not pile up over many units.
+    let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
+    epoch.oversleep = if target > compute {
+        sleep_until(deadline)
+    } else {
+        Duration::ZERO
+    };
+    let rows = unit.rows.len() as u32;
+    let slices: Vec<GradSlice> = cx
+        .shards
+        .iter()
+        .enumerate()
+        .map(|(owner, range)| GradSlice {
+            owner: owner as u32,
+            iteration: epoch.iteration,
+            partition: unit.key.partition,
+            unit: unit.key.unit,
+            executor: worker,
+            rows,
+            loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
+            values: gradient.grad[range.clone()].to_vec(),
+        })
+        .collect();
+    let end_us = cx.now_us();
+    let compute_us = compute.as_micros() as u64;
+    let record = UnitRecord {
+        iteration: epoch.iteration,
+        worker,
+        process: cx.process_of(worker),
+        partition: unit.key.partition,
+        unit: unit.key.unit,
+        owner: cx.owners[unit.key.partition as usize],
+        executor: worker,
+        start_us,
+        end_us,
+        compute_us,
+        wait_us: start_us.saturating_sub(epoch.last_end_us),
+        rows,
+        bytes_sent: slices.iter().map(GradSlice::wire_bytes).sum(),
+        action,
+        gt_slowdown: slowdown,
+        gt_delay_us: target.saturating_sub(base).as_micros() as u64,
+    };
+    epoch.last_end_us = end_us;
+    epoch.compute_us += compute_us;
+    epoch.rows += rows as u64;
+    epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
+    epoch.delay_us += record.gt_delay_us;
+    (record, slices)
+}
