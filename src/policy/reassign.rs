@@ -180,7 +180,13 @@ impl ReassignAgent {
     /// Units to give a peer with `their_left` units left at `their_unit_us` per
     /// unit, when we have `left` at `my_unit_us`: as many as make both finish
     /// together, at least `floor`, always keeping one.
-    fn balance(left: usize, my_unit_us: u64, their_left: u32, their_unit_us: u64, floor: u32) -> u32 {
+    fn balance(
+        left: usize,
+        my_unit_us: u64,
+        their_left: u32,
+        their_unit_us: u64,
+        floor: u32,
+    ) -> u32 {
         if left <= 1 {
             return 0;
         }
@@ -277,7 +283,9 @@ impl ReassignAgent {
         let behind = self
             .peers
             .iter()
-            .filter(|(w, (done, total))| done < total && !self.declined.contains(w) && **w != self.me)
+            .filter(|(w, (done, total))| {
+                done < total && !self.declined.contains(w) && **w != self.me
+            })
             .min_by(|a, b| {
                 let fa = Self::fraction(a.1 .0, a.1 .1);
                 let fb = Self::fraction(b.1 .0, b.1 .1);
@@ -389,7 +397,10 @@ mod tests {
         };
         assert!(slow.on_message(3, &done, 1).is_empty());
         let offer = ControlKind::Offer { unit_us: 100 };
-        assert_eq!(slow.on_message(3, &offer, 1), vec![(3, ControlKind::Decline)]);
+        assert_eq!(
+            slow.on_message(3, &offer, 1),
+            vec![(3, ControlKind::Decline)]
+        );
         // idle helper, 4 left at 5× the time: k = 4·500/600 = 3.3 → 3
         assert_eq!(
             slow.on_message(3, &offer, 4),

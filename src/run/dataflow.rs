@@ -216,4 +216,3 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         });
     });
 }
-

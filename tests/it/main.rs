@@ -4,5 +4,6 @@ mod cli;
 mod common;
 mod detect;
 mod interop;
+mod policies;
 mod trace;
 mod training;
