@@ -160,6 +160,7 @@ pub fn run_pipeline(
             kind: "timely".into(),
             job: plan.name.clone(),
             workers: plan.workers,
+            policy: plan.policy.as_str().to_owned(),
             pattern: plan.pattern.name().to_owned(),
             delay_percent,
             probability,
@@ -169,6 +170,7 @@ pub fn run_pipeline(
             time_per_iteration_ms: 0.0,
             median_iteration_ms: 0.0,
             barrier_wait_s: 0.0,
+            work_reassigned: 0.0,
             test_accuracy: 0.0,
             params_sha256: String::new(),
             digest_matches: true,
@@ -186,6 +188,7 @@ pub fn run_pipeline(
             walls.sort_by(f64::total_cmp);
             let row = BenchRow {
                 kind: "plain".into(),
+                policy: "plain".into(),
                 workers: 1,
                 time_per_iteration_ms: total / plan.iterations as f64,
                 median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
@@ -235,6 +238,7 @@ pub fn run_pipeline(
                 .map(|r| r.barrier_wait_us as f64)
                 .sum::<f64>()
                 / 1e6,
+            work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
             test_accuracy: out.eval.accuracy,
             digest_matches: first_digest.get(&key).is_none_or(|d| *d == out.digest),
             params_sha256: out.digest.clone(),

@@ -4,9 +4,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use std::path::{Path, PathBuf};
+
 use super::machine::Machine;
 use super::results::BenchRow;
-use super::spec::PipelineSpec;
+use super::spec::{PipelineSpec, SweepSpec};
+use crate::report::plot::{write_line_plot, LinePlot, Series};
 
 /// Mean and sample standard deviation.
 fn mean_sd(values: &[f64]) -> (f64, f64) {
@@ -53,11 +56,72 @@ pub fn readme(
     let _ = writeln!(s, "| runs | {runs} |\n");
     let _ = writeln!(
         s,
-        "Files: `summary.md` (tables), `raw.parquet` (one row per run). Per-run traces are \
-         written under `traces/` and not committed.\n\nThis machine is shared and noisy: \
+        "Files: `summary.md` (tables), `raw.parquet` (one row per run), `plot-*.svg|png` \
+         (time per iteration against delay). Per-run traces are written under `traces/` and \
+         not committed.\n\nThis machine is shared and noisy: \
          compare ratios measured within this run, not absolute times across runs."
     );
     s
+}
+
+/// Runs that differ only in their seed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupKey {
+    kind: String,
+    policy: String,
+    workers: u32,
+    probability: u64,
+    delay: u64,
+}
+
+fn group<'a>(rows: &[&'a BenchRow]) -> BTreeMap<GroupKey, Vec<&'a BenchRow>> {
+    let mut groups: BTreeMap<GroupKey, Vec<&BenchRow>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry(GroupKey {
+                kind: r.kind.clone(),
+                policy: r.policy.clone(),
+                workers: r.workers,
+                probability: r.probability.to_bits(),
+                delay: r.delay_percent.to_bits(),
+            })
+            .or_default()
+            .push(r);
+    }
+    groups
+}
+
+fn mean_of(rows: &[&BenchRow], f: impl Fn(&BenchRow) -> f64) -> f64 {
+    mean_sd(&rows.iter().map(|r| f(r)).collect::<Vec<_>>()).0
+}
+
+/// The time per iteration a sweep's rows are compared with, for `workers`.
+fn baseline(sweep: &SweepSpec, rows: &[BenchRow], workers: u32) -> Option<(String, f64)> {
+    let pick = |r: &&BenchRow| r.kind == "timely" && r.workers == workers;
+    let (label, chosen): (String, Vec<&BenchRow>) = if let Some(p) = &sweep.relative_to_policy {
+        (
+            format!("`{p}`"),
+            rows.iter()
+                .filter(|r| r.sweep == sweep.name && r.policy == *p)
+                .filter(pick)
+                .collect(),
+        )
+    } else if let Some(name) = &sweep.relative_to {
+        (
+            format!("`{name}`"),
+            rows.iter().filter(|r| &r.sweep == name).filter(pick).collect(),
+        )
+    } else if sweep.reference.is_some() {
+        (
+            "plain loop".to_owned(),
+            rows.iter()
+                .filter(|r| r.sweep == sweep.name && r.kind == "plain")
+                .collect(),
+        )
+    } else {
+        return None;
+    };
+    (!chosen.is_empty()).then(|| (label, mean_of(&chosen, |r| r.time_per_iteration_ms)))
 }
 
 /// summary.md: one table per sweep, with ratios where the pipeline asks.
@@ -85,73 +149,104 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             },
             sweep.seeds
         );
-        // group by everything but the seed
-        type Key = (String, u32, u64, u64); // kind, workers, probability bits, delay bits
-        let mut groups: BTreeMap<Key, Vec<&BenchRow>> = BTreeMap::new();
-        for r in &mine {
-            groups
-                .entry((
-                    r.kind.clone(),
-                    r.workers,
-                    r.probability.to_bits(),
-                    r.delay_percent.to_bits(),
-                ))
-                .or_default()
-                .push(r);
-        }
-        let baseline = |workers: u32| -> Option<f64> {
-            let name = sweep.relative_to.as_ref()?;
-            let v: Vec<f64> = rows
-                .iter()
-                .filter(|r| &r.sweep == name && r.kind == "timely" && r.workers == workers)
-                .map(|r| r.time_per_iteration_ms)
-                .collect();
-            (!v.is_empty()).then(|| mean_sd(&v).0)
-        };
-        let plain_mean = {
-            let v: Vec<f64> = mine
-                .iter()
-                .filter(|r| r.kind == "plain")
-                .map(|r| r.time_per_iteration_ms)
-                .collect();
-            (!v.is_empty()).then(|| mean_sd(&v).0)
-        };
+        let label = mine
+            .first()
+            .and_then(|r| baseline(sweep, rows, r.workers))
+            .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | workers | probability | delay % | time/iteration ms (mean ± sd) | median iteration ms | barrier wait worker-s | vs {} | test acc | digests equal |",
-            sweep
-                .relative_to
-                .as_deref()
-                .map_or_else(|| if plain_mean.is_some() { "plain loop".to_owned() } else { "—".to_owned() }, |n| format!("`{n}`"))
+            "| kind | policy | workers | probability | delay % | time/iteration ms (mean ± sd) | median iteration ms | barrier wait worker-s | vs {label} | work reassigned | test acc | digests equal |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
-        for ((kind, workers, _, _), group) in &groups {
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for (key, group) in &group(&mine) {
             let t: Vec<f64> = group.iter().map(|r| r.time_per_iteration_ms).collect();
             let (mean, sd) = mean_sd(&t);
-            let med = mean_sd(
-                &group
-                    .iter()
-                    .map(|r| r.median_iteration_ms)
-                    .collect::<Vec<_>>(),
-            )
-            .0;
-            let wait = mean_sd(&group.iter().map(|r| r.barrier_wait_s).collect::<Vec<_>>()).0;
-            let acc = mean_sd(&group.iter().map(|r| r.test_accuracy).collect::<Vec<_>>()).0;
-            let ratio = baseline(*workers)
-                .or(if kind == "timely" { plain_mean } else { None })
-                .map_or("—".to_owned(), |b| format!("{:.3}×", mean / b));
-            let all_equal = group.iter().all(|r| r.digest_matches);
+            let ratio = baseline(sweep, rows, key.workers)
+                .filter(|_| key.kind == "timely" || sweep.relative_to_policy.is_none())
+                .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
             let _ = writeln!(
                 s,
-                "| {kind} | {workers} | {} | {} | {mean:.2} ± {sd:.2} | {med:.2} | {wait:.3} | {ratio} | {acc:.4} | {} |",
+                "| {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.3} | {ratio} | {:.1} % | {:.4} | {} |",
+                key.kind,
+                key.policy,
+                key.workers,
                 group[0].probability,
                 group[0].delay_percent,
-                if all_equal { "yes" } else { "NO" }
+                mean_of(group, |r| r.median_iteration_ms),
+                mean_of(group, |r| r.barrier_wait_s),
+                100.0 * mean_of(group, |r| r.work_reassigned),
+                mean_of(group, |r| r.test_accuracy),
+                if group.iter().all(|r| r.digest_matches) {
+                    "yes"
+                } else {
+                    "NO"
+                }
             );
         }
         let _ = writeln!(s);
     }
     s
+}
+
+/// One plot per sweep that varies the delay: time per iteration (relative to the
+/// sweep's baseline when it has one) against delay, one line per policy.
+pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for sweep in &spec.sweeps {
+        if sweep.delay_percent.len() < 2 {
+            continue;
+        }
+        let mine: Vec<&BenchRow> = rows
+            .iter()
+            .filter(|r| r.sweep == sweep.name && r.kind == "timely")
+            .collect();
+        let mut lines: BTreeMap<(String, u32), Vec<(f64, f64)>> = BTreeMap::new();
+        let mut relative = false;
+        for (key, group) in &group(&mine) {
+            let mean = mean_of(group, |r| r.time_per_iteration_ms);
+            let y = match baseline(sweep, rows, key.workers) {
+                Some((_, b)) => {
+                    relative = true;
+                    mean / b
+                }
+                None => mean,
+            };
+            lines
+                .entry((key.policy.clone(), key.workers))
+                .or_default()
+                .push((group[0].delay_percent, y));
+        }
+        let multi_workers = lines.keys().map(|k| k.1).collect::<std::collections::BTreeSet<_>>().len() > 1;
+        let series = lines
+            .into_iter()
+            .map(|((policy, workers), mut points)| {
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    label: if multi_workers {
+                        format!("{policy} (W={workers})")
+                    } else {
+                        policy
+                    },
+                    points,
+                }
+            })
+            .collect();
+        let plot = LinePlot {
+            title: format!("{}: {}", spec.bench.name, sweep.name),
+            x_label: "injected delay (%)".into(),
+            y_label: if relative {
+                "time per iteration / baseline".into()
+            } else {
+                "time per iteration (ms)".into()
+            },
+            series,
+        };
+        match write_line_plot(&dir.join(format!("plot-{}", sweep.name)), &plot) {
+            Ok(mut written) => files.append(&mut written),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+    files
 }
 
 #[cfg(test)]

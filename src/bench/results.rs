@@ -23,6 +23,8 @@ pub struct BenchRow {
     pub job: String,
     /// Workers.
     pub workers: u32,
+    /// Policy.
+    pub policy: String,
     /// Pattern.
     pub pattern: String,
     /// Injected delay, percent (0 when the pattern has none).
@@ -41,6 +43,8 @@ pub struct BenchRow {
     pub median_iteration_ms: f64,
     /// Σ barrier wait, worker-seconds.
     pub barrier_wait_s: f64,
+    /// Share of the units computed by a peer instead of their owner.
+    pub work_reassigned: f64,
     /// Final test accuracy.
     pub test_accuracy: f64,
     /// SHA-256 of the final parameters.
@@ -71,6 +75,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
                 rows.iter().map(|r| r.workers),
             )),
         ),
+        ("policy", s(|r| &r.policy)),
         ("pattern", s(|r| &r.pattern)),
         ("delay_percent", f64s(|r| r.delay_percent)),
         ("probability", f64s(|r| r.probability)),
@@ -80,6 +85,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("time_per_iteration_ms", f64s(|r| r.time_per_iteration_ms)),
         ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
         ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
+        ("work_reassigned", f64s(|r| r.work_reassigned)),
         ("test_accuracy", f64s(|r| r.test_accuracy)),
         ("params_sha256", s(|r| &r.params_sha256)),
         (

@@ -49,8 +49,9 @@ pub struct SweepSpec {
     /// Slowdown probabilities.
     #[serde(default)]
     pub probability: Vec<f64>,
-    /// Policy for every run.
-    pub policy: Option<String>,
+    /// Policies; every combination runs once per policy (default: the job's).
+    #[serde(default)]
+    pub policies: Vec<String>,
     /// Iterations per run.
     pub iterations: Option<u64>,
     /// Paced mode for every run (ns per row).
@@ -58,8 +59,11 @@ pub struct SweepSpec {
     /// `"plain"`: also time the same job in a plain loop without timely.
     pub reference: Option<String>,
     /// Report time per iteration relative to this sweep's runs with the same
-    /// workers and seed.
+    /// workers.
     pub relative_to: Option<String>,
+    /// Report time per iteration relative to this policy's runs in the same
+    /// sweep with the same workers (e.g. "ideal").
+    pub relative_to_policy: Option<String>,
 }
 
 /// One run of a sweep: the job and what to override in it.
@@ -76,7 +80,8 @@ pub struct RunSpec {
 }
 
 impl SweepSpec {
-    /// Every run of the sweep, in a stable order (workers, probability, delay, seed).
+    /// Every run of the sweep, in a stable order (workers, probability, delay,
+    /// policy, seed).
     pub fn runs(&self, pipeline_dir: &Path) -> Vec<RunSpec> {
         let opt = |v: &[f64]| -> Vec<Option<f64>> {
             if v.is_empty() {
@@ -90,10 +95,16 @@ impl SweepSpec {
         } else {
             self.workers.iter().copied().map(Some).collect()
         };
+        let policies: Vec<Option<String>> = if self.policies.is_empty() {
+            vec![None]
+        } else {
+            self.policies.iter().cloned().map(Some).collect()
+        };
         let mut runs = Vec::new();
         for &w in &workers {
             for probability in opt(&self.probability) {
                 for delay in opt(&self.delay_percent) {
+                    for policy in &policies {
                     for &seed in &self.seeds {
                         runs.push(RunSpec {
                             sweep: self.name.clone(),
@@ -105,12 +116,13 @@ impl SweepSpec {
                                 pattern: self.pattern.clone(),
                                 probability,
                                 delay_percent: delay,
-                                policy: self.policy.clone(),
+                                policy: policy.clone(),
                                 pace_ns_per_row: self.pace_ns_per_row,
                                 out: None,
                             },
                             plain_reference: self.reference.as_deref() == Some("plain"),
                         });
+                    }
                     }
                 }
             }

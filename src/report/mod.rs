@@ -2,6 +2,7 @@
 //! Rendering only: the numbers come from the run's records.
 
 pub mod json;
+pub mod plot;
 pub mod summary;
 
 pub use summary::RunSummary;

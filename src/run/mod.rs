@@ -63,6 +63,10 @@ pub struct RunOutput {
     pub parts: Vec<PathBuf>,
     /// Estimated Σ of iteration times without the injected delays (µs).
     pub ideal_us: u64,
+    /// Units computed.
+    pub units_total: u64,
+    /// Units computed by a peer of their owner (rapid reassignment).
+    pub units_reassigned: u64,
 }
 
 /// SHA-256 (hex) of parameters as little-endian `f64` bytes.
@@ -153,5 +157,7 @@ pub fn run_job(
         wall_us,
         parts: sink_output.parts,
         ideal_us: sink_output.ideal_us,
+        units_total: sink_output.units_total,
+        units_reassigned: sink_output.units_reassigned,
     })
 }

@@ -60,6 +60,10 @@ pub struct SinkOutput {
     /// Σ over iterations of the estimated iteration time without the injected
     /// delays: max over workers of (finish − iteration start − injected delay).
     pub ideal_us: u64,
+    /// Units computed, and of those computed by a peer of their owner.
+    pub units_total: u64,
+    /// Units computed by a peer of their owner.
+    pub units_reassigned: u64,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +101,8 @@ pub fn run_sink(
         final_eval: None,
         parts: Vec::new(),
         ideal_us: 0,
+        units_total: 0,
+        units_reassigned: 0,
     };
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut units: Vec<UnitRecord> = Vec::new();
@@ -108,7 +114,14 @@ pub fn run_sink(
 
     for event in events {
         match event {
-            SinkEvent::Units(mut batch) => units.append(&mut batch),
+            SinkEvent::Units(mut batch) => {
+                out.units_total += batch.len() as u64;
+                out.units_reassigned += batch
+                    .iter()
+                    .filter(|u| u.action == crate::trace::UnitAction::Reassigned)
+                    .count() as u64;
+                units.append(&mut batch);
+            }
             SinkEvent::Iteration {
                 workers: mut w,
                 report,

@@ -1,0 +1,165 @@
+//! Line plots (SVG and PNG) with plotters: one line per series, points marked.
+//!
+//! SVG text needs no font. PNG text needs a TrueType font: the first of
+//! [`FONT_PATHS`] that exists (DejaVu Sans ships with Debian's fonts-dejavu-core)
+//! or the file named by `FORESTALL_FONT`; without one the PNG is skipped with a
+//! warning and the SVG is still written.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+/// Where a TrueType font for PNG text is looked for.
+pub const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+/// One line of a plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend label.
+    pub label: String,
+    /// Points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// What to draw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinePlot {
+    /// Title.
+    pub title: String,
+    /// X axis label.
+    pub x_label: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+fn font_registered() -> bool {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    *DONE.get_or_init(|| {
+        let from_env = std::env::var("FORESTALL_FONT").ok();
+        let candidates = from_env.iter().map(String::as_str).chain(FONT_PATHS.iter().copied());
+        for path in candidates {
+            if let Ok(bytes) = std::fs::read(path) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, plot: &LinePlot) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let points = plot.series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for &(x, y) in points {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&plot.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1, 0.0..y1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(plot.x_label.as_str())
+        .y_desc(plot.y_label.as_str())
+        .draw()
+        .map_err(err)?;
+    for (i, s) in plot.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart
+            .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Draws `plot` to `stem.svg` and (when a font is available) `stem.png`;
+/// returns the files written.
+pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, String> {
+    let mut written = Vec::new();
+    let svg = stem.with_extension("svg");
+    draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), plot)
+        .map_err(|e| format!("cannot draw {}: {e}", svg.display()))?;
+    written.push(svg);
+    if font_registered() {
+        let png = stem.with_extension("png");
+        draw(BitMapBackend::new(&png, (800, 500)).into_drawing_area(), plot)
+            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
+        written.push(png);
+    } else {
+        tracing::warn!("no TrueType font found (set FORESTALL_FONT); skipping PNG plots");
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_svg_and_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let plot = LinePlot {
+            title: "t".into(),
+            x_label: "delay %".into(),
+            y_label: "ms".into(),
+            series: vec![Series {
+                label: "bsp".into(),
+                points: vec![(0.0, 1.0), (100.0, 2.0)],
+            }],
+        };
+        let files = write_line_plot(&dir.path().join("p"), &plot).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("p.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("bsp"));
+        if files.len() == 2 {
+            let png = std::fs::read(dir.path().join("p.png")).unwrap();
+            assert_eq!(&png[1..4], b"PNG");
+        }
+    }
+}
