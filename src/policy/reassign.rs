@@ -178,11 +178,17 @@ impl ReassignAgent {
     }
 
     /// Units to give a peer with `their_left` units left at `their_unit_us` per
-    /// unit, when we have `left` at `my_unit_us`: as many as make both finish
-    /// together, at least `floor`, always keeping one.
+    /// unit, when we have `left` at `my_unit_us` and `helpers` peers like it may
+    /// help: as many as make all of us finish together if each helper took the
+    /// same share, at least `floor`, always keeping one.
+    ///
+    /// With `T` the common finish time, we do `T / mine` units and each helper
+    /// `T / theirs - their_left` more, and all of it adds up to `left`:
+    /// `T = (left + helpers · their_left) / (1 / mine + helpers / theirs)`.
     fn balance(
         left: usize,
         my_unit_us: u64,
+        helpers: usize,
         their_left: u32,
         their_unit_us: u64,
         floor: u32,
@@ -192,7 +198,9 @@ impl ReassignAgent {
         }
         let mine = my_unit_us.max(1) as f64;
         let theirs = their_unit_us.max(1) as f64;
-        let k = (left as f64 * mine - f64::from(their_left) * theirs) / (mine + theirs);
+        let g = helpers.max(1) as f64;
+        let finish = (left as f64 + g * f64::from(their_left)) / (1.0 / mine + g / theirs);
+        let k = finish / theirs - f64::from(their_left);
         (k.floor().max(f64::from(floor)) as usize).min(left - 1) as u32
     }
 
@@ -238,6 +246,7 @@ impl ReassignAgent {
                     let count = Self::balance(
                         left,
                         self.unit_us,
+                        self.group.len(),
                         total - done,
                         unit_us,
                         self.config.initial_units,
@@ -250,7 +259,14 @@ impl ReassignAgent {
             }
             ControlKind::Offer { unit_us } => {
                 let count =
-                    Self::balance(left, self.unit_us, 0, unit_us, self.config.follow_up_units);
+                    Self::balance(
+                        left,
+                        self.unit_us,
+                        self.group.len(),
+                        0,
+                        unit_us,
+                        self.config.follow_up_units,
+                    );
                 if count > 0 {
                     vec![(from, ControlKind::Assign { count })]
                 } else {
@@ -351,9 +367,9 @@ mod tests {
         );
     }
 
-    /// A worker 5× slower than its peer, with 41 units left while the peer has
-    /// 12: both finish together when it gives k with (41 − k)·500 = (12 + k)·100,
-    /// k = (41·500 − 12·100) / 600 = 32.17 → 32.
+    /// A worker 5× slower than its 3 helpers, with 41 units left while each has
+    /// 12: all finish together at T = (41 + 3·12) / (1/500 + 3/100) = 2406 µs,
+    /// so each helper takes T/100 − 12 = 12.06 → 12 units.
     #[test]
     fn a_slow_worker_gives_enough_units_to_finish_together() {
         let mut slow = agent(1);
@@ -368,7 +384,7 @@ mod tests {
         };
         assert_eq!(
             slow.on_message(2, &progress, 41),
-            vec![(2, ControlKind::Assign { count: 32 })]
+            vec![(2, ControlKind::Assign { count: 12 })]
         );
         // equal speeds and equal work left: at least the initial size
         let mut even = agent(1);
@@ -401,9 +417,10 @@ mod tests {
             slow.on_message(3, &offer, 1),
             vec![(3, ControlKind::Decline)]
         );
-        // idle helper, 4 left at 5× the time: k = 4·500/600 = 3.3 → 3
+        // 3 idle helpers, 10 left at 5× the time: T = 10 / (1/500 + 3/100) = 312.5,
+        // each helper takes 3.1 → 3
         assert_eq!(
-            slow.on_message(3, &offer, 4),
+            slow.on_message(3, &offer, 10),
             vec![(3, ControlKind::Assign { count: 3 })]
         );
         let mut fast = agent(2);
