@@ -1,9 +1,8 @@
 //! Line plots (SVG and PNG) with plotters: one line per series, points marked.
 //!
-//! SVG text needs no font. PNG text needs a TrueType font: the first of
-//! [`FONT_PATHS`] that exists (DejaVu Sans ships with Debian's fonts-dejavu-core)
-//! or the file named by `FORESTALL_FONT`; without one the PNG is skipped with a
-//! warning and the SVG is still written.
+//! Text needs a TrueType font: the file named by `FORESTALL_FONT`, or the first
+//! of [`FONT_PATHS`] that exists (DejaVu Sans ships with Debian's
+//! fonts-dejavu-core). Without one no plot is drawn and the caller is told why.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -122,20 +121,27 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, plot:
 /// Draws `plot` to `stem.svg` and (when a font is available) `stem.png`;
 /// returns the files written.
 pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, String> {
-    let mut written = Vec::new();
-    let svg = stem.with_extension("svg");
-    draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), plot)
-        .map_err(|e| format!("cannot draw {}: {e}", svg.display()))?;
-    written.push(svg);
-    if font_registered() {
-        let png = stem.with_extension("png");
-        draw(BitMapBackend::new(&png, (800, 500)).into_drawing_area(), plot)
-            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
-        written.push(png);
-    } else {
-        tracing::warn!("no TrueType font found (set FORESTALL_FONT); skipping PNG plots");
+    if !font_registered() {
+        return Err(format!(
+            "no TrueType font for plot text (looked in {}; set FORESTALL_FONT); {} not drawn",
+            FONT_PATHS.join(", "),
+            stem.display()
+        ));
     }
-    Ok(written)
+    let svg = stem.with_extension("svg");
+    let png = stem.with_extension("png");
+    let drawn = draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), plot)
+        .map_err(|e| format!("cannot draw {}: {e}", svg.display()))
+        .and_then(|()| {
+            draw(BitMapBackend::new(&png, (800, 500)).into_drawing_area(), plot)
+                .map_err(|e| format!("cannot draw {}: {e}", png.display()))
+        });
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&svg);
+        let _ = std::fs::remove_file(&png);
+        return Err(e);
+    }
+    Ok(vec![svg, png])
 }
 
 #[cfg(test)]
@@ -155,11 +161,10 @@ mod tests {
             }],
         };
         let files = write_line_plot(&dir.path().join("p"), &plot).unwrap();
+        assert_eq!(files.len(), 2);
         let svg = std::fs::read_to_string(dir.path().join("p.svg")).unwrap();
         assert!(svg.contains("<svg") && svg.contains("bsp"));
-        if files.len() == 2 {
-            let png = std::fs::read(dir.path().join("p.png")).unwrap();
-            assert_eq!(&png[1..4], b"PNG");
-        }
+        let png = std::fs::read(dir.path().join("p.png")).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
     }
 }
