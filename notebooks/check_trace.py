@@ -77,6 +77,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("bytes_moved", pa.uint64(), False),
         ("units_given", pa.uint32(), False),
         ("control_sent", pa.uint32(), False),
+        ("units_cancelled", pa.uint32(), False),
         ("gt_slowdown", pa.float64(), False),
         ("gt_delay_us", pa.uint64(), False),
     ],
@@ -102,7 +103,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
 MAX_SHOWN = 25
 
 # The documented values of units.action.
-UNIT_ACTIONS = {"assigned", "reassigned"}
+UNIT_ACTIONS = {"assigned", "reassigned", "clone"}
 
 
 class Problems:

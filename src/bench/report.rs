@@ -109,7 +109,10 @@ fn baseline(sweep: &SweepSpec, rows: &[BenchRow], workers: u32) -> Option<(Strin
     } else if let Some(name) = &sweep.relative_to {
         (
             format!("`{name}`"),
-            rows.iter().filter(|r| &r.sweep == name).filter(pick).collect(),
+            rows.iter()
+                .filter(|r| &r.sweep == name)
+                .filter(pick)
+                .collect(),
         )
     } else if sweep.reference.is_some() {
         (
@@ -216,7 +219,12 @@ pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf>
                 .or_default()
                 .push((group[0].delay_percent, y));
         }
-        let multi_workers = lines.keys().map(|k| k.1).collect::<std::collections::BTreeSet<_>>().len() > 1;
+        let multi_workers = lines
+            .keys()
+            .map(|k| k.1)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1;
         let series = lines
             .into_iter()
             .map(|((policy, workers), mut points)| {

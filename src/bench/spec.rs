@@ -105,24 +105,24 @@ impl SweepSpec {
             for probability in opt(&self.probability) {
                 for delay in opt(&self.delay_percent) {
                     for policy in &policies {
-                    for &seed in &self.seeds {
-                        runs.push(RunSpec {
-                            sweep: self.name.clone(),
-                            job: pipeline_dir.join(&self.job),
-                            overrides: Overrides {
-                                workers: w,
-                                iterations: self.iterations,
-                                seed: Some(seed),
-                                pattern: self.pattern.clone(),
-                                probability,
-                                delay_percent: delay,
-                                policy: policy.clone(),
-                                pace_ns_per_row: self.pace_ns_per_row,
-                                out: None,
-                            },
-                            plain_reference: self.reference.as_deref() == Some("plain"),
-                        });
-                    }
+                        for &seed in &self.seeds {
+                            runs.push(RunSpec {
+                                sweep: self.name.clone(),
+                                job: pipeline_dir.join(&self.job),
+                                overrides: Overrides {
+                                    workers: w,
+                                    iterations: self.iterations,
+                                    seed: Some(seed),
+                                    pattern: self.pattern.clone(),
+                                    probability,
+                                    delay_percent: delay,
+                                    policy: policy.clone(),
+                                    pace_ns_per_row: self.pace_ns_per_row,
+                                    out: None,
+                                },
+                                plain_reference: self.reference.as_deref() == Some("plain"),
+                            });
+                        }
                     }
                 }
             }

@@ -84,7 +84,10 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     write_rows(&out_dir.join("raw.parquet"), &rows).context("cannot write raw.parquet")?;
     let plots = report::plots(&spec, &rows, &out_dir);
     let mut summary = report::summary(&spec, &rows);
-    for plot in plots.iter().filter(|p| p.extension().is_some_and(|e| e == "png")) {
+    for plot in plots
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+    {
         if let Some(name) = plot.file_name() {
             summary.push_str(&format!("![{0}]({0})\n\n", name.to_string_lossy()));
         }

@@ -7,13 +7,16 @@
 //! |---|---|---|
 //! | `bsp` | — | every worker computes its own units; all wait for all |
 //! | `rapid-reassign` | [`reassign`] | FlexRR's RapidReassignment: peers that are ahead take units from the end of a slow worker's list |
+//! | `speculate` | [`speculate`] | Spark/LATE: a slow worker's last units are cloned on a finished peer; the first copy wins |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
 pub mod reassign;
+pub mod speculate;
 
 use serde::{Deserialize, Serialize};
 
 pub use reassign::{ControlKind, ReassignAgent, ReassignConfig};
+pub use speculate::{SpeculateAgent, SpeculateConfig};
 
 /// The policy a job runs, with its knobs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +27,8 @@ pub enum PolicyPlan {
     Bsp,
     /// FlexRR's rapid reassignment of units to peers that are ahead.
     RapidReassign(ReassignConfig),
+    /// Speculative clones of a slow worker's units on finished peers.
+    Speculate(SpeculateConfig),
     /// No injected slowdown: the reference every policy is compared with.
     Ideal,
 }
@@ -34,6 +39,7 @@ impl PolicyPlan {
         match self {
             PolicyPlan::Bsp => "bsp",
             PolicyPlan::RapidReassign(_) => "rapid-reassign",
+            PolicyPlan::Speculate(_) => "speculate",
             PolicyPlan::Ideal => "ideal",
         }
     }
@@ -42,5 +48,54 @@ impl PolicyPlan {
     /// iteration, fixed reduction order): its parameters equal `bsp`'s bit for bit.
     pub fn keeps_bsp_semantics(&self) -> bool {
         true
+    }
+}
+
+/// A worker's agent for the peer-to-peer policies.
+#[derive(Debug, Clone)]
+pub enum PeerAgent {
+    /// Rapid reassignment.
+    Reassign(ReassignAgent),
+    /// Speculation.
+    Speculate(SpeculateAgent),
+}
+
+impl PeerAgent {
+    /// Starts an iteration with `own_total` units of this worker's own.
+    pub fn begin(&mut self, own_total: u32) {
+        match self {
+            PeerAgent::Reassign(a) => a.begin(own_total),
+            PeerAgent::Speculate(a) => a.begin(own_total),
+        }
+    }
+
+    /// One of this worker's own units is done (by it or by a clone).
+    pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        match self {
+            PeerAgent::Reassign(a) => a.on_own_unit_done(unit_us),
+            PeerAgent::Speculate(a) => a.on_own_unit_done(unit_us),
+        }
+    }
+
+    /// A control message arrived; `left` is the number of own units that could
+    /// be handed off.
+    pub fn on_message(
+        &mut self,
+        from: u32,
+        kind: &ControlKind,
+        left: usize,
+    ) -> Vec<(u32, ControlKind)> {
+        match self {
+            PeerAgent::Reassign(a) => a.on_message(from, kind, left),
+            PeerAgent::Speculate(a) => a.on_message(from, kind, left),
+        }
+    }
+
+    /// This worker has nothing left to compute.
+    pub fn on_idle(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        match self {
+            PeerAgent::Reassign(a) => a.on_idle(unit_us),
+            PeerAgent::Speculate(_) => Vec::new(),
+        }
     }
 }

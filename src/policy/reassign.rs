@@ -83,6 +83,14 @@ pub enum ControlKind {
     },
     /// "I have nothing to give."
     Decline,
+    /// Speculation: "compute copies of these units of mine; I keep them too, and
+    /// whichever of us finishes one first wins" (the operator fills in which).
+    Clone {
+        /// How many.
+        count: u32,
+    },
+    /// Speculation: "I finished these cloned units; skip them."
+    Done,
 }
 
 /// The helper group of `worker` among `workers` workers of which `per_process`
@@ -153,7 +161,7 @@ impl ReassignAgent {
         self.unit_us = 0;
     }
 
-    fn fraction(done: u32, total: u32) -> f64 {
+    pub(crate) fn fraction(done: u32, total: u32) -> f64 {
         if total == 0 {
             1.0
         } else {
@@ -185,7 +193,7 @@ impl ReassignAgent {
     /// With `T` the common finish time, we do `T / mine` units and each helper
     /// `T / theirs - their_left` more, and all of it adds up to `left`:
     /// `T = (left + helpers · their_left) / (1 / mine + helpers / theirs)`.
-    fn balance(
+    pub(crate) fn balance(
         left: usize,
         my_unit_us: u64,
         helpers: usize,
@@ -258,15 +266,14 @@ impl ReassignAgent {
                 Vec::new()
             }
             ControlKind::Offer { unit_us } => {
-                let count =
-                    Self::balance(
-                        left,
-                        self.unit_us,
-                        self.group.len(),
-                        0,
-                        unit_us,
-                        self.config.follow_up_units,
-                    );
+                let count = Self::balance(
+                    left,
+                    self.unit_us,
+                    self.group.len(),
+                    0,
+                    unit_us,
+                    self.config.follow_up_units,
+                );
                 if count > 0 {
                     vec![(from, ControlKind::Assign { count })]
                 } else {
@@ -286,6 +293,7 @@ impl ReassignAgent {
                 self.declined.push(from);
                 Vec::new()
             }
+            ControlKind::Clone { .. } | ControlKind::Done => Vec::new(),
         }
     }
 

@@ -43,7 +43,10 @@ fn font_registered() -> bool {
     static DONE: OnceLock<bool> = OnceLock::new();
     *DONE.get_or_init(|| {
         let from_env = std::env::var("FORESTALL_FONT").ok();
-        let candidates = from_env.iter().map(String::as_str).chain(FONT_PATHS.iter().copied());
+        let candidates = from_env
+            .iter()
+            .map(String::as_str)
+            .chain(FONT_PATHS.iter().copied());
         for path in candidates {
             if let Ok(bytes) = std::fs::read(path) {
                 let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -67,7 +70,10 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, plot: &LinePlot) -> Result<(), String> {
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    plot: &LinePlot,
+) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(err)?;
     let points = plot.series.iter().flat_map(|s| s.points.iter());
@@ -100,10 +106,15 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, plotters::coord::Shift>, plot:
     for (i, s) in plot.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(err)?
             .label(s.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
@@ -133,8 +144,11 @@ pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, Str
     let drawn = draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), plot)
         .map_err(|e| format!("cannot draw {}: {e}", svg.display()))
         .and_then(|()| {
-            draw(BitMapBackend::new(&png, (800, 500)).into_drawing_area(), plot)
-                .map_err(|e| format!("cannot draw {}: {e}", png.display()))
+            draw(
+                BitMapBackend::new(&png, (800, 500)).into_drawing_area(),
+                plot,
+            )
+            .map_err(|e| format!("cannot draw {}: {e}", png.display()))
         });
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&svg);

@@ -9,7 +9,7 @@ use super::placement::place_partitions;
 use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
-use crate::policy::{PolicyPlan, ReassignAgent};
+use crate::policy::{PeerAgent, PolicyPlan, ReassignAgent, SpeculateAgent};
 use crate::spec::JobPlan;
 
 /// Extra holders of every partition besides its owner: the owner's first
@@ -120,19 +120,19 @@ impl JobContext {
             .sum()
     }
 
-    /// The rapid-reassignment agent of `worker`, if the policy uses one.
-    pub fn reassign_agent(&self, worker: u32) -> Option<ReassignAgent> {
+    /// The peer-to-peer agent of `worker`, if the policy uses one.
+    pub fn peer_agent(&self, worker: u32) -> Option<PeerAgent> {
+        let group = |size| helper_group(worker, self.plan.workers, self.threads_per_process, size);
         match &self.plan.policy {
-            PolicyPlan::RapidReassign(config) => Some(ReassignAgent::new(
+            PolicyPlan::RapidReassign(config) => Some(PeerAgent::Reassign(ReassignAgent::new(
                 worker,
-                helper_group(
-                    worker,
-                    self.plan.workers,
-                    self.threads_per_process,
-                    config.group_size,
-                ),
+                group(config.group_size),
                 *config,
-            )),
+            ))),
+            PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
+                group(config.group_size),
+                *config,
+            ))),
             _ => None,
         }
     }

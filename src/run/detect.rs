@@ -200,6 +200,7 @@ mod tests {
             bytes_moved: 0,
             units_given: 0,
             control_sent: 0,
+            units_cancelled: 0,
             gt_slowdown: 1.0,
             gt_delay_us: 0,
         }

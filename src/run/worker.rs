@@ -23,7 +23,7 @@ use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
 use crate::data::{UnitKey, UnitRows};
 use crate::model::unit_gradient;
-use crate::policy::{ControlKind, ReassignAgent};
+use crate::policy::{ControlKind, PeerAgent};
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 
 /// The capabilities of one iteration: gradients, progress, control.
@@ -55,7 +55,11 @@ struct Epoch {
     caps: Caps,
     params: Arc<Vec<f64>>,
     own: VecDeque<UnitRows>,
-    given_to_me: VecDeque<UnitRows>,
+    /// Units from peers: (rows, reassigned or clone, from whom).
+    given_to_me: VecDeque<(UnitRows, UnitAction, u32)>,
+    /// Own units cloned to a peer, and to whom.
+    cloned_out: BTreeMap<UnitKey, u32>,
+    units_cancelled: u32,
     ready_us: u64,
     last_end_us: u64,
     compute_us: u64,
@@ -101,7 +105,7 @@ pub struct ComputeState {
     early_control: Vec<Control>,
     next_version: u64,
     epoch: Option<Epoch>,
-    agent: Option<ReassignAgent>,
+    agent: Option<PeerAgent>,
 }
 
 impl ComputeState {
@@ -112,7 +116,7 @@ impl ComputeState {
         sink: Sender<SinkEvent>,
         clock: Option<Rc<RefCell<OperatorClock>>>,
     ) -> Self {
-        let agent = cx.reassign_agent(worker);
+        let agent = cx.peer_agent(worker);
         Self {
             worker,
             cx,
@@ -153,16 +157,27 @@ impl ComputeState {
             return;
         };
         let next = match epoch.given_to_me.pop_front() {
-            Some(unit) => Some((unit, UnitAction::Reassigned)),
-            None => epoch.own.pop_front().map(|u| (u, UnitAction::Assigned)),
+            Some((unit, action, from)) => Some((unit, action, from)),
+            None => epoch
+                .own
+                .pop_front()
+                .map(|u| (u, UnitAction::Assigned, self.worker)),
         };
-        if let Some((unit, action)) = next {
+        if let Some((unit, action, from)) = next {
             epoch.idle_reported = false;
             let (record, slices) = compute_unit(&self.cx, self.worker, epoch, &unit, action);
             epoch.bytes_sent += record.bytes_sent;
             epoch.units.push(record);
             epoch.units_done += 1;
             (emit.grads)(&epoch.caps.0, slices);
+            // First copy of a cloned unit: tell the other side to skip it.
+            let twin = match action {
+                UnitAction::Clone => Some(from),
+                _ => epoch.cloned_out.remove(&unit.key),
+            };
+            if let Some(peer) = twin {
+                send_done(self.worker, epoch, peer, unit.key, emit);
+            }
             if action == UnitAction::Assigned {
                 if let Some(agent) = self.agent.as_mut() {
                     let out = agent.on_own_unit_done(epoch.unit_us());
@@ -196,17 +211,49 @@ impl ComputeState {
         let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
             return;
         };
-        if let ControlKind::Assign { .. } = message.kind {
-            for key in &message.units {
-                let rows = self.cx.unit_rows(message.iteration, *key);
-                if !self.cx.holds(self.worker, key.partition) {
-                    epoch.bytes_moved += self.cx.bytes_of_rows(&rows.rows);
+        match message.kind {
+            ControlKind::Assign { .. } | ControlKind::Clone { .. } => {
+                let action = match message.kind {
+                    ControlKind::Clone { .. } => UnitAction::Clone,
+                    _ => UnitAction::Reassigned,
+                };
+                for key in &message.units {
+                    let rows = self.cx.unit_rows(message.iteration, *key);
+                    if !self.cx.holds(self.worker, key.partition) {
+                        epoch.bytes_moved += self.cx.bytes_of_rows(&rows.rows);
+                    }
+                    epoch.given_to_me.push_back((rows, action, message.from));
                 }
-                epoch.given_to_me.push_back(rows);
+                epoch.idle_reported = false;
             }
-            epoch.idle_reported = false;
+            ControlKind::Done => {
+                // A peer finished these first: skip our copies.
+                for key in &message.units {
+                    let before = epoch.own.len() + epoch.given_to_me.len();
+                    epoch.own.retain(|u| u.key != *key);
+                    let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
+                    epoch.given_to_me.retain(|(u, a, from)| {
+                        !(u.key == *key && *a == UnitAction::Clone && *from == message.from)
+                    });
+                    let skipped = epoch.own.len() + epoch.given_to_me.len() < before;
+                    if skipped {
+                        epoch.units_cancelled += 1;
+                    }
+                    if epoch.cloned_out.remove(key).is_some() && own_skipped {
+                        let out = agent.on_own_unit_done(epoch.unit_us());
+                        send_all(self.worker, epoch, out, emit);
+                    }
+                }
+                return;
+            }
+            _ => {}
         }
-        let out = agent.on_message(message.from, &message.kind, epoch.own.len());
+        let left = epoch
+            .own
+            .iter()
+            .filter(|u| !epoch.cloned_out.contains_key(&u.key))
+            .count();
+        let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, out, emit);
     }
 
@@ -269,6 +316,8 @@ impl ComputeState {
             params,
             own,
             given_to_me: VecDeque::new(),
+            cloned_out: BTreeMap::new(),
+            units_cancelled: 0,
             ready_us,
             last_end_us: ready_us,
             compute_us: 0,
@@ -312,14 +361,31 @@ impl ComputeState {
             bytes_moved: epoch.bytes_moved,
             units_given: epoch.units_given,
             control_sent: epoch.control_sent,
+            units_cancelled: epoch.units_cancelled,
             gt_slowdown: epoch.max_slowdown,
             gt_delay_us: epoch.delay_us,
         }
     }
 }
 
-/// Sends the agent's messages; an `Assign` takes its units from the end of the
-/// worker's own list first, so they are no longer this worker's to compute.
+/// Tells `peer` that the copy of `key` computed here came first.
+fn send_done(worker: u32, epoch: &mut Epoch, peer: u32, key: UnitKey, emit: &mut Emit<'_>) {
+    epoch.control_sent += 1;
+    (emit.control)(
+        &epoch.caps.2,
+        Control {
+            to: peer,
+            from: worker,
+            iteration: epoch.iteration,
+            kind: ControlKind::Done,
+            units: vec![key],
+        },
+    );
+}
+
+/// Sends the agent's messages. An `Assign` takes its units from the end of the
+/// worker's own list first, so they are no longer this worker's to compute; a
+/// `Clone` names units from the end that are not cloned yet and keeps them.
 fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: &mut Emit<'_>) {
     for (to, kind) in out {
         let units: Vec<UnitKey> = match kind {
@@ -333,6 +399,25 @@ fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: 
                     continue;
                 }
                 taken
+            }
+            ControlKind::Clone { count } => {
+                let mut picked: Vec<UnitKey> = epoch
+                    .own
+                    .iter()
+                    .rev()
+                    .map(|u| u.key)
+                    .filter(|k| !epoch.cloned_out.contains_key(k))
+                    .take(count as usize)
+                    .collect();
+                picked.reverse();
+                for k in &picked {
+                    epoch.cloned_out.insert(*k, to);
+                }
+                epoch.units_given += picked.len() as u32;
+                if picked.is_empty() {
+                    continue;
+                }
+                picked
             }
             _ => Vec::new(),
         };

@@ -135,6 +135,12 @@ pub struct PolicySection {
     pub initial_units: Option<u32>,
     /// rapid-reassign: units given in answer to a help offer.
     pub follow_up_units: Option<u32>,
+    /// speculate: share of its units after which a worker reports progress.
+    pub quantile: Option<f64>,
+    /// speculate: clone when this many times slower per unit than a finished peer.
+    pub multiplier: Option<f64>,
+    /// speculate: cap on the share of a worker's units that are cloned.
+    pub max_clone_share: Option<f64>,
 }
 
 /// `[detect]`.

@@ -12,6 +12,9 @@ use crate::policy::reassign::{
     ReassignConfig, DEFAULT_CHECKPOINT, DEFAULT_FOLLOW_UP_UNITS, DEFAULT_GROUP_SIZE,
     DEFAULT_INITIAL_UNITS,
 };
+use crate::policy::speculate::{
+    SpeculateConfig, DEFAULT_MAX_CLONE_SHARE, DEFAULT_MULTIPLIER, DEFAULT_QUANTILE,
+};
 use crate::policy::PolicyPlan;
 
 /// The dataset used when a job names none: the Adult census data committed
@@ -265,49 +268,62 @@ pub fn validate_with(
 
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let reassign_keys = [
-        ("group_size", s.group_size.is_some()),
-        ("checkpoint", s.checkpoint.is_some()),
-        ("initial_units", s.initial_units.is_some()),
-        ("follow_up_units", s.follow_up_units.is_some()),
+    let knobs: [(&str, bool, &str); 7] = [
+        (
+            "group_size",
+            s.group_size.is_some(),
+            "rapid-reassign or speculate",
+        ),
+        ("checkpoint", s.checkpoint.is_some(), "rapid-reassign"),
+        ("initial_units", s.initial_units.is_some(), "rapid-reassign"),
+        (
+            "follow_up_units",
+            s.follow_up_units.is_some(),
+            "rapid-reassign",
+        ),
+        ("quantile", s.quantile.is_some(), "speculate"),
+        ("multiplier", s.multiplier.is_some(), "speculate"),
+        ("max_clone_share", s.max_clone_share.is_some(), "speculate"),
     ];
-    if name != "rapid-reassign" {
-        if let Some((key, _)) = reassign_keys.iter().find(|(_, set)| *set) {
+    if let Some((key, _, owner)) = knobs
+        .iter()
+        .find(|(_, set, owner)| *set && !owner.split(" or ").any(|o| o == name))
+    {
+        return Err(cx.invalid(
+            "policy",
+            key,
+            format!("does not apply to policy '{name}' (it is a {owner} knob)"),
+        ));
+    }
+    let group_size = match s.group_size {
+        Some(g) if g == 0 || g >= workers => {
             return Err(cx.invalid(
                 "policy",
-                key,
-                format!("does not apply to policy '{name}' (it is a rapid-reassign knob)"),
-            ));
+                "group_size",
+                format!(
+                    "must be between 1 and the worker count minus one ({}) (got {g})",
+                    workers.saturating_sub(1)
+                ),
+            ))
         }
-    }
+        Some(g) => g,
+        // A single worker has nobody to help: the group is empty and the run
+        // behaves as bsp.
+        None => DEFAULT_GROUP_SIZE.min(workers.saturating_sub(1)),
+    };
+    let share = |key: &str, value: Option<f64>, default: f64| -> Result<f64> {
+        let v = value.unwrap_or(default);
+        if v > 0.0 && v <= 1.0 {
+            Ok(v)
+        } else {
+            Err(cx.invalid("policy", key, format!("must be in (0, 1] (got {v})")))
+        }
+    };
     match name {
         "bsp" => Ok(PolicyPlan::Bsp),
         "ideal" => Ok(PolicyPlan::Ideal),
         "rapid-reassign" => {
-            let group_size = match s.group_size {
-                Some(g) if g == 0 || g >= workers => {
-                    return Err(cx.invalid(
-                        "policy",
-                        "group_size",
-                        format!(
-                            "must be between 1 and the worker count minus one ({}) (got {g})",
-                            workers.saturating_sub(1)
-                        ),
-                    ))
-                }
-                Some(g) => g,
-                // A single worker has nobody to help: the group is empty and the
-                // run behaves as bsp.
-                None => DEFAULT_GROUP_SIZE.min(workers.saturating_sub(1)),
-            };
-            let checkpoint = s.checkpoint.unwrap_or(DEFAULT_CHECKPOINT);
-            if !(checkpoint > 0.0 && checkpoint <= 1.0) {
-                return Err(cx.invalid(
-                    "policy",
-                    "checkpoint",
-                    format!("must be in (0, 1] (got {checkpoint})"),
-                ));
-            }
+            let checkpoint = share("checkpoint", s.checkpoint, DEFAULT_CHECKPOINT)?;
             let initial_units = s.initial_units.unwrap_or(DEFAULT_INITIAL_UNITS);
             if initial_units == 0 {
                 return Err(cx.invalid("policy", "initial_units", "must be at least 1 (got 0)"));
@@ -321,6 +337,26 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
                 checkpoint,
                 initial_units,
                 follow_up_units,
+            }))
+        }
+        "speculate" => {
+            let multiplier = s.multiplier.unwrap_or(DEFAULT_MULTIPLIER);
+            if !(multiplier.is_finite() && multiplier >= 1.0) {
+                return Err(cx.invalid(
+                    "policy",
+                    "multiplier",
+                    format!("must be ≥ 1 (got {multiplier})"),
+                ));
+            }
+            Ok(PolicyPlan::Speculate(SpeculateConfig {
+                group_size,
+                quantile: share("quantile", s.quantile, DEFAULT_QUANTILE)?,
+                multiplier,
+                max_clone_share: share(
+                    "max_clone_share",
+                    s.max_clone_share,
+                    DEFAULT_MAX_CLONE_SHARE,
+                )?,
             }))
         }
         other if PLANNED_POLICIES.contains(&other) => Err(cx.invalid(
@@ -585,13 +621,17 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, rapid-reassign, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, rapid-reassign, speculate, ideal";
         planned_policy: "[policy]\nname = \"flexrr\"\n" =>
-            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp, rapid-reassign, ideal";
+            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp, rapid-reassign, speculate, ideal";
         group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>
             "job.toml:5: [policy] group_size: must be between 1 and the worker count minus one (2) (got 3)";
         reassign_knob_on_bsp: "[policy]\ncheckpoint = 0.5\n" =>
             "job.toml:2: [policy] checkpoint: does not apply to policy 'bsp' (it is a rapid-reassign knob)";
+        speculate_knob_on_reassign: "[policy]\nname = \"rapid-reassign\"\nmultiplier = 2.0\n" =>
+            "job.toml:3: [policy] multiplier: does not apply to policy 'rapid-reassign' (it is a speculate knob)";
+        multiplier_below_one: "[policy]\nname = \"speculate\"\nmultiplier = 0.5\n" =>
+            "job.toml:3: [policy] multiplier: must be ≥ 1 (got 0.5)";
         checkpoint_zero: "[policy]\nname = \"rapid-reassign\"\ncheckpoint = 0.0\n" =>
             "job.toml:3: [policy] checkpoint: must be in (0, 1] (got 0)";
         probability_above_one: "[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n" =>

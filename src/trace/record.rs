@@ -16,6 +16,10 @@ pub enum UnitAction {
     /// Given by its owner to a peer during the iteration (rapid reassignment)
     /// and computed there; counted in the sum.
     Reassigned,
+    /// A speculative copy computed by a peer while the owner kept the unit;
+    /// whichever copy reaches the shard owners first is counted, the other is
+    /// discarded.
+    Clone,
 }
 
 impl UnitAction {
@@ -24,6 +28,7 @@ impl UnitAction {
         match self {
             UnitAction::Assigned => "assigned",
             UnitAction::Reassigned => "reassigned",
+            UnitAction::Clone => "clone",
         }
     }
 }
@@ -102,6 +107,9 @@ pub struct WorkerRecord {
     pub units_given: u32,
     /// Control messages this worker sent.
     pub control_sent: u32,
+    /// Units this worker skipped because a peer's clone finished them first
+    /// (own units), or dropped because their owner finished first (clones).
+    pub units_cancelled: u32,
     /// Ground truth: the largest slowdown injected into this worker's units.
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.

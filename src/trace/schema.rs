@@ -146,6 +146,7 @@ pub fn worker_schema() -> SchemaRef {
         required("bytes_moved", UInt64),
         required("units_given", UInt32),
         required("control_sent", UInt32),
+        required("units_cancelled", UInt32),
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
     ]))

@@ -298,6 +298,7 @@ pub(crate) fn workers_batch(
             u64s(records, |r| r.bytes_moved),
             u32s(records, |r| r.units_given),
             u32s(records, |r| r.control_sent),
+            u32s(records, |r| r.units_cancelled),
             f64s(records, |r| r.gt_slowdown),
             u64s(records, |r| r.gt_delay_us),
         ],

@@ -21,7 +21,7 @@ batch_fraction = 0.5
 fn every_policy_gives_the_bsp_parameters_for_every_worker_count() {
     let reference = run(&plan(&format!("{JOB}\n[workers]\ncount = 1\n")));
     for workers in 1..=4 {
-        for policy in ["bsp", "rapid-reassign", "ideal"] {
+        for policy in ["bsp", "rapid-reassign", "speculate", "ideal"] {
             for pattern in [
                 "pattern = \"slow-worker\"\nprobability = 0.3\ndelay_percent = 400",
                 "pattern = \"persistent\"\nworkers = [0]\nfactor = 4.0",
@@ -129,4 +129,66 @@ fn rapid_reassign_with_one_worker_is_bsp() {
     let trace = read_trace_dir(dir.path()).expect("trace reads");
     assert!(trace.units.iter().all(|u| u.action == UnitAction::Assigned));
     assert!(trace.workers.iter().all(|w| w.control_sent == 0));
+}
+
+/// Speculation: a unit may be computed twice (its owner and a clone), never
+/// more, never lost, and the parameters are still BSP's: the shard owners
+/// count the first copy only.
+#[test]
+fn speculate_clones_but_counts_every_unit_once() {
+    let p = plan(
+        r#"
+[job]
+iterations = 6
+seed = 12
+[data]
+partitions = 32
+units_per_partition = 16
+[workers]
+count = 4
+pace_ns_per_row = 3000
+[straggler]
+pattern = "persistent"
+workers = [2]
+factor = 6.0
+[policy]
+name = "speculate"
+max_clone_share = 0.5
+"#,
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
+    for u in &trace.units {
+        ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default()
+            .push(u.action);
+    }
+    assert_eq!(ledger.len(), 6 * 32 * 16);
+    for (key, actions) in &ledger {
+        let mut a = actions.clone();
+        a.sort_by_key(|x| x.as_str());
+        assert!(
+            a == [UnitAction::Assigned]
+                || a == [UnitAction::Clone]
+                || a == [UnitAction::Assigned, UnitAction::Clone],
+            "{key:?}: {a:?}"
+        );
+    }
+    let clones = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Clone)
+        .count();
+    assert!(clones > 0, "the straggler's units were cloned");
+    assert!(
+        trace.workers.iter().any(|w| w.units_cancelled > 0),
+        "some copies were skipped"
+    );
+    let mut bsp = p.clone();
+    bsp.policy = forestall::policy::PolicyPlan::Bsp;
+    bsp.pace_ns_per_row = 0;
+    assert_eq!(run(&bsp).digest, out.digest);
 }
