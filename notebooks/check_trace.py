@@ -78,6 +78,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("units_given", pa.uint32(), False),
         ("control_sent", pa.uint32(), False),
         ("units_cancelled", pa.uint32(), False),
+        ("params_version", pa.uint64(), False),
         ("gt_slowdown", pa.float64(), False),
         ("gt_delay_us", pa.uint64(), False),
     ],

@@ -8,6 +8,8 @@
 //! | `bsp` | — | every worker computes its own units; all wait for all |
 //! | `rapid-reassign` | [`reassign`] | FlexRR's RapidReassignment: peers that are ahead take units from the end of a slow worker's list |
 //! | `speculate` | [`speculate`] | Spark/LATE: a slow worker's last units are cloned on a finished peer; the first copy wins |
+//! | `ssp` | — | stale synchronous parallel: start iteration t with parameters ≥ t − slack (changes the math) |
+//! | `flexrr` | [`reassign`] | FlexRR: `ssp` + `rapid-reassign` |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
 pub mod reassign;
@@ -29,6 +31,19 @@ pub enum PolicyPlan {
     RapidReassign(ReassignConfig),
     /// Speculative clones of a slow worker's units on finished peers.
     Speculate(SpeculateConfig),
+    /// Stale synchronous parallel: a worker may start iteration t with
+    /// parameters of version ≥ t − slack.
+    Ssp {
+        /// Iterations a worker may run ahead (0 = BSP).
+        slack: u64,
+    },
+    /// FlexRR: SSP plus rapid reassignment.
+    Flexrr {
+        /// Iterations a worker may run ahead.
+        slack: u64,
+        /// Rapid-reassignment knobs.
+        reassign: ReassignConfig,
+    },
     /// No injected slowdown: the reference every policy is compared with.
     Ideal,
 }
@@ -40,6 +55,8 @@ impl PolicyPlan {
             PolicyPlan::Bsp => "bsp",
             PolicyPlan::RapidReassign(_) => "rapid-reassign",
             PolicyPlan::Speculate(_) => "speculate",
+            PolicyPlan::Ssp { .. } => "ssp",
+            PolicyPlan::Flexrr { .. } => "flexrr",
             PolicyPlan::Ideal => "ideal",
         }
     }
@@ -47,7 +64,15 @@ impl PolicyPlan {
     /// Whether the policy keeps BSP semantics (every unit counted exactly once per
     /// iteration, fixed reduction order): its parameters equal `bsp`'s bit for bit.
     pub fn keeps_bsp_semantics(&self) -> bool {
-        true
+        self.slack() == 0
+    }
+
+    /// How many versions a worker's parameters may lag its iteration (0 = BSP).
+    pub fn slack(&self) -> u64 {
+        match self {
+            PolicyPlan::Ssp { slack } | PolicyPlan::Flexrr { slack, .. } => *slack,
+            _ => 0,
+        }
     }
 }
 

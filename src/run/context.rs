@@ -124,7 +124,10 @@ impl JobContext {
     pub fn peer_agent(&self, worker: u32) -> Option<PeerAgent> {
         let group = |size| helper_group(worker, self.plan.workers, self.threads_per_process, size);
         match &self.plan.policy {
-            PolicyPlan::RapidReassign(config) => Some(PeerAgent::Reassign(ReassignAgent::new(
+            PolicyPlan::RapidReassign(config)
+            | PolicyPlan::Flexrr {
+                reassign: config, ..
+            } => Some(PeerAgent::Reassign(ReassignAgent::new(
                 worker,
                 group(config.group_size),
                 *config,

@@ -201,6 +201,7 @@ mod tests {
             units_given: 0,
             control_sent: 0,
             units_cancelled: 0,
+            params_version: 0,
             gt_slowdown: 1.0,
             gt_delay_us: 0,
         }

@@ -49,14 +49,31 @@ pub struct PendingVersion {
     pub received: usize,
 }
 
+/// A unit a peer handed over.
+struct Given {
+    rows: UnitRows,
+    action: UnitAction,
+    from: u32,
+    iteration: u64,
+}
+
+/// The newest complete parameter version a worker holds.
+struct Latest {
+    version: u64,
+    caps: Caps,
+    params: Arc<Vec<f64>>,
+}
+
 /// The iteration a worker is in.
 struct Epoch {
     iteration: u64,
     caps: Caps,
     params: Arc<Vec<f64>>,
+    /// The parameter version the iteration computes with (SSP: ≥ iteration − slack).
+    params_version: u64,
     own: VecDeque<UnitRows>,
-    /// Units from peers: (rows, reassigned or clone, from whom).
-    given_to_me: VecDeque<(UnitRows, UnitAction, u32)>,
+    /// Units from peers: rows, reassigned or clone, from whom, their iteration.
+    given_to_me: VecDeque<Given>,
     /// Own units cloned to a peer, and to whom.
     cloned_out: BTreeMap<UnitKey, u32>,
     units_cancelled: u32,
@@ -103,7 +120,9 @@ pub struct ComputeState {
     pub pending: BTreeMap<u64, PendingVersion>,
     /// Control messages for iterations this worker has not begun.
     early_control: Vec<Control>,
-    next_version: u64,
+    next_iteration: u64,
+    latest: Option<Latest>,
+    finished: bool,
     epoch: Option<Epoch>,
     agent: Option<PeerAgent>,
 }
@@ -125,7 +144,9 @@ impl ComputeState {
             initial: None,
             pending: BTreeMap::new(),
             early_control: Vec::new(),
-            next_version: 0,
+            next_iteration: 0,
+            latest: None,
+            finished: false,
             epoch: None,
             agent,
         }
@@ -133,8 +154,7 @@ impl ComputeState {
 
     /// Whether the operator should be scheduled again without new input.
     pub fn has_work(&self) -> bool {
-        self.epoch.as_ref().is_some_and(Epoch::has_units)
-            || (self.epoch.is_none() && self.initial.is_some())
+        self.epoch.as_ref().is_some_and(Epoch::has_units) || self.can_begin()
     }
 
     fn operator_us(&self) -> u64 {
@@ -147,29 +167,38 @@ impl ComputeState {
         for message in control {
             self.on_control(message, emit);
         }
-        let current_done = self.epoch.as_ref().is_none_or(|e| !e.has_units());
-        if current_done {
-            if let Some((caps, params)) = self.take_next_version() {
-                self.begin(caps, params, emit);
-            }
+        self.assemble_versions();
+        self.abandon_closed_iteration();
+        if self.can_begin() {
+            self.begin(emit);
         }
         let Some(epoch) = self.epoch.as_mut() else {
             return;
         };
         let next = match epoch.given_to_me.pop_front() {
-            Some((unit, action, from)) => Some((unit, action, from)),
+            Some(g) => Some((g.rows, g.action, g.from, g.iteration)),
             None => epoch
                 .own
                 .pop_front()
-                .map(|u| (u, UnitAction::Assigned, self.worker)),
+                .map(|u| (u, UnitAction::Assigned, self.worker, epoch.iteration)),
         };
-        if let Some((unit, action, from)) = next {
+        if let Some((unit, action, from, iteration)) = next {
             epoch.idle_reported = false;
-            let (record, slices) = compute_unit(&self.cx, self.worker, epoch, &unit, action);
+            let (record, slices) =
+                compute_unit(&self.cx, self.worker, epoch, &unit, action, iteration);
             epoch.bytes_sent += record.bytes_sent;
             epoch.units.push(record);
             epoch.units_done += 1;
-            (emit.grads)(&epoch.caps.0, slices);
+            if iteration == epoch.iteration {
+                (emit.grads)(&epoch.caps.0, slices);
+            } else if let Some(cap) = self
+                .latest
+                .as_ref()
+                .and_then(|l| l.caps.0.try_delayed(&iteration))
+            {
+                // A peer's unit of an earlier iteration (SSP): emit at its time.
+                (emit.grads)(&cap, slices);
+            }
             // First copy of a cloned unit: tell the other side to skip it.
             let twin = match action {
                 UnitAction::Clone => Some(from),
@@ -199,14 +228,38 @@ impl ComputeState {
         }
     }
 
+    /// A newer complete version means the current iteration was reduced without
+    /// what is left of it here (a lossy policy dropped it, or the originals of
+    /// these clones came first): drop the leftovers.
+    fn abandon_closed_iteration(&mut self) {
+        let (Some(epoch), Some(latest)) = (self.epoch.as_mut(), self.latest.as_ref()) else {
+            return;
+        };
+        if latest.version > epoch.iteration && epoch.has_units() {
+            let closed = latest.version;
+            let before = epoch.own.len() + epoch.given_to_me.len();
+            epoch.own.clear();
+            epoch.given_to_me.retain(|g| g.iteration >= closed);
+            epoch.units_cancelled += (before - epoch.own.len() - epoch.given_to_me.len()) as u32;
+        }
+    }
+
     fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {
-            self.early_control.push(message);
+            if !self.finished {
+                self.early_control.push(message);
+            }
             return;
         }
-        if current != Some(message.iteration) {
-            return; // about an iteration that is over: stale
+        let older = current != Some(message.iteration);
+        if older
+            && !matches!(
+                message.kind,
+                ControlKind::Assign { .. } | ControlKind::Clone { .. } | ControlKind::Done
+            )
+        {
+            return; // a report or offer about an iteration this worker has left
         }
         let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
             return;
@@ -222,9 +275,17 @@ impl ComputeState {
                     if !self.cx.holds(self.worker, key.partition) {
                         epoch.bytes_moved += self.cx.bytes_of_rows(&rows.rows);
                     }
-                    epoch.given_to_me.push_back((rows, action, message.from));
+                    epoch.given_to_me.push_back(Given {
+                        rows,
+                        action,
+                        from: message.from,
+                        iteration: message.iteration,
+                    });
                 }
                 epoch.idle_reported = false;
+                if older {
+                    return;
+                }
             }
             ControlKind::Done => {
                 // A peer finished these first: skip our copies.
@@ -232,14 +293,17 @@ impl ComputeState {
                     let before = epoch.own.len() + epoch.given_to_me.len();
                     epoch.own.retain(|u| u.key != *key);
                     let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
-                    epoch.given_to_me.retain(|(u, a, from)| {
-                        !(u.key == *key && *a == UnitAction::Clone && *from == message.from)
+                    epoch.given_to_me.retain(|g| {
+                        !(g.rows.key == *key
+                            && g.action == UnitAction::Clone
+                            && g.from == message.from
+                            && g.iteration == message.iteration)
                     });
                     let skipped = epoch.own.len() + epoch.given_to_me.len() < before;
                     if skipped {
                         epoch.units_cancelled += 1;
                     }
-                    if epoch.cloned_out.remove(key).is_some() && own_skipped {
+                    if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
                         let out = agent.on_own_unit_done(epoch.unit_us());
                         send_all(self.worker, epoch, out, emit);
                     }
@@ -257,50 +321,94 @@ impl ComputeState {
         send_all(self.worker, epoch, out, emit);
     }
 
-    fn take_next_version(&mut self) -> Option<(Caps, Arc<Vec<f64>>)> {
-        let v = self.next_version;
-        if v == 0 {
-            let caps = self.initial.take()?;
-            return Some((caps, Arc::new(vec![0.0; self.cx.dims])));
+    /// Takes every parameter version whose shards are all here, in order; the
+    /// newest becomes `latest` (dropping the capabilities of the one before).
+    fn assemble_versions(&mut self) {
+        if let Some(caps) = self.initial.take() {
+            self.install(0, caps, Arc::new(vec![0.0; self.cx.dims]));
         }
-        let complete = self
-            .pending
-            .get(&v)
-            .is_some_and(|p| p.received == p.shards.len());
-        if !complete {
-            return None;
+        while let Some((&v, p)) = self.pending.first_key_value() {
+            if p.received < p.shards.len() {
+                break;
+            }
+            let p = self.pending.remove(&v).expect("present");
+            let mut params = Vec::with_capacity(self.cx.dims);
+            for shard in p.shards.into_iter().flatten() {
+                params.extend_from_slice(&shard);
+            }
+            self.install(v, p.caps, Arc::new(params));
         }
-        let p = self.pending.remove(&v)?;
-        let mut params = Vec::with_capacity(self.cx.dims);
-        for shard in p.shards.into_iter().flatten() {
-            params.extend_from_slice(&shard);
-        }
-        Some((p.caps, Arc::new(params)))
     }
 
-    fn begin(&mut self, caps: Caps, params: Arc<Vec<f64>>, emit: &mut Emit<'_>) {
-        let version = self.next_version;
-        self.next_version += 1;
-        let ready_us = self.cx.now_us();
-        (emit.progress)(
-            &caps.1,
-            Progress::Ready {
-                worker: self.worker,
-                iteration: version,
-                ready_us,
-            },
-        );
+    fn install(&mut self, version: u64, caps: Caps, params: Arc<Vec<f64>>) {
         if self.worker == 0 {
             let _ = self.sink.send(SinkEvent::Params {
                 version,
                 values: Arc::clone(&params),
             });
         }
+        self.latest = Some(Latest {
+            version,
+            caps,
+            params,
+        });
+    }
+
+    /// Whether the next iteration may begin: the current one has nothing left
+    /// and the newest parameters are at most `slack` versions behind it.
+    fn can_begin(&self) -> bool {
+        let idle = self.epoch.as_ref().is_none_or(|e| !e.has_units());
+        let Some(latest) = &self.latest else {
+            return false;
+        };
+        idle && !self.finished
+            && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
+                || latest.version >= self.cx.plan.iterations)
+    }
+
+    fn begin(&mut self, emit: &mut Emit<'_>) {
+        let latest = self.latest.as_ref().expect("checked by can_begin");
+        let iteration = self.next_iteration.min(self.cx.plan.iterations);
+        if latest.version >= self.cx.plan.iterations {
+            // The final version: every iteration is reduced; report the last
+            // barrier and let every capability go.
+            let ready_us = self.cx.now_us();
+            (emit.progress)(
+                &latest.caps.1,
+                Progress::Ready {
+                    worker: self.worker,
+                    iteration: self.cx.plan.iterations,
+                    ready_us,
+                },
+            );
+            self.finished = true;
+            self.epoch = None;
+            self.latest = None;
+            return;
+        }
+        if iteration >= self.cx.plan.iterations {
+            return; // all iterations done here; waiting for the final version
+        }
+        let caps = (
+            latest.caps.0.delayed(&iteration),
+            latest.caps.1.delayed(&iteration),
+            latest.caps.2.delayed(&iteration),
+        );
+        let params = Arc::clone(&latest.params);
+        let params_version = latest.version;
+        self.next_iteration += 1;
+        let version = iteration;
+        let ready_us = self.cx.now_us();
+        (emit.progress)(
+            &caps.1,
+            Progress::Ready {
+                worker: self.worker,
+                iteration,
+                ready_us,
+            },
+        );
         // The previous iteration's capabilities drop here.
         self.epoch = None;
-        if version >= self.cx.plan.iterations {
-            return; // the final version: nothing left to compute
-        }
         let own: VecDeque<UnitRows> = self
             .cx
             .assignment(self.worker)
@@ -314,6 +422,7 @@ impl ComputeState {
             iteration: version,
             caps,
             params,
+            params_version,
             own,
             given_to_me: VecDeque::new(),
             cloned_out: BTreeMap::new(),
@@ -362,6 +471,7 @@ impl ComputeState {
             units_given: epoch.units_given,
             control_sent: epoch.control_sent,
             units_cancelled: epoch.units_cancelled,
+            params_version: epoch.params_version,
             gt_slowdown: epoch.max_slowdown,
             gt_delay_us: epoch.delay_us,
         }
@@ -452,6 +562,7 @@ fn compute_unit(
     epoch: &mut Epoch,
     unit: &UnitRows,
     action: UnitAction,
+    iteration: u64,
 ) -> (UnitRecord, Vec<GradSlice>) {
     let started = Instant::now();
     let start_us = cx.us_since_start(started);
@@ -483,7 +594,7 @@ fn compute_unit(
         .enumerate()
         .map(|(owner, range)| GradSlice {
             owner: owner as u32,
-            iteration: epoch.iteration,
+            iteration,
             partition: unit.key.partition,
             unit: unit.key.unit,
             executor: worker,
@@ -495,7 +606,7 @@ fn compute_unit(
     let end_us = cx.now_us();
     let compute_us = compute.as_micros() as u64;
     let record = UnitRecord {
-        iteration: epoch.iteration,
+        iteration,
         worker,
         process: cx.process_of(worker),
         partition: unit.key.partition,

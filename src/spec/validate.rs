@@ -266,21 +266,17 @@ pub fn validate_with(
     })
 }
 
+/// Default SSP slack (iterations a worker may run ahead).
+pub const DEFAULT_SLACK: u64 = 1;
+
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 7] = [
-        (
-            "group_size",
-            s.group_size.is_some(),
-            "rapid-reassign or speculate",
-        ),
-        ("checkpoint", s.checkpoint.is_some(), "rapid-reassign"),
-        ("initial_units", s.initial_units.is_some(), "rapid-reassign"),
-        (
-            "follow_up_units",
-            s.follow_up_units.is_some(),
-            "rapid-reassign",
-        ),
+    let knobs: [(&str, bool, &str); 8] = [
+        ("slack", s.slack.is_some(), "ssp or flexrr"),
+        ("group_size", s.group_size.is_some(), "rapid-reassign or flexrr or speculate"),
+        ("checkpoint", s.checkpoint.is_some(), "rapid-reassign or flexrr"),
+        ("initial_units", s.initial_units.is_some(), "rapid-reassign or flexrr"),
+        ("follow_up_units", s.follow_up_units.is_some(), "rapid-reassign or flexrr"),
         ("quantile", s.quantile.is_some(), "speculate"),
         ("multiplier", s.multiplier.is_some(), "speculate"),
         ("max_clone_share", s.max_clone_share.is_some(), "speculate"),
@@ -322,7 +318,10 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
     match name {
         "bsp" => Ok(PolicyPlan::Bsp),
         "ideal" => Ok(PolicyPlan::Ideal),
-        "rapid-reassign" => {
+        "ssp" => Ok(PolicyPlan::Ssp {
+            slack: s.slack.unwrap_or(DEFAULT_SLACK),
+        }),
+        "rapid-reassign" | "flexrr" => {
             let checkpoint = share("checkpoint", s.checkpoint, DEFAULT_CHECKPOINT)?;
             let initial_units = s.initial_units.unwrap_or(DEFAULT_INITIAL_UNITS);
             if initial_units == 0 {
@@ -332,12 +331,20 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
             if follow_up_units == 0 {
                 return Err(cx.invalid("policy", "follow_up_units", "must be at least 1 (got 0)"));
             }
-            Ok(PolicyPlan::RapidReassign(ReassignConfig {
+            let reassign = ReassignConfig {
                 group_size,
                 checkpoint,
                 initial_units,
                 follow_up_units,
-            }))
+            };
+            Ok(if name == "flexrr" {
+                PolicyPlan::Flexrr {
+                    slack: s.slack.unwrap_or(DEFAULT_SLACK),
+                    reassign,
+                }
+            } else {
+                PolicyPlan::RapidReassign(reassign)
+            })
         }
         "speculate" => {
             let multiplier = s.multiplier.unwrap_or(DEFAULT_MULTIPLIER);
@@ -621,13 +628,15 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, rapid-reassign, speculate, ideal";
-        planned_policy: "[policy]\nname = \"flexrr\"\n" =>
-            "job.toml:2: [policy] name: policy 'flexrr' is not implemented yet; available: bsp, rapid-reassign, speculate, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, ideal";
+        planned_policy: "[policy]\nname = \"backup-workers\"\n" =>
+            "job.toml:2: [policy] name: policy 'backup-workers' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, ideal";
+        slack_on_bsp: "[policy]\nslack = 2\n" =>
+            "job.toml:2: [policy] slack: does not apply to policy 'bsp' (it is a ssp or flexrr knob)";
         group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>
             "job.toml:5: [policy] group_size: must be between 1 and the worker count minus one (2) (got 3)";
         reassign_knob_on_bsp: "[policy]\ncheckpoint = 0.5\n" =>
-            "job.toml:2: [policy] checkpoint: does not apply to policy 'bsp' (it is a rapid-reassign knob)";
+            "job.toml:2: [policy] checkpoint: does not apply to policy 'bsp' (it is a rapid-reassign or flexrr knob)";
         speculate_knob_on_reassign: "[policy]\nname = \"rapid-reassign\"\nmultiplier = 2.0\n" =>
             "job.toml:3: [policy] multiplier: does not apply to policy 'rapid-reassign' (it is a speculate knob)";
         multiplier_below_one: "[policy]\nname = \"speculate\"\nmultiplier = 0.5\n" =>

@@ -454,6 +454,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     let units_given = c.u32("units_given")?;
     let control_sent = c.u32("control_sent")?;
     let units_cancelled = c.u32("units_cancelled")?;
+    let params_version = c.u64("params_version")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
     let gt_delay_us = c.u64("gt_delay_us")?;
     Ok((0..c.len())
@@ -474,6 +475,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             units_given: units_given.value(i),
             control_sent: control_sent.value(i),
             units_cancelled: units_cancelled.value(i),
+            params_version: params_version.value(i),
             gt_slowdown: gt_slowdown.value(i),
             gt_delay_us: gt_delay_us.value(i),
         })

@@ -108,8 +108,12 @@ pub struct WorkerRecord {
     /// Control messages this worker sent.
     pub control_sent: u32,
     /// Units this worker skipped because a peer's clone finished them first
-    /// (own units), or dropped because their owner finished first (clones).
+    /// (own units), or dropped because their owner finished first (clones) or
+    /// because the iteration closed without them.
     pub units_cancelled: u32,
+    /// Parameter version the worker computed this iteration with; under SSP
+    /// `iteration - params_version` is the staleness it used (0 under BSP).
+    pub params_version: u64,
     /// Ground truth: the largest slowdown injected into this worker's units.
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.

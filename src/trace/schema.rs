@@ -147,6 +147,7 @@ pub fn worker_schema() -> SchemaRef {
         required("units_given", UInt32),
         required("control_sent", UInt32),
         required("units_cancelled", UInt32),
+        required("params_version", UInt64),
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
     ]))

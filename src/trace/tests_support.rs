@@ -53,6 +53,7 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         units_given: worker,
         control_sent: 2 * worker,
         units_cancelled: worker / 2,
+        params_version: iteration,
         gt_slowdown: 1.5 + f64::from(worker),
         gt_delay_us: 40 * u64::from(worker),
     }

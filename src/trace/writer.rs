@@ -299,6 +299,7 @@ pub(crate) fn workers_batch(
             u32s(records, |r| r.units_given),
             u32s(records, |r| r.control_sent),
             u32s(records, |r| r.units_cancelled),
+            u64s(records, |r| r.params_version),
             f64s(records, |r| r.gt_slowdown),
             u64s(records, |r| r.gt_delay_us),
         ],
