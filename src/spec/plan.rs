@@ -39,8 +39,14 @@ pub const DEFAULT_WORKERS_PER_MACHINE: u32 = 2;
 pub const DEFAULT_MAX_SLOWDOWN: f64 = 20.0;
 
 /// Policy names that are implemented.
-pub const AVAILABLE_POLICIES: &[&str] =
-    &["bsp", "ssp", "rapid-reassign", "flexrr", "speculate", "ideal"];
+pub const AVAILABLE_POLICIES: &[&str] = &[
+    "bsp",
+    "ssp",
+    "rapid-reassign",
+    "flexrr",
+    "speculate",
+    "ideal",
+];
 /// Policy names from the design that are not implemented yet.
 pub const PLANNED_POLICIES: &[&str] = &[
     "backup-workers",

@@ -273,10 +273,26 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
     let name = s.policy_name();
     let knobs: [(&str, bool, &str); 8] = [
         ("slack", s.slack.is_some(), "ssp or flexrr"),
-        ("group_size", s.group_size.is_some(), "rapid-reassign or flexrr or speculate"),
-        ("checkpoint", s.checkpoint.is_some(), "rapid-reassign or flexrr"),
-        ("initial_units", s.initial_units.is_some(), "rapid-reassign or flexrr"),
-        ("follow_up_units", s.follow_up_units.is_some(), "rapid-reassign or flexrr"),
+        (
+            "group_size",
+            s.group_size.is_some(),
+            "rapid-reassign or flexrr or speculate",
+        ),
+        (
+            "checkpoint",
+            s.checkpoint.is_some(),
+            "rapid-reassign or flexrr",
+        ),
+        (
+            "initial_units",
+            s.initial_units.is_some(),
+            "rapid-reassign or flexrr",
+        ),
+        (
+            "follow_up_units",
+            s.follow_up_units.is_some(),
+            "rapid-reassign or flexrr",
+        ),
         ("quantile", s.quantile.is_some(), "speculate"),
         ("multiplier", s.multiplier.is_some(), "speculate"),
         ("max_clone_share", s.max_clone_share.is_some(), "speculate"),

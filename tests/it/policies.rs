@@ -192,3 +192,66 @@ max_clone_share = 0.5
     bsp.pace_ns_per_row = 0;
     assert_eq!(run(&bsp).digest, out.digest);
 }
+
+const STRAGGLER: &str = r#"
+[job]
+iterations = 12
+seed = 21
+[data]
+partitions = 16
+units_per_partition = 4
+batch_fraction = 0.5
+[workers]
+count = 4
+pace_ns_per_row = 4000
+[straggler]
+pattern = "persistent"
+workers = [3]
+factor = 4.0
+"#;
+
+#[test]
+fn ssp_with_zero_slack_is_bsp() {
+    let bsp = run(&plan(STRAGGLER));
+    let ssp = run(&plan(&format!(
+        "{STRAGGLER}\n[policy]\nname = \"ssp\"\nslack = 0\n"
+    )));
+    assert_eq!(ssp.digest, bsp.digest);
+}
+
+/// SSP lets fast workers run ahead by at most `slack` versions: every worker row
+/// records a version within the bound, the straggler's peers do use stale
+/// parameters, and every unit still enters its iteration's sum exactly once.
+#[test]
+fn ssp_and_flexrr_respect_the_slack_and_count_every_unit_once() {
+    for policy in ["ssp", "flexrr"] {
+        let p = plan(&format!(
+            "{STRAGGLER}\n[policy]\nname = \"{policy}\"\nslack = 2\n"
+        ));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = run_in(&p, dir.path());
+        assert_eq!(out.iterations.len(), 12, "{policy}");
+        let trace = read_trace_dir(dir.path()).expect("trace reads");
+        for w in &trace.workers {
+            assert!(w.params_version <= w.iteration, "{policy}: {w:?}");
+            assert!(w.iteration - w.params_version <= 2, "{policy}: {w:?}");
+        }
+        assert!(
+            trace.workers.iter().any(|w| w.params_version < w.iteration),
+            "{policy}: somebody ran ahead of the straggler"
+        );
+        let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
+        for u in &trace.units {
+            *ledger
+                .entry((u.iteration, u.partition, u.unit))
+                .or_default() += 1;
+        }
+        assert_eq!(ledger.len(), 12 * 16 * 4, "{policy}");
+        assert!(ledger.values().all(|&n| n == 1), "{policy}");
+        assert!(
+            out.eval.accuracy > 0.8,
+            "{policy}: accuracy {}",
+            out.eval.accuracy
+        );
+    }
+}
