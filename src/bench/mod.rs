@@ -164,6 +164,10 @@ pub fn run_pipeline(
             pattern: plan.pattern.name().to_owned(),
             delay_percent,
             probability,
+            alpha: match &plan.pattern {
+                Pattern::PowerLaw { alpha, .. } => *alpha,
+                _ => 0.0,
+            },
             seed: plan.seed,
             pace_ns_per_row: plan.pace_ns_per_row,
             iterations: plan.iterations,
@@ -171,9 +175,12 @@ pub fn run_pipeline(
             median_iteration_ms: 0.0,
             barrier_wait_s: 0.0,
             work_reassigned: 0.0,
+            converged_iteration: None,
+            converged_s: None,
             test_accuracy: 0.0,
             params_sha256: String::new(),
             digest_matches: true,
+            bsp_semantics: plan.policy.keeps_bsp_semantics(),
         };
         let key = plan.math_hash();
         if run.plain_reference {
@@ -229,6 +236,11 @@ pub fn run_pipeline(
             .iter()
             .map(|r| r.wall_us as f64 / 1000.0)
             .collect();
+        let converged = crate::report::summary::converged_at(
+            &out.iterations,
+            crate::report::summary::CONVERGENCE_WINDOW,
+            crate::report::summary::CONVERGENCE_TOLERANCE,
+        );
         let row = BenchRow {
             time_per_iteration_ms: out.wall_us as f64 / 1000.0 / plan.iterations as f64,
             median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
@@ -239,12 +251,17 @@ pub fn run_pipeline(
                 .sum::<f64>()
                 / 1e6,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
+            converged_iteration: converged.map(|c| c.0),
+            converged_s: converged.map(|c| c.1 as f64 / 1e6),
             test_accuracy: out.eval.accuracy,
-            digest_matches: first_digest.get(&key).is_none_or(|d| *d == out.digest),
+            digest_matches: !plan.policy.keeps_bsp_semantics()
+                || first_digest.get(&key).is_none_or(|d| *d == out.digest),
             params_sha256: out.digest.clone(),
             ..base
         };
-        first_digest.entry(key).or_insert(out.digest);
+        if plan.policy.keeps_bsp_semantics() {
+            first_digest.entry(key).or_insert(out.digest);
+        }
         progress(&row);
         rows.push(row);
     }

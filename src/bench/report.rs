@@ -71,6 +71,7 @@ struct GroupKey {
     policy: String,
     workers: u32,
     probability: u64,
+    alpha: u64,
     delay: u64,
 }
 
@@ -83,6 +84,7 @@ fn group<'a>(rows: &[&'a BenchRow]) -> BTreeMap<GroupKey, Vec<&'a BenchRow>> {
                 policy: r.policy.clone(),
                 workers: r.workers,
                 probability: r.probability.to_bits(),
+                alpha: r.alpha.to_bits(),
                 delay: r.delay_percent.to_bits(),
             })
             .or_default()
@@ -158,28 +160,56 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | delay % | time/iteration ms (mean ± sd) | median iteration ms | barrier wait worker-s | vs {label} | work reassigned | test acc | digests equal |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | barrier wait worker-s | vs {label} | work reassigned | converged at iteration | time to converge s | test acc | digests equal |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            s,
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        );
         for (key, group) in &group(&mine) {
             let t: Vec<f64> = group.iter().map(|r| r.time_per_iteration_ms).collect();
             let (mean, sd) = mean_sd(&t);
             let ratio = baseline(sweep, rows, key.workers)
                 .filter(|_| key.kind == "timely" || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
+            let converged: Vec<&BenchRow> = group
+                .iter()
+                .copied()
+                .filter(|r| r.converged_iteration.is_some())
+                .collect();
+            let (conv_it, conv_s) = if converged.len() == group.len() {
+                (
+                    format!(
+                        "{:.1}",
+                        mean_of(&converged, |r| r.converged_iteration.unwrap_or(0) as f64)
+                    ),
+                    format!(
+                        "{:.2}",
+                        mean_of(&converged, |r| r.converged_s.unwrap_or(0.0))
+                    ),
+                )
+            } else {
+                (
+                    format!("{} of {} runs", converged.len(), group.len()),
+                    "—".to_owned(),
+                )
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.3} | {ratio} | {:.1} % | {:.4} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.3} | {ratio} | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
                 key.kind,
                 key.policy,
                 key.workers,
                 group[0].probability,
+                group[0].alpha,
                 group[0].delay_percent,
                 mean_of(group, |r| r.median_iteration_ms),
                 mean_of(group, |r| r.barrier_wait_s),
                 100.0 * mean_of(group, |r| r.work_reassigned),
                 mean_of(group, |r| r.test_accuracy),
-                if group.iter().all(|r| r.digest_matches) {
+                if !group.iter().all(|r| r.bsp_semantics) {
+                    "n/a (stale reads)"
+                } else if group.iter().all(|r| r.digest_matches) {
                     "yes"
                 } else {
                     "NO"

@@ -31,6 +31,8 @@ pub struct BenchRow {
     pub delay_percent: f64,
     /// Slowdown probability (0 when the pattern has none).
     pub probability: f64,
+    /// Power-law exponent (0 when the pattern has none).
+    pub alpha: f64,
     /// Seed.
     pub seed: u64,
     /// Paced mode, ns per row (0 = native).
@@ -45,13 +47,21 @@ pub struct BenchRow {
     pub barrier_wait_s: f64,
     /// Share of the units computed by a peer instead of their owner.
     pub work_reassigned: f64,
+    /// FlexRR's stopping rule: first iteration whose training loss changed < 2 %
+    /// over the 10 before, if any.
+    pub converged_iteration: Option<u64>,
+    /// Seconds from the job's start to that iteration's end.
+    pub converged_s: Option<f64>,
     /// Final test accuracy.
     pub test_accuracy: f64,
     /// SHA-256 of the final parameters.
     pub params_sha256: String,
     /// Whether the parameters equal those of the first run with the same math
-    /// (`JobPlan::math_hash`): under BSP semantics they must.
+    /// (`JobPlan::math_hash`): under BSP semantics they must. Always true for
+    /// policies that change the math (SSP), whose parameters depend on timing.
     pub digest_matches: bool,
+    /// Whether the policy keeps BSP semantics (so the digest check applies).
+    pub bsp_semantics: bool,
 }
 
 /// Writes `rows` to `path` as one Parquet file (atomically).
@@ -79,6 +89,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("pattern", s(|r| &r.pattern)),
         ("delay_percent", f64s(|r| r.delay_percent)),
         ("probability", f64s(|r| r.probability)),
+        ("alpha", f64s(|r| r.alpha)),
         ("seed", u64s(|r| r.seed)),
         ("pace_ns_per_row", u64s(|r| r.pace_ns_per_row)),
         ("iterations", u64s(|r| r.iterations)),
@@ -86,8 +97,28 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
         ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
         ("work_reassigned", f64s(|r| r.work_reassigned)),
+        (
+            "converged_iteration",
+            Arc::new(UInt64Array::from(
+                rows.iter()
+                    .map(|r| r.converged_iteration)
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "converged_s",
+            Arc::new(Float64Array::from(
+                rows.iter().map(|r| r.converged_s).collect::<Vec<_>>(),
+            )),
+        ),
         ("test_accuracy", f64s(|r| r.test_accuracy)),
         ("params_sha256", s(|r| &r.params_sha256)),
+        (
+            "bsp_semantics",
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.bsp_semantics).collect::<Vec<_>>(),
+            )),
+        ),
         (
             "digest_matches",
             Arc::new(BooleanArray::from(
@@ -98,7 +129,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
     let schema = Arc::new(Schema::new(
         columns
             .iter()
-            .map(|(name, a)| Field::new(*name, a.data_type().clone(), false))
+            .map(|(name, a)| Field::new(*name, a.data_type().clone(), a.null_count() > 0))
             .collect::<Vec<_>>(),
     ));
     let batch = RecordBatch::try_new(

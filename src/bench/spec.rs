@@ -49,6 +49,9 @@ pub struct SweepSpec {
     /// Slowdown probabilities.
     #[serde(default)]
     pub probability: Vec<f64>,
+    /// Power-law exponents.
+    #[serde(default)]
+    pub alpha: Vec<f64>,
     /// Policies; every combination runs once per policy (default: the job's).
     #[serde(default)]
     pub policies: Vec<String>,
@@ -103,25 +106,28 @@ impl SweepSpec {
         let mut runs = Vec::new();
         for &w in &workers {
             for probability in opt(&self.probability) {
-                for delay in opt(&self.delay_percent) {
-                    for policy in &policies {
-                        for &seed in &self.seeds {
-                            runs.push(RunSpec {
-                                sweep: self.name.clone(),
-                                job: pipeline_dir.join(&self.job),
-                                overrides: Overrides {
-                                    workers: w,
-                                    iterations: self.iterations,
-                                    seed: Some(seed),
-                                    pattern: self.pattern.clone(),
-                                    probability,
-                                    delay_percent: delay,
-                                    policy: policy.clone(),
-                                    pace_ns_per_row: self.pace_ns_per_row,
-                                    out: None,
-                                },
-                                plain_reference: self.reference.as_deref() == Some("plain"),
-                            });
+                for alpha in opt(&self.alpha) {
+                    for delay in opt(&self.delay_percent) {
+                        for policy in &policies {
+                            for &seed in &self.seeds {
+                                runs.push(RunSpec {
+                                    sweep: self.name.clone(),
+                                    job: pipeline_dir.join(&self.job),
+                                    overrides: Overrides {
+                                        workers: w,
+                                        iterations: self.iterations,
+                                        seed: Some(seed),
+                                        pattern: self.pattern.clone(),
+                                        probability,
+                                        delay_percent: delay,
+                                        alpha,
+                                        policy: policy.clone(),
+                                        pace_ns_per_row: self.pace_ns_per_row,
+                                        out: None,
+                                    },
+                                    plain_reference: self.reference.as_deref() == Some("plain"),
+                                });
+                            }
                         }
                     }
                 }

@@ -44,6 +44,9 @@ pub struct RunArgs {
     /// Probability of a slowdown (slow-worker, disrupted-machine).
     #[arg(long)]
     pub probability: Option<f64>,
+    /// Exponent α of the power-law pattern.
+    #[arg(long)]
+    pub alpha: Option<f64>,
     /// Mitigation policy.
     #[arg(long)]
     pub policy: Option<String>,
@@ -67,6 +70,7 @@ impl RunArgs {
             pattern: self.pattern.clone(),
             probability: self.probability,
             delay_percent: self.delay,
+            alpha: self.alpha,
             policy: self.policy.clone(),
             pace_ns_per_row: self.pace,
             out: self.out.clone(),

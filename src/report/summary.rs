@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::run::RunOutput;
 use crate::spec::JobPlan;
+use crate::trace::IterationRecord;
 
 /// The headline numbers of a run. Times in seconds or milliseconds, as named.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,7 +48,32 @@ pub struct RunSummary {
     pub majority_accuracy: f64,
     /// SHA-256 of the final parameters.
     pub params_sha256: String,
+    /// First iteration at which the training loss changed less than 2 % over the
+    /// previous 10 (FlexRR's stopping rule), if it did within the run.
+    pub converged_iteration: Option<u64>,
+    /// Time from the job's start to the end of that iteration, s.
+    pub converged_s: Option<f64>,
 }
+
+/// FlexRR's stopping rule: the first iteration `t ≥ window` whose training loss
+/// differs by less than `tolerance` (relative) from the loss `window` iterations
+/// before, with the time (µs since the job started) at which it ended.
+pub fn converged_at(
+    iterations: &[IterationRecord],
+    window: usize,
+    tolerance: f64,
+) -> Option<(u64, u64)> {
+    iterations.windows(window + 1).find_map(|w| {
+        let (old, new) = (w[0].train_loss, w[window].train_loss);
+        ((new - old).abs() < tolerance * old.abs())
+            .then_some((w[window].iteration, w[window].end_us))
+    })
+}
+
+/// Iterations over which the stopping rule compares the loss.
+pub const CONVERGENCE_WINDOW: usize = 10;
+/// Relative change of the loss under which the run counts as converged.
+pub const CONVERGENCE_TOLERANCE: f64 = 0.02;
 
 /// The `q`-quantile (0..=1) of `values` by nearest rank.
 pub fn quantile(values: &[f64], q: f64) -> f64 {
@@ -63,6 +89,7 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 impl RunSummary {
     /// Summarises a finished run.
     pub fn new(plan: &JobPlan, out: &RunOutput, out_dir: &Path, test_positive_rate: f64) -> Self {
+        let converged = converged_at(&out.iterations, CONVERGENCE_WINDOW, CONVERGENCE_TOLERANCE);
         let walls: Vec<f64> = out
             .iterations
             .iter()
@@ -95,6 +122,8 @@ impl RunSummary {
             test_log_loss: out.eval.log_loss,
             majority_accuracy: test_positive_rate.max(1.0 - test_positive_rate),
             params_sha256: out.digest.clone(),
+            converged_iteration: converged.map(|c| c.0),
+            converged_s: converged.map(|c| c.1 as f64 / 1e6),
         }
     }
 
@@ -134,6 +163,13 @@ impl RunSummary {
             "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}",
             self.test_accuracy, self.majority_accuracy, self.test_log_loss
         );
+        let _ = match (self.converged_iteration, self.converged_s) {
+            (Some(t), Some(secs)) => writeln!(
+                s,
+                "converged    at iteration {t} after {secs:.2} s (loss changed < 2 % over 10 iterations)"
+            ),
+            _ => writeln!(s, "converged    not within the run (loss still changing ≥ 2 % over 10 iterations)"),
+        };
         let _ = writeln!(s, "parameters   sha256 {}", self.params_sha256);
         let _ = writeln!(s, "output       {}", self.out_dir);
         s
@@ -143,6 +179,39 @@ impl RunSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rows(losses: &[f64]) -> Vec<IterationRecord> {
+        losses
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| IterationRecord {
+                iteration: i as u64,
+                start_us: i as u64 * 10,
+                end_us: i as u64 * 10 + 9,
+                wall_us: 9,
+                train_loss: l,
+                test_loss: None,
+                test_accuracy: None,
+                laggard: None,
+                lag_us: 0,
+                median_busy_us: 0,
+                barrier_wait_us: 0,
+                units: 1,
+                rows: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn convergence_is_a_small_change_over_the_window() {
+        // halves every iteration until 0.5, then flat
+        let mut l = vec![8.0, 4.0, 2.0, 1.0, 0.5];
+        l.extend(std::iter::repeat_n(0.5, 12));
+        // t = 14 is the first with t - 10 ≥ 4 (both 0.5)
+        assert_eq!(converged_at(&rows(&l), 10, 0.02), Some((14, 149)));
+        assert_eq!(converged_at(&rows(&l[..12]), 10, 0.02), None);
+        assert_eq!(converged_at(&rows(&[1.0; 5]), 10, 0.02), None);
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

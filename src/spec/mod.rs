@@ -102,6 +102,8 @@ pub struct Overrides {
     pub probability: Option<f64>,
     /// `--delay` (percent).
     pub delay_percent: Option<f64>,
+    /// `--alpha` (power-law exponent).
+    pub alpha: Option<f64>,
     /// `--policy`.
     pub policy: Option<String>,
     /// `--pace` (ns per row).
@@ -135,6 +137,9 @@ impl Overrides {
         }
         if let Some(d) = self.delay_percent {
             spec.straggler.delay_percent = Some(d);
+        }
+        if let Some(a) = self.alpha {
+            spec.straggler.alpha = Some(a);
         }
         if let Some(p) = &self.policy {
             spec.policy.name = Some(p.clone());

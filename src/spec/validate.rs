@@ -62,6 +62,7 @@ impl Overrides {
             ("straggler", "pattern") => self.pattern.is_some(),
             ("straggler", "probability") => self.probability.is_some(),
             ("straggler", "delay_percent") => self.delay_percent.is_some(),
+            ("straggler", "alpha") => self.alpha.is_some(),
             ("policy", "name") => self.policy.is_some(),
             _ => false,
         }
