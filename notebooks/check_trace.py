@@ -97,6 +97,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("barrier_wait_us", pa.uint64(), False),
         ("units", pa.uint32(), False),
         ("rows", pa.uint64(), False),
+        ("dropped_partitions", pa.string(), False),
     ],
 }
 

@@ -175,6 +175,7 @@ pub fn run_pipeline(
             median_iteration_ms: 0.0,
             barrier_wait_s: 0.0,
             work_reassigned: 0.0,
+            work_cloned: 0.0,
             converged_iteration: None,
             converged_s: None,
             test_accuracy: 0.0,
@@ -251,6 +252,7 @@ pub fn run_pipeline(
                 .sum::<f64>()
                 / 1e6,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
+            work_cloned: out.units_cloned as f64 / out.units_total.max(1) as f64,
             converged_iteration: converged.map(|c| c.0),
             converged_s: converged.map(|c| c.1 as f64 / 1e6),
             test_accuracy: out.eval.accuracy,

@@ -47,6 +47,8 @@ pub struct BenchRow {
     pub barrier_wait_s: f64,
     /// Share of the units computed by a peer instead of their owner.
     pub work_reassigned: f64,
+    /// Speculative copies computed, as a share of the units.
+    pub work_cloned: f64,
     /// FlexRR's stopping rule: first iteration whose training loss changed < 2 %
     /// over the 10 before, if any.
     pub converged_iteration: Option<u64>,
@@ -97,6 +99,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
         ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
         ("work_reassigned", f64s(|r| r.work_reassigned)),
+        ("work_cloned", f64s(|r| r.work_cloned)),
         (
             "converged_iteration",
             Arc::new(UInt64Array::from(

@@ -10,6 +10,7 @@
 //! | `speculate` | [`speculate`] | Spark/LATE: a slow worker's last units are cloned on a finished peer; the first copy wins |
 //! | `ssp` | — | stale synchronous parallel: start iteration t with parameters ≥ t − slack (changes the math) |
 //! | `flexrr` | [`reassign`] | FlexRR: `ssp` + `rapid-reassign` |
+//! | `backup-workers` | — | use the first N − b workers' gradients, drop the rest (lossy, recorded) |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
 pub mod reassign;
@@ -37,6 +38,11 @@ pub enum PolicyPlan {
         /// Iterations a worker may run ahead (0 = BSP).
         slack: u64,
     },
+    /// Backup workers: use the first N − b workers' gradients, drop the rest.
+    BackupWorkers {
+        /// Workers whose gradients are dropped each iteration (b).
+        backups: u32,
+    },
     /// FlexRR: SSP plus rapid reassignment.
     Flexrr {
         /// Iterations a worker may run ahead.
@@ -56,6 +62,7 @@ impl PolicyPlan {
             PolicyPlan::RapidReassign(_) => "rapid-reassign",
             PolicyPlan::Speculate(_) => "speculate",
             PolicyPlan::Ssp { .. } => "ssp",
+            PolicyPlan::BackupWorkers { .. } => "backup-workers",
             PolicyPlan::Flexrr { .. } => "flexrr",
             PolicyPlan::Ideal => "ideal",
         }
@@ -64,7 +71,7 @@ impl PolicyPlan {
     /// Whether the policy keeps BSP semantics (every unit counted exactly once per
     /// iteration, fixed reduction order): its parameters equal `bsp`'s bit for bit.
     pub fn keeps_bsp_semantics(&self) -> bool {
-        self.slack() == 0
+        self.slack() == 0 && !matches!(self, PolicyPlan::BackupWorkers { .. })
     }
 
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).

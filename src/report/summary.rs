@@ -198,6 +198,7 @@ mod tests {
                 barrier_wait_us: 0,
                 units: 1,
                 rows: 1,
+                dropped_partitions: String::new(),
             })
             .collect()
     }

@@ -30,11 +30,12 @@ use timely::worker::Worker;
 
 use super::context::JobContext;
 use super::detect::ProgressTracker;
-use super::messages::{Control, GradSlice, Progress, ShardParams};
+use super::messages::{Control, DropDecision, GradSlice, Progress, ShardParams};
 use super::oplog::register_clock;
-use super::reduce::ShardReducer;
+use super::reduce::{BackupRule, ShardReducer};
 use super::sink::SinkEvent;
 use super::worker::{ComputeState, Emit, PendingVersion};
+use crate::policy::PolicyPlan;
 
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
 
@@ -131,30 +132,74 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             cx.partitioning.rows_per_iteration(),
             cx.plan.optimizer,
         );
+        if let PolicyPlan::BackupWorkers { backups } = cx.plan.policy {
+            let mut units_per_owner = vec![0; workers as usize];
+            for &o in &cx.owners {
+                units_per_owner[o as usize] += cx.plan.units_per_partition;
+            }
+            reducer = reducer.with_backup(BackupRule {
+                keep: workers - backups,
+                owners: cx.owners.clone(),
+                units_per_owner,
+            });
+        }
         let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
         let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
         let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
+        let (decisions_out, decisions) = builder.new_output::<Vec<DropDecision>>();
+        // Shard 0's owner tells the others which partitions an iteration drops
+        // (backup workers); like the control loop, the input is unconnected.
+        let mut decisions_in = builder.new_input_connection(
+            decisions,
+            Exchange::new(|d: &DropDecision| d.target as u64),
+            std::iter::empty(),
+        );
         let mut params_out = OutputBuilder::<u64, Builder<ShardParams>>::from(params_out);
+        let mut decisions_out = OutputBuilder::<u64, Builder<DropDecision>>::from(decisions_out);
         let reduce_sink = sink.clone();
-        let rows = cx.partitioning.rows_per_iteration() as f64;
         builder.build(move |_caps| {
-            let mut open: BTreeMap<u64, Capability<u64>> = BTreeMap::new();
+            let mut open: BTreeMap<u64, (Capability<u64>, Capability<u64>)> = BTreeMap::new();
             move |_frontiers| {
                 grads_in.for_each(|cap, data| {
                     for slice in data.drain(..) {
                         let t = slice.iteration;
                         if reducer.offer(slice) == super::reduce::Offer::Accepted {
-                            open.entry(t).or_insert_with(|| cap.delayed(&t, 0));
+                            open.entry(t)
+                                .or_insert_with(|| (cap.delayed(&t, 0), cap.delayed(&t, 1)));
                         }
                     }
                 });
+                decisions_in.for_each(|_cap, data| {
+                    for d in data.drain(..) {
+                        reducer.set_dropped(d.iteration, &d.partitions);
+                    }
+                });
+                if index == 0 {
+                    let mut out = decisions_out.activate();
+                    for (&t, caps) in &open {
+                        if let Some(dropped) = reducer.decide(t) {
+                            let mut session = out.session(&caps.1);
+                            for target in 1..workers {
+                                session.give(DropDecision {
+                                    target,
+                                    iteration: t,
+                                    partitions: dropped.clone(),
+                                });
+                            }
+                            let _ = reduce_sink.send(SinkEvent::Dropped {
+                                iteration: t,
+                                partitions: dropped,
+                            });
+                        }
+                    }
+                }
                 let mut out = params_out.activate();
                 while let Some((&t, _)) = open.first_key_value() {
                     let Some(reduced) = reducer.try_reduce(t) else {
                         break;
                     };
-                    let cap = open.remove(&t).expect("present");
-                    let mut session = out.session(&cap);
+                    let caps = open.remove(&t).expect("present");
+                    let mut session = out.session(&caps.0);
                     for target in 0..workers {
                         session.give(ShardParams {
                             target,
@@ -168,7 +213,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         // run reports that error at the end.
                         let _ = reduce_sink.send(SinkEvent::TrainLoss {
                             iteration: t,
-                            loss: reduced.loss_sum / rows,
+                            loss: reduced.loss_sum / reduced.rows,
                         });
                     }
                 }

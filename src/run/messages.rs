@@ -86,3 +86,15 @@ pub struct Control {
     /// With `Assign`: the units that now belong to the receiver.
     pub units: Vec<UnitKey>,
 }
+
+/// Backup workers: shard 0's owner tells the other shard owners which
+/// partitions an iteration drops, so every shard reduces the same set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DropDecision {
+    /// Shard owner addressed (the exchange key).
+    pub target: u32,
+    /// Iteration.
+    pub iteration: u64,
+    /// Dropped partitions, ascending.
+    pub partitions: Vec<u32>,
+}

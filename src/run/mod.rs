@@ -67,6 +67,8 @@ pub struct RunOutput {
     pub units_total: u64,
     /// Units computed by a peer of their owner (rapid reassignment).
     pub units_reassigned: u64,
+    /// Speculative copies computed (speculation).
+    pub units_cloned: u64,
 }
 
 /// SHA-256 (hex) of parameters as little-endian `f64` bytes.
@@ -159,5 +161,6 @@ pub fn run_job(
         ideal_us: sink_output.ideal_us,
         units_total: sink_output.units_total,
         units_reassigned: sink_output.units_reassigned,
+        units_cloned: sink_output.units_cloned,
     })
 }

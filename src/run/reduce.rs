@@ -28,12 +28,32 @@ pub struct Reduced {
     pub values: Vec<f64>,
     /// Σ of the units' loss sums, folded in the same order (shard 0 only).
     pub loss_sum: f64,
+    /// Rows the reduction included (all of the iteration's under BSP).
+    pub rows: f64,
 }
 
 #[derive(Debug)]
 struct Slots {
-    grads: Vec<Option<(Vec<f64>, f64)>>,
+    grads: Vec<Option<(Vec<f64>, f64, u32)>>,
     filled: usize,
+    /// Units received per owner (backup workers).
+    per_owner: Vec<u32>,
+    /// Owners whose units have all arrived, in the order they completed.
+    completed: Vec<u32>,
+    /// Partitions the reduction includes, once decided (backup workers).
+    included: Option<Vec<bool>>,
+}
+
+/// Backup workers (Chen et al., 2016): reduce the gradients of the first
+/// `keep` workers to deliver all their units and drop the others'.
+#[derive(Debug, Clone)]
+pub struct BackupRule {
+    /// How many workers' gradients are kept (N − b).
+    pub keep: u32,
+    /// Owner of each partition.
+    pub owners: Vec<u32>,
+    /// Units each worker owns per iteration.
+    pub units_per_owner: Vec<u32>,
 }
 
 /// State of one parameter shard at its owner.
@@ -48,6 +68,7 @@ pub struct ShardReducer {
     pending: BTreeMap<u64, Slots>,
     reduced_through: Option<u64>,
     duplicates: u64,
+    backup: Option<BackupRule>,
 }
 
 impl ShardReducer {
@@ -69,7 +90,58 @@ impl ShardReducer {
             pending: BTreeMap::new(),
             reduced_through: None,
             duplicates: 0,
+            backup: None,
         }
+    }
+
+    /// Reduces only what the first `rule.keep` workers deliver (lossy).
+    pub fn with_backup(mut self, rule: BackupRule) -> Self {
+        self.backup = Some(rule);
+        self
+    }
+
+    fn slots(&mut self, iteration: u64) -> &mut Slots {
+        let units = (self.partitions * self.units_per_partition) as usize;
+        let owners = self.backup.as_ref().map_or(0, |b| b.units_per_owner.len());
+        self.pending.entry(iteration).or_insert_with(|| Slots {
+            grads: vec![None; units],
+            filled: 0,
+            per_owner: vec![0; owners],
+            completed: Vec::new(),
+            included: None,
+        })
+    }
+
+    /// Shard 0's owner decides, once the first `keep` workers have delivered all
+    /// their units, which partitions iteration `t` includes; returns the dropped
+    /// partitions when it decides (once).
+    pub fn decide(&mut self, iteration: u64) -> Option<Vec<u32>> {
+        let rule = self.backup.clone()?;
+        let slots = self.pending.get_mut(&iteration)?;
+        if slots.included.is_some() || (slots.completed.len() as u32) < rule.keep {
+            return None;
+        }
+        let kept = &slots.completed[..rule.keep as usize];
+        let included: Vec<bool> = rule.owners.iter().map(|o| kept.contains(o)).collect();
+        let dropped = (0..rule.owners.len() as u32)
+            .filter(|&p| !included[p as usize])
+            .collect();
+        slots.included = Some(included);
+        Some(dropped)
+    }
+
+    /// Takes shard 0's decision for `iteration`: these partitions are dropped.
+    pub fn set_dropped(&mut self, iteration: u64, dropped: &[u32]) {
+        if self.reduced_through.is_some_and(|r| iteration <= r) {
+            return;
+        }
+        let partitions = self.partitions as usize;
+        let slots = self.slots(iteration);
+        let mut included = vec![true; partitions];
+        for &p in dropped {
+            included[p as usize] = false;
+        }
+        slots.included = Some(included);
     }
 
     /// The coordinates this shard covers.
@@ -88,23 +160,28 @@ impl ShardReducer {
             self.duplicates += 1;
             return Offer::Duplicate;
         }
-        let units = (self.partitions * self.units_per_partition) as usize;
-        let slots = self
-            .pending
-            .entry(slice.iteration)
-            .or_insert_with(|| Slots {
-                grads: vec![None; units],
-                filled: 0,
-            });
         let index = (slice.partition * self.units_per_partition + slice.unit) as usize;
+        let owner = self.backup.as_ref().map(|b| {
+            (
+                b.owners[slice.partition as usize],
+                b.units_per_owner.clone(),
+            )
+        });
+        let slots = self.slots(slice.iteration);
         match &mut slots.grads[index] {
             Some(_) => {
                 self.duplicates += 1;
                 Offer::Duplicate
             }
             slot @ None => {
-                *slot = Some((slice.values, slice.loss_sum));
+                *slot = Some((slice.values, slice.loss_sum, slice.rows));
                 slots.filled += 1;
+                if let Some((o, totals)) = owner {
+                    slots.per_owner[o as usize] += 1;
+                    if slots.per_owner[o as usize] == totals[o as usize] {
+                        slots.completed.push(o);
+                    }
+                }
                 Offer::Accepted
             }
         }
@@ -112,9 +189,17 @@ impl ShardReducer {
 
     /// Whether every unit of `iteration` has arrived.
     pub fn is_complete(&self, iteration: u64) -> bool {
+        let upp = self.units_per_partition as usize;
         self.pending
             .get(&iteration)
-            .is_some_and(|s| s.filled == s.grads.len())
+            .is_some_and(|s| match &s.included {
+                None => self.backup.is_none() && s.filled == s.grads.len(),
+                Some(included) => s
+                    .grads
+                    .iter()
+                    .enumerate()
+                    .all(|(i, g)| !included[i / upp] || g.is_some()),
+            })
     }
 
     /// Reduces `iteration` in partition order and steps the optimiser, if every
@@ -131,28 +216,43 @@ impl ShardReducer {
         let slots = self.pending.remove(&iteration)?;
         let mut total = vec![0.0; self.values.len()];
         let mut loss_sum = 0.0;
+        let mut rows = 0u64;
         let mut grads = slots.grads.into_iter();
-        for _ in 0..self.partitions {
+        for p in 0..self.partitions as usize {
+            let keep = slots.included.as_ref().is_none_or(|inc| inc[p]);
             let mut partial = vec![0.0; self.values.len()];
             let mut partial_loss = 0.0;
             for _ in 0..self.units_per_partition {
-                let (g, loss) = grads.next().flatten()?;
+                let unit = grads.next().flatten();
+                if !keep {
+                    continue;
+                }
+                let (g, loss, unit_rows) = unit?;
                 for (acc, x) in partial.iter_mut().zip(&g) {
                     *acc += x;
                 }
                 partial_loss += loss;
+                rows += u64::from(unit_rows);
+            }
+            if !keep {
+                continue;
             }
             for (acc, x) in total.iter_mut().zip(&partial) {
                 *acc += x;
             }
             loss_sum += partial_loss;
         }
-        self.adam
-            .step(&mut self.values, &total, self.rows_per_iteration);
+        // Under BSP every unit is in, and the divisor is the fixed row count.
+        let divisor = match slots.included {
+            None => self.rows_per_iteration,
+            Some(_) => rows.max(1) as f64,
+        };
+        self.adam.step(&mut self.values, &total, divisor);
         self.reduced_through = Some(iteration);
         Some(Reduced {
             values: self.values.clone(),
             loss_sum,
+            rows: divisor,
         })
     }
 }
@@ -230,6 +330,37 @@ mod tests {
         assert_eq!(out.loss_sum, 1e16 + 1.0 + (-1e16 + 1.0));
         assert_eq!(r.offer(slice(0, 0, 0, vec![5.0, 5.0])), Offer::Duplicate);
         assert_eq!(r.duplicates(), 5);
+    }
+
+    #[test]
+    fn backup_workers_reduce_the_first_owners_to_deliver() {
+        // partitions 0 and 1 owned by workers 0 and 1; keep one worker
+        let rule = BackupRule {
+            keep: 1,
+            owners: vec![0, 1],
+            units_per_owner: vec![2, 2],
+        };
+        let mut r0 = ShardReducer::new(0..2, 2, 2, 4, config()).with_backup(rule.clone());
+        let mut r1 = ShardReducer::new(0..2, 2, 2, 4, config()).with_backup(rule);
+        // worker 1 delivers first
+        for (p, u, g) in grads().into_iter().filter(|(p, _, _)| *p == 1) {
+            r0.offer(slice(0, p, u, g.clone()));
+            r1.offer(slice(0, p, u, g));
+        }
+        assert!(!r0.is_complete(0), "no decision yet");
+        let dropped = r0.decide(0).expect("worker 1 is complete");
+        assert_eq!(dropped, vec![0]);
+        assert_eq!(r0.decide(0), None, "decided once");
+        assert!(!r1.is_complete(0), "shard 1 waits for shard 0's decision");
+        r1.set_dropped(0, &dropped);
+        let a = r0.try_reduce(0).expect("complete");
+        let b = r1.try_reduce(0).expect("complete");
+        assert_eq!(a.rows, 2.0);
+        assert_eq!(a.values, b.values);
+        // partition 1 only: -1e16 + 1
+        assert_eq!(a.loss_sum, -1e16 + 1.0);
+        // a late slice of the dropped worker is discarded
+        assert_eq!(r0.offer(slice(0, 0, 0, vec![1.0, 1.0])), Offer::Duplicate);
     }
 
     #[test]

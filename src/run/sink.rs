@@ -34,6 +34,14 @@ pub enum SinkEvent {
         /// Mean log-loss over the iteration's rows.
         loss: f64,
     },
+    /// Backup workers: the partitions iteration `iteration` dropped (shard 0's
+    /// owner, when it decides).
+    Dropped {
+        /// Iteration.
+        iteration: u64,
+        /// Dropped partitions, ascending.
+        partitions: Vec<u32>,
+    },
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
         /// Version.
@@ -64,6 +72,8 @@ pub struct SinkOutput {
     pub units_total: u64,
     /// Units computed by a peer of their owner.
     pub units_reassigned: u64,
+    /// Speculative copies computed.
+    pub units_cloned: u64,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +81,7 @@ struct Pending {
     timing: Option<(u64, LaggardReport)>,
     loss: Option<f64>,
     eval: Option<Evaluation>,
+    dropped: Vec<u32>,
 }
 
 /// Settings of the sink.
@@ -103,6 +114,7 @@ pub fn run_sink(
         ideal_us: 0,
         units_total: 0,
         units_reassigned: 0,
+        units_cloned: 0,
     };
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut units: Vec<UnitRecord> = Vec::new();
@@ -119,6 +131,10 @@ pub fn run_sink(
                 out.units_reassigned += batch
                     .iter()
                     .filter(|u| u.action == crate::trace::UnitAction::Reassigned)
+                    .count() as u64;
+                out.units_cloned += batch
+                    .iter()
+                    .filter(|u| u.action == crate::trace::UnitAction::Clone)
                     .count() as u64;
                 units.append(&mut batch);
             }
@@ -139,6 +155,12 @@ pub fn run_sink(
                     .unwrap_or(0);
                 workers.append(&mut w);
                 pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
+            }
+            SinkEvent::Dropped {
+                iteration,
+                partitions,
+            } => {
+                pending.entry(iteration).or_default().dropped = partitions;
             }
             SinkEvent::TrainLoss { iteration, loss } => {
                 pending.entry(iteration).or_default().loss = Some(loss);
@@ -188,6 +210,12 @@ pub fn run_sink(
                 barrier_wait_us,
                 units: config.units_per_iteration,
                 rows: config.rows_per_iteration,
+                dropped_partitions: p
+                    .dropped
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
             };
             if let Some(observer) = observer.as_mut() {
                 observer(&row);

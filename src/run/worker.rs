@@ -215,17 +215,26 @@ impl ComputeState {
             }
         }
         if !epoch.has_units() && !epoch.idle_reported {
-            epoch.idle_reported = true;
-            let record = self.worker_record();
-            let epoch = self.epoch.as_mut().expect("checked above");
-            (emit.progress)(&epoch.caps.1, Progress::Finished(record));
-            if let Some(agent) = self.agent.as_mut() {
+            self.report_idle(emit);
+            if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_mut()) {
                 let out = agent.on_idle(epoch.unit_us());
                 send_all(self.worker, epoch, out, emit);
             }
-            let units = std::mem::take(&mut epoch.units);
-            let _ = self.sink.send(SinkEvent::Units(units));
         }
+    }
+
+    /// Tells worker 0 that this worker has nothing left of the current iteration
+    /// (as of now) and hands its unit records to the sink.
+    fn report_idle(&mut self, emit: &mut Emit<'_>) {
+        if self.epoch.as_ref().is_none_or(|e| e.idle_reported) {
+            return;
+        }
+        let record = self.worker_record();
+        let epoch = self.epoch.as_mut().expect("checked above");
+        epoch.idle_reported = true;
+        (emit.progress)(&epoch.caps.1, Progress::Finished(record));
+        let units = std::mem::take(&mut epoch.units);
+        let _ = self.sink.send(SinkEvent::Units(units));
     }
 
     /// A newer complete version means the current iteration was reduced without
@@ -367,6 +376,9 @@ impl ComputeState {
     }
 
     fn begin(&mut self, emit: &mut Emit<'_>) {
+        // An iteration left without going idle (its leftovers were abandoned)
+        // still reports, so its records are not lost.
+        self.report_idle(emit);
         let latest = self.latest.as_ref().expect("checked by can_begin");
         let iteration = self.next_iteration.min(self.cx.plan.iterations);
         if latest.version >= self.cx.plan.iterations {

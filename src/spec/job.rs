@@ -135,6 +135,8 @@ pub struct PolicySection {
     pub initial_units: Option<u32>,
     /// rapid-reassign: units given in answer to a help offer.
     pub follow_up_units: Option<u32>,
+    /// backup-workers: workers whose gradients are dropped each iteration.
+    pub backups: Option<u32>,
     /// ssp, flexrr: iterations a worker may run ahead of the slowest.
     pub slack: Option<u64>,
     /// speculate: share of its units after which a worker reports progress.

@@ -45,11 +45,11 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "rapid-reassign",
     "flexrr",
     "speculate",
+    "backup-workers",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.
 pub const PLANNED_POLICIES: &[&str] = &[
-    "backup-workers",
     "proactive",
     "proactive-clone",
     "dpro-substitute",

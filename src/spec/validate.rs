@@ -272,7 +272,8 @@ pub const DEFAULT_SLACK: u64 = 1;
 
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 8] = [
+    let knobs: [(&str, bool, &str); 9] = [
+        ("backups", s.backups.is_some(), "backup-workers"),
         ("slack", s.slack.is_some(), "ssp or flexrr"),
         (
             "group_size",
@@ -335,6 +336,20 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
     match name {
         "bsp" => Ok(PolicyPlan::Bsp),
         "ideal" => Ok(PolicyPlan::Ideal),
+        "backup-workers" => {
+            let backups = s.backups.unwrap_or(1);
+            if backups == 0 || backups >= workers {
+                return Err(cx.invalid(
+                    "policy",
+                    "backups",
+                    format!(
+                        "must be between 1 and the worker count minus one ({}) (got {backups})",
+                        workers.saturating_sub(1)
+                    ),
+                ));
+            }
+            Ok(PolicyPlan::BackupWorkers { backups })
+        }
         "ssp" => Ok(PolicyPlan::Ssp {
             slack: s.slack.unwrap_or(DEFAULT_SLACK),
         }),
@@ -645,9 +660,11 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, ideal";
-        planned_policy: "[policy]\nname = \"backup-workers\"\n" =>
-            "job.toml:2: [policy] name: policy 'backup-workers' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, ideal";
+        planned_policy: "[policy]\nname = \"proactive\"\n" =>
+            "job.toml:2: [policy] name: policy 'proactive' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, ideal";
+        backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>
+            "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>
             "job.toml:2: [policy] slack: does not apply to policy 'bsp' (it is a ssp or flexrr knob)";
         group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>

@@ -496,6 +496,7 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
     let barrier_wait_us = c.u64("barrier_wait_us")?;
     let units = c.u32("units")?;
     let rows = c.u64("rows")?;
+    let dropped = c.utf8("dropped_partitions")?;
     Ok((0..c.len())
         .map(|i| IterationRecord {
             iteration: iteration.value(i),
@@ -511,6 +512,7 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
             barrier_wait_us: barrier_wait_us.value(i),
             units: units.value(i),
             rows: rows.value(i),
+            dropped_partitions: dropped.value(i).to_owned(),
         })
         .collect())
 }

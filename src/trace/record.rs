@@ -150,4 +150,7 @@ pub struct IterationRecord {
     pub units: u32,
     /// Rows sampled in the iteration.
     pub rows: u64,
+    /// Backup workers: partitions whose gradients were dropped this iteration,
+    /// comma-separated in ascending order ("" when none).
+    pub dropped_partitions: String,
 }

@@ -171,6 +171,7 @@ pub fn iteration_schema() -> SchemaRef {
         required("barrier_wait_us", UInt64),
         required("units", UInt32),
         required("rows", UInt64),
+        required("dropped_partitions", Utf8),
     ]))
 }
 

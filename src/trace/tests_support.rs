@@ -76,6 +76,11 @@ pub(crate) fn iteration(iteration: u64, laggard: Option<u32>) -> IterationRecord
         barrier_wait_us: 333,
         units: 16,
         rows: 1024 + iteration,
+        dropped_partitions: if evaluated {
+            String::new()
+        } else {
+            "3,7".into()
+        },
     }
 }
 

@@ -63,6 +63,7 @@ pub struct TraceStamp {
 ///     iteration: 0, start_us: 10, end_us: 60, wall_us: 50, train_loss: 0.69,
 ///     test_loss: None, test_accuracy: None, laggard: None, lag_us: 0,
 ///     median_busy_us: 45, barrier_wait_us: 12, units: 8, rows: 512,
+///     dropped_partitions: String::new(),
 /// };
 /// let part = writer.write_iterations(&[row.clone()])?;
 /// assert!(part.is_some_and(|p| p.ends_with("iterations/part-p000-00000.parquet")));
@@ -331,6 +332,9 @@ pub(crate) fn iterations_batch(
             u64s(records, |r| r.barrier_wait_us),
             u32s(records, |r| r.units),
             u64s(records, |r| r.rows),
+            Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.dropped_partitions.as_str()),
+            )),
         ],
     )
 }

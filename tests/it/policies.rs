@@ -255,3 +255,61 @@ fn ssp_and_flexrr_respect_the_slack_and_count_every_unit_once() {
         );
     }
 }
+
+/// Backup workers are lossy by design: every iteration the partitions of
+/// exactly `backups` workers are dropped, the trace names them, the dropped
+/// worker stops computing what is no longer needed, and the model still learns.
+#[test]
+fn backup_workers_drop_the_last_workers_and_record_it() {
+    let p = plan(
+        r#"
+[job]
+iterations = 8
+seed = 3
+[data]
+partitions = 12
+units_per_partition = 4
+[workers]
+count = 4
+pace_ns_per_row = 4000
+[straggler]
+pattern = "persistent"
+workers = [2]
+factor = 5.0
+[policy]
+name = "backup-workers"
+backups = 1
+"#,
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    assert_eq!(out.iterations.len(), 8);
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    for row in &trace.iterations {
+        let dropped: Vec<u32> = row
+            .dropped_partitions
+            .split(',')
+            .map(|p| p.parse().expect("a partition number"))
+            .collect();
+        // worker 2 owns partitions 2, 6, 10 and is always last
+        assert_eq!(dropped, vec![2, 6, 10], "iteration {}", row.iteration);
+    }
+    let slow: Vec<_> = trace.workers.iter().filter(|w| w.worker == 2).collect();
+    assert_eq!(
+        slow.len(),
+        8,
+        "the dropped worker still reports every iteration"
+    );
+    assert!(
+        slow.iter().any(|w| w.units_cancelled > 0),
+        "the dropped worker abandons units nobody needs"
+    );
+    assert!(out.eval.accuracy > 0.8, "accuracy {}", out.eval.accuracy);
+    let bsp = run(&plan(
+        "[job]\niterations = 8\nseed = 3\n[data]\npartitions = 12\nunits_per_partition = 4\n[workers]\ncount = 4\n",
+    ));
+    assert_ne!(
+        bsp.digest, out.digest,
+        "dropping gradients changes the math"
+    );
+}
