@@ -12,11 +12,6 @@ use crate::policy::reassign::helper_group;
 use crate::policy::{PeerAgent, PolicyPlan, ReassignAgent, SpeculateAgent};
 use crate::spec::JobPlan;
 
-/// Extra holders of every partition besides its owner: the owner's first
-/// helper-group peers (in another process first), who can take its units
-/// without moving data.
-pub const REPLICAS: u32 = 1;
-
 /// Read-only state of a job, shared by its workers.
 #[derive(Debug)]
 pub struct JobContext {
@@ -70,7 +65,8 @@ impl JobContext {
             .iter()
             .map(|&o| {
                 let mut h = vec![o];
-                h.extend(helper_group(o, workers, workers, REPLICAS));
+                // the owner's first helper-group peers (other processes first)
+                h.extend(helper_group(o, workers, workers, plan.replicas));
                 h
             })
             .collect();

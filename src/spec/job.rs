@@ -67,6 +67,9 @@ pub struct DataSection {
     pub units_per_partition: Option<u32>,
     /// Share of each partition's rows sampled per iteration (1.0 = full batch).
     pub batch_fraction: Option<f64>,
+    /// Extra holders of every partition besides its owner (in other processes
+    /// first), who can take its units without moving data.
+    pub replicas: Option<u32>,
 }
 
 /// `[model]`.

@@ -25,6 +25,8 @@ pub const DEFAULT_TEST_FRACTION: f64 = 1.0 / 3.0;
 pub const DEFAULT_LEARNING_RATE: f64 = 0.05;
 /// Default L2 penalty.
 pub const DEFAULT_L2: f64 = 1e-4;
+/// Default extra holders of every partition.
+pub const DEFAULT_REPLICAS: u32 = 1;
 /// Default worker count.
 pub const DEFAULT_WORKERS: u32 = 4;
 /// Default laggard threshold (fraction of the median busy time).
@@ -83,6 +85,8 @@ pub struct JobPlan {
     pub units_per_partition: u32,
     /// Share of each partition sampled per iteration.
     pub batch_fraction: f64,
+    /// Extra holders of every partition besides its owner.
+    pub replicas: u32,
     /// Optimiser.
     pub optimizer: AdamConfig,
     /// Evaluate on test rows every this many iterations.

@@ -209,6 +209,20 @@ pub fn validate_with(
         ));
     }
     let pace_ns_per_row = spec.workers.pace_ns_per_row.unwrap_or(0);
+    let replicas = spec
+        .data
+        .replicas
+        .unwrap_or(DEFAULT_REPLICAS.min(workers.saturating_sub(1)));
+    if replicas >= workers.max(1) && spec.data.replicas.is_some() {
+        return Err(cx.invalid(
+            "data",
+            "replicas",
+            format!(
+                "at most the worker count minus one ({}) extra holders exist (got {replicas})",
+                workers.saturating_sub(1)
+            ),
+        ));
+    }
 
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
 
@@ -247,6 +261,7 @@ pub fn validate_with(
         partitions,
         units_per_partition,
         batch_fraction,
+        replicas,
         optimizer: AdamConfig {
             learning_rate,
             beta1: 0.9,
@@ -687,6 +702,8 @@ mod tests {
             "job.toml:2: [data] path: dataset file nowhere.parquet does not exist";
         persistent_unknown_worker: "[workers]\ncount = 2\n[straggler]\npattern = \"persistent\"\nworkers = [5]\n" =>
             "job.toml:5: [straggler] workers: worker 5 does not exist (workers are 0..2)";
+        too_many_replicas: "[workers]\ncount = 3\n[data]\nreplicas = 3\n" =>
+            "job.toml:4: [data] replicas: at most the worker count minus one (2) extra holders exist (got 3)";
         zero_iterations: "[job]\niterations = 0\n" => "job.toml:2: [job] iterations: must be at least 1 (got 0)";
         batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
     }

@@ -313,3 +313,39 @@ backups = 1
         "dropping gradients changes the math"
     );
 }
+
+/// With no replicas every reassigned unit moves its rows to the helper, and the
+/// trace counts the bytes; with every worker straggling at once nobody is ahead,
+/// and rapid reassignment still completes with BSP's parameters.
+#[test]
+fn reassignment_without_replicas_moves_data_and_all_slow_is_bsp() {
+    let moved = |replicas: u32| {
+        let p = plan(
+            &format!("{STRAGGLER}\n[policy]\nname = \"rapid-reassign\"\n").replace(
+                "batch_fraction = 0.5",
+                &format!("batch_fraction = 0.5\nreplicas = {replicas}"),
+            ),
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        run_in(&p, dir.path());
+        let trace = read_trace_dir(dir.path()).expect("trace reads");
+        let reassigned = trace
+            .units
+            .iter()
+            .filter(|u| u.action == UnitAction::Reassigned)
+            .count();
+        let bytes: u64 = trace.workers.iter().map(|w| w.bytes_moved).sum();
+        (reassigned, bytes)
+    };
+    let (reassigned, bytes) = moved(0);
+    assert!(reassigned > 0);
+    assert!(bytes > 0, "units left their only holder, so rows moved");
+    let (_, bytes_all) = moved(3);
+    assert_eq!(bytes_all, 0, "every worker holds every partition");
+
+    let all_slow = plan(&format!(
+        "{JOB}\n[workers]\ncount = 4\npace_ns_per_row = 2000\n[policy]\nname = \"rapid-reassign\"\n[straggler]\npattern = \"slow-worker\"\nprobability = 1.0\ndelay_percent = 200\n"
+    ));
+    let bsp = plan(&format!("{JOB}\n[workers]\ncount = 1\n"));
+    assert_eq!(run(&all_slow).digest, run(&bsp).digest);
+}
