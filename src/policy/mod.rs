@@ -93,10 +93,10 @@ pub enum PeerAgent {
 }
 
 impl PeerAgent {
-    /// Starts an iteration with `own_total` units of this worker's own.
-    pub fn begin(&mut self, own_total: u32) {
+    /// Starts `iteration` with `own_total` units of this worker's own.
+    pub fn begin(&mut self, iteration: u64, own_total: u32) {
         match self {
-            PeerAgent::Reassign(a) => a.begin(own_total),
+            PeerAgent::Reassign(a) => a.begin(iteration, own_total),
             PeerAgent::Speculate(a) => a.begin(own_total),
         }
     }
@@ -123,11 +123,34 @@ impl PeerAgent {
         }
     }
 
-    /// This worker has nothing left to compute.
-    pub fn on_idle(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+    /// A unit count to describe a peer that has finished this iteration (any
+    /// positive number works: only done == total matters).
+    pub fn own_total_hint(&self) -> u32 {
+        1
+    }
+
+    /// This worker has nothing left to compute; `oldest_open` is the oldest
+    /// iteration not yet reduced. Returns (peer, iteration, message).
+    pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
         match self {
-            PeerAgent::Reassign(a) => a.on_idle(unit_us),
+            PeerAgent::Reassign(a) => a.on_idle(unit_us, oldest_open),
             PeerAgent::Speculate(_) => Vec::new(),
+        }
+    }
+
+    /// A message about an iteration this worker has already left: only
+    /// bookkeeping (reports to remember, answers to offers).
+    pub fn on_earlier(&mut self, iteration: u64, from: u32, kind: &ControlKind) {
+        if let PeerAgent::Reassign(a) = self {
+            match *kind {
+                ControlKind::Progress { done, total, .. } => {
+                    a.note_progress(iteration, from, done, total)
+                }
+                ControlKind::Assign { .. } | ControlKind::Decline => {
+                    a.on_reply(iteration, from, kind)
+                }
+                _ => {}
+            }
         }
     }
 }

@@ -31,6 +31,9 @@ pub const DEFAULT_GROUP_SIZE: u32 = 4;
 pub const DEFAULT_CHECKPOINT: f64 = 0.75;
 /// Default size of a first reassignment.
 pub const DEFAULT_INITIAL_UNITS: u32 = 2;
+/// Iterations of peers' progress an agent remembers.
+const HISTORY: u64 = 4;
+
 /// Default size of a follow-up reassignment.
 pub const DEFAULT_FOLLOW_UP_UNITS: u32 = 1;
 
@@ -123,10 +126,15 @@ pub struct ReassignAgent {
     reported_done: bool,
     /// Last progress each peer reported to us: (done, total).
     peers: BTreeMap<u32, (u32, u32)>,
-    /// Peers we offered help to and are waiting for.
-    waiting_on: Option<u32>,
-    /// Peers that declined this iteration.
-    declined: Vec<u32>,
+    /// The iteration this worker is in.
+    iteration: u64,
+    /// Progress peers reported in earlier iterations that may still be open
+    /// (SSP): iteration → peer → (done, total).
+    history: BTreeMap<u64, BTreeMap<u32, (u32, u32)>>,
+    /// The (iteration, peer) we offered help to and are waiting for.
+    waiting_on: Option<(u64, u32)>,
+    /// (iteration, peer) pairs that declined.
+    declined: Vec<(u64, u32)>,
     /// This worker's mean time per unit so far this iteration, µs.
     unit_us: u64,
 }
@@ -143,21 +151,30 @@ impl ReassignAgent {
             reported_checkpoint: false,
             reported_done: false,
             peers: BTreeMap::new(),
+            iteration: 0,
+            history: BTreeMap::new(),
             waiting_on: None,
             declined: Vec::new(),
             unit_us: 0,
         }
     }
 
-    /// Starts an iteration in which this worker owns `own_total` units.
-    pub fn begin(&mut self, own_total: u32) {
+    /// Starts `iteration`, in which this worker owns `own_total` units. What
+    /// peers reported about earlier iterations is kept a while: under SSP a
+    /// worker may help with an iteration it has already left.
+    pub fn begin(&mut self, iteration: u64, own_total: u32) {
+        let previous = std::mem::take(&mut self.peers);
+        if !previous.is_empty() {
+            self.history.insert(self.iteration, previous);
+        }
+        let keep_from = iteration.saturating_sub(HISTORY);
+        self.history.retain(|&t, _| t >= keep_from);
+        self.declined.retain(|&(t, _)| t >= keep_from);
+        self.iteration = iteration;
         self.own_total = own_total;
         self.own_done = 0;
         self.reported_checkpoint = false;
         self.reported_done = false;
-        self.peers.clear();
-        self.waiting_on = None;
-        self.declined.clear();
         self.unit_us = 0;
     }
 
@@ -280,46 +297,66 @@ impl ReassignAgent {
                     vec![(from, ControlKind::Decline)]
                 }
             }
-            ControlKind::Assign { .. } => {
-                if self.waiting_on == Some(from) {
-                    self.waiting_on = None;
-                }
-                Vec::new()
-            }
-            ControlKind::Decline => {
-                if self.waiting_on == Some(from) {
-                    self.waiting_on = None;
-                }
-                self.declined.push(from);
+            ControlKind::Assign { .. } | ControlKind::Decline => {
+                self.on_reply(self.iteration, from, kind);
                 Vec::new()
             }
             ControlKind::Clone { .. } | ControlKind::Done => Vec::new(),
         }
     }
 
+    /// A peer's report about an earlier iteration this worker has left.
+    pub fn note_progress(&mut self, iteration: u64, from: u32, done: u32, total: u32) {
+        if iteration < self.iteration {
+            self.history
+                .entry(iteration)
+                .or_default()
+                .insert(from, (done, total));
+        }
+    }
+
+    /// A peer answered an offer for `iteration` (with units or a decline).
+    pub fn on_reply(&mut self, iteration: u64, from: u32, kind: &ControlKind) {
+        if self.waiting_on == Some((iteration, from)) {
+            self.waiting_on = None;
+        }
+        if let ControlKind::Decline = kind {
+            self.declined.push((iteration, from));
+        }
+    }
+
     /// Call when this worker has nothing left to compute; `unit_us` is its mean
-    /// time per unit so far. Offers help to the peer furthest behind that has
-    /// reported to us and not declined; at most one offer is outstanding.
-    pub fn on_idle(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
+    /// time per unit so far and `oldest_open` the oldest iteration not yet
+    /// reduced. Offers help to the peer furthest behind in the oldest open
+    /// iteration it has heard of (under BSP: the current one), unless that peer
+    /// declined; at most one offer is outstanding. Returns (peer, iteration,
+    /// offer).
+    pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
         if self.waiting_on.is_some() {
             return Vec::new();
         }
-        let behind = self
-            .peers
-            .iter()
-            .filter(|(w, (done, total))| {
-                done < total && !self.declined.contains(w) && **w != self.me
-            })
-            .min_by(|a, b| {
-                let fa = Self::fraction(a.1 .0, a.1 .1);
-                let fb = Self::fraction(b.1 .0, b.1 .1);
-                fa.total_cmp(&fb).then(a.0.cmp(b.0))
-            })
-            .map(|(&w, _)| w);
+        let current = std::iter::once((self.iteration, &self.peers));
+        let earlier = self
+            .history
+            .range(oldest_open..self.iteration)
+            .map(|(&t, peers)| (t, peers));
+        let behind = earlier.chain(current).find_map(|(t, peers)| {
+            peers
+                .iter()
+                .filter(|(w, (done, total))| {
+                    done < total && !self.declined.contains(&(t, **w)) && **w != self.me
+                })
+                .min_by(|a, b| {
+                    let fa = Self::fraction(a.1 .0, a.1 .1);
+                    let fb = Self::fraction(b.1 .0, b.1 .1);
+                    fa.total_cmp(&fb).then(a.0.cmp(b.0))
+                })
+                .map(|(&w, _)| (t, w))
+        });
         match behind {
-            Some(w) => {
-                self.waiting_on = Some(w);
-                vec![(w, ControlKind::Offer { unit_us })]
+            Some((t, w)) => {
+                self.waiting_on = Some((t, w));
+                vec![(w, t, ControlKind::Offer { unit_us })]
             }
             None => Vec::new(),
         }
@@ -349,7 +386,7 @@ mod tests {
     #[test]
     fn reports_at_the_checkpoint_and_at_the_end() {
         let mut a = agent(0);
-        a.begin(8);
+        a.begin(0, 8);
         for _ in 0..5 {
             assert!(a.on_own_unit_done(100).is_empty());
         }
@@ -381,7 +418,7 @@ mod tests {
     #[test]
     fn a_slow_worker_gives_enough_units_to_finish_together() {
         let mut slow = agent(1);
-        slow.begin(48);
+        slow.begin(0, 48);
         for _ in 0..7 {
             slow.on_own_unit_done(500);
         }
@@ -396,7 +433,7 @@ mod tests {
         );
         // equal speeds and equal work left: at least the initial size
         let mut even = agent(1);
-        even.begin(8);
+        even.begin(0, 8);
         even.on_own_unit_done(100);
         let ahead = ControlKind::Progress {
             done: 2,
@@ -412,7 +449,7 @@ mod tests {
     #[test]
     fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
         let mut slow = agent(1);
-        slow.begin(8);
+        slow.begin(0, 8);
         slow.on_own_unit_done(500);
         let done = ControlKind::Progress {
             done: 8,
@@ -432,7 +469,7 @@ mod tests {
             vec![(3, ControlKind::Assign { count: 3 })]
         );
         let mut fast = agent(2);
-        fast.begin(8);
+        fast.begin(0, 8);
         for _ in 0..7 {
             fast.on_own_unit_done(100);
         }
@@ -452,18 +489,47 @@ mod tests {
             unit_us: 100,
         };
         let mut h = agent(0);
-        h.begin(2);
+        h.begin(0, 2);
         h.on_own_unit_done(100);
         h.on_own_unit_done(100);
         h.on_message(1, &p(6), 0);
         h.on_message(3, &p(2), 0);
         h.on_message(2, &p(8), 0);
         let offer = ControlKind::Offer { unit_us: 100 };
-        assert_eq!(h.on_idle(100), vec![(3, offer.clone())]);
-        assert!(h.on_idle(100).is_empty(), "one outstanding offer");
+        assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
+        assert!(h.on_idle(100, 0).is_empty(), "one outstanding offer");
         h.on_message(3, &ControlKind::Decline, 0);
-        assert_eq!(h.on_idle(100), vec![(1, offer.clone())]);
+        assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer.clone())]);
         h.on_message(1, &ControlKind::Assign { count: 1 }, 0);
-        assert_eq!(h.on_idle(100), vec![(1, offer)]);
+        assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer)]);
+    }
+
+    /// Under SSP a helper in iteration 5 that is blocked offers help with the
+    /// oldest open iteration, 4, to the peer that reported being behind there.
+    #[test]
+    fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
+        let mut h = agent(0);
+        h.begin(4, 2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        h.on_message(
+            3,
+            &ControlKind::Progress {
+                done: 1,
+                total: 8,
+                unit_us: 500,
+            },
+            0,
+        );
+        h.begin(5, 2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        h.note_progress(4, 2, 8, 8);
+        let offer = ControlKind::Offer { unit_us: 100 };
+        assert_eq!(h.on_idle(100, 4), vec![(3, 4, offer.clone())]);
+        h.on_reply(4, 3, &ControlKind::Decline);
+        assert!(h.on_idle(100, 4).is_empty(), "nobody else is behind");
+        // once iteration 4 is reduced it is no longer offered
+        assert!(h.on_idle(100, 5).is_empty());
     }
 }

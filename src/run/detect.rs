@@ -91,6 +91,9 @@ pub struct ProgressTracker {
     workers: u32,
     threshold: f64,
     open: BTreeMap<u64, OpenIteration>,
+    /// Iterations already reported; a late `Finished` for one (under SSP a
+    /// worker may compute a peer's units of an earlier iteration) is ignored.
+    closed: std::collections::BTreeSet<u64>,
 }
 
 impl ProgressTracker {
@@ -100,6 +103,7 @@ impl ProgressTracker {
             workers,
             threshold,
             open: BTreeMap::new(),
+            closed: std::collections::BTreeSet::new(),
         }
     }
 
@@ -116,6 +120,9 @@ impl ProgressTracker {
     /// A worker finished its units. When it was the last one, the iteration's
     /// laggard report is returned (the barrier is about to release).
     pub fn on_finished(&mut self, record: WorkerRecord) -> Option<LaggardReport> {
+        if self.closed.contains(&record.iteration) {
+            return None;
+        }
         let threshold = self.threshold;
         let workers = self.workers as usize;
         let open = self.entry(record.iteration);
@@ -151,6 +158,7 @@ impl ProgressTracker {
             return None;
         }
         let done = self.open.remove(&previous)?;
+        self.closed.insert(previous);
         let report = done.report?;
         Some((done.records.into_iter().flatten().collect(), report))
     }

@@ -216,9 +216,40 @@ impl ComputeState {
         }
         if !epoch.has_units() && !epoch.idle_reported {
             self.report_idle(emit);
-            if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_mut()) {
-                let out = agent.on_idle(epoch.unit_us());
-                send_all(self.worker, epoch, out, emit);
+            self.offer_help(emit);
+        }
+    }
+
+    /// With nothing left to compute, offers help to a peer that is behind in the
+    /// oldest open iteration (peer policies only).
+    fn offer_help(&mut self, emit: &mut Emit<'_>) {
+        let oldest_open = self.latest.as_ref().map_or(0, |l| l.version);
+        let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_mut()) else {
+            return;
+        };
+        if epoch.has_units() {
+            return;
+        }
+        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), oldest_open) {
+            let cap = if iteration == epoch.iteration {
+                Some(epoch.caps.2.clone())
+            } else {
+                self.latest
+                    .as_ref()
+                    .and_then(|l| l.caps.2.try_delayed(&iteration))
+            };
+            if let Some(cap) = cap {
+                epoch.control_sent += 1;
+                (emit.control)(
+                    &cap,
+                    Control {
+                        to,
+                        from: self.worker,
+                        iteration,
+                        kind,
+                        units: Vec::new(),
+                    },
+                );
             }
         }
     }
@@ -256,12 +287,35 @@ impl ComputeState {
     fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {
+            // A report from a later iteration (SSP) also says the peer is done
+            // with ours: it is ahead, and may take units of this iteration.
+            if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
+                (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
+            {
+                let total = agent.own_total_hint();
+                let ahead = ControlKind::Progress {
+                    done: total,
+                    total,
+                    unit_us: *unit_us,
+                };
+                let left = epoch.own.len();
+                let out = agent.on_message(message.from, &ahead, left);
+                send_all(self.worker, epoch, out, emit);
+            }
             if !self.finished {
                 self.early_control.push(message);
             }
             return;
         }
         let older = current != Some(message.iteration);
+        if older {
+            if let Some(agent) = self.agent.as_mut() {
+                agent.on_earlier(message.iteration, message.from, &message.kind);
+            }
+            if let ControlKind::Decline = message.kind {
+                self.offer_help(emit); // try another peer
+            }
+        }
         if older
             && !matches!(
                 message.kind,
@@ -328,6 +382,9 @@ impl ComputeState {
             .count();
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, out, emit);
+        if let ControlKind::Decline = message.kind {
+            self.offer_help(emit); // try another peer
+        }
     }
 
     /// Takes every parameter version whose shards are all here, in order; the
@@ -428,7 +485,7 @@ impl ComputeState {
             .flat_map(|&p| self.cx.partitioning.units(version, p))
             .collect();
         if let Some(agent) = self.agent.as_mut() {
-            agent.begin(own.len() as u32);
+            agent.begin(version, own.len() as u32);
         }
         self.epoch = Some(Epoch {
             iteration: version,
