@@ -114,16 +114,60 @@ pub fn helper_group(worker: u32, workers: u32, per_process: u32, size: u32) -> V
     ring
 }
 
+/// A worker's own progress in the current iteration and the reports it owes its
+/// group: one at `mark` (a share of its own units) and one at the end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reporter {
+    pub(crate) own_total: u32,
+    pub(crate) own_done: u32,
+    /// Mean time per unit so far this iteration, µs.
+    pub(crate) unit_us: u64,
+    reported_mark: bool,
+    reported_end: bool,
+}
+
+impl Reporter {
+    /// A new iteration with `own_total` units of this worker's own.
+    pub(crate) fn begin(&mut self, own_total: u32) {
+        *self = Reporter {
+            own_total,
+            ..Reporter::default()
+        };
+    }
+
+    /// One own unit is done; returns the reports to send to `group`.
+    pub(crate) fn unit_done(
+        &mut self,
+        unit_us: u64,
+        mark: f64,
+        group: &[u32],
+    ) -> Vec<(u32, ControlKind)> {
+        self.own_done += 1;
+        self.unit_us = unit_us;
+        let at_end = self.own_done == self.own_total && !self.reported_end;
+        let at_mark =
+            ReassignAgent::fraction(self.own_done, self.own_total) >= mark && !self.reported_mark;
+        if !(at_end || at_mark) {
+            return Vec::new();
+        }
+        self.reported_mark = true;
+        self.reported_end |= at_end;
+        let report = ControlKind::Progress {
+            done: self.own_done,
+            total: self.own_total,
+            unit_us,
+        };
+        group.iter().map(|&to| (to, report.clone())).collect()
+    }
+}
+
 /// One worker's state of the protocol for the current iteration.
 #[derive(Debug, Clone)]
 pub struct ReassignAgent {
     me: u32,
     group: Vec<u32>,
     config: ReassignConfig,
-    own_total: u32,
-    own_done: u32,
-    reported_checkpoint: bool,
-    reported_done: bool,
+    progress: Reporter,
     /// Last progress each peer reported to us: (done, total).
     peers: BTreeMap<u32, (u32, u32)>,
     /// The iteration this worker is in.
@@ -135,8 +179,6 @@ pub struct ReassignAgent {
     waiting_on: Option<(u64, u32)>,
     /// (iteration, peer) pairs that declined.
     declined: Vec<(u64, u32)>,
-    /// This worker's mean time per unit so far this iteration, µs.
-    unit_us: u64,
 }
 
 impl ReassignAgent {
@@ -146,16 +188,12 @@ impl ReassignAgent {
             me,
             group,
             config,
-            own_total: 0,
-            own_done: 0,
-            reported_checkpoint: false,
-            reported_done: false,
+            progress: Reporter::default(),
             peers: BTreeMap::new(),
             iteration: 0,
             history: BTreeMap::new(),
             waiting_on: None,
             declined: Vec::new(),
-            unit_us: 0,
         }
     }
 
@@ -171,11 +209,7 @@ impl ReassignAgent {
         self.history.retain(|&t, _| t >= keep_from);
         self.declined.retain(|&(t, _)| t >= keep_from);
         self.iteration = iteration;
-        self.own_total = own_total;
-        self.own_done = 0;
-        self.reported_checkpoint = false;
-        self.reported_done = false;
-        self.unit_us = 0;
+        self.progress.begin(own_total);
     }
 
     pub(crate) fn fraction(done: u32, total: u32) -> f64 {
@@ -184,22 +218,6 @@ impl ReassignAgent {
         } else {
             f64::from(done) / f64::from(total)
         }
-    }
-
-    fn report(&self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        self.group
-            .iter()
-            .map(|&to| {
-                (
-                    to,
-                    ControlKind::Progress {
-                        done: self.own_done,
-                        total: self.own_total,
-                        unit_us,
-                    },
-                )
-            })
-            .collect()
     }
 
     /// Units to give a peer with `their_left` units left at `their_unit_us` per
@@ -233,19 +251,8 @@ impl ReassignAgent {
     /// time per unit so far. Returns the progress reports to send (at the
     /// checkpoint and at the end).
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        self.own_done += 1;
-        self.unit_us = unit_us;
-        let fraction = Self::fraction(self.own_done, self.own_total);
-        if self.own_done == self.own_total && !self.reported_done {
-            self.reported_done = true;
-            self.reported_checkpoint = true;
-            return self.report(unit_us);
-        }
-        if fraction >= self.config.checkpoint && !self.reported_checkpoint {
-            self.reported_checkpoint = true;
-            return self.report(unit_us);
-        }
-        Vec::new()
+        self.progress
+            .unit_done(unit_us, self.config.checkpoint, &self.group)
     }
 
     /// Call for every control message. `left` is how many units are still in
@@ -266,11 +273,11 @@ impl ReassignAgent {
             } => {
                 self.peers.insert(from, (done, total));
                 let theirs = Self::fraction(done, total);
-                let mine = Self::fraction(self.own_done, self.own_total);
+                let mine = Self::fraction(self.progress.own_done, self.progress.own_total);
                 if theirs > mine && left > 1 {
                     let count = Self::balance(
                         left,
-                        self.unit_us,
+                        self.progress.unit_us,
                         self.group.len(),
                         total - done,
                         unit_us,
@@ -285,7 +292,7 @@ impl ReassignAgent {
             ControlKind::Offer { unit_us } => {
                 let count = Self::balance(
                     left,
-                    self.unit_us,
+                    self.progress.unit_us,
                     self.group.len(),
                     0,
                     unit_us,

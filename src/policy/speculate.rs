@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::reassign::ReassignAgent;
+use super::reassign::{ReassignAgent, Reporter};
 use super::ControlKind;
 
 /// Default share of a worker's units after which it reports progress.
@@ -41,12 +41,8 @@ pub struct SpeculateConfig {
 pub struct SpeculateAgent {
     group: Vec<u32>,
     config: SpeculateConfig,
-    own_total: u32,
-    own_done: u32,
-    reported_quantile: bool,
-    reported_done: bool,
+    progress: Reporter,
     cloned: u32,
-    unit_us: u64,
 }
 
 impl SpeculateAgent {
@@ -55,53 +51,22 @@ impl SpeculateAgent {
         Self {
             group,
             config,
-            own_total: 0,
-            own_done: 0,
-            reported_quantile: false,
-            reported_done: false,
+            progress: Reporter::default(),
             cloned: 0,
-            unit_us: 0,
         }
     }
 
     /// Starts an iteration in which this worker owns `own_total` units.
     pub fn begin(&mut self, own_total: u32) {
-        *self = Self::new(std::mem::take(&mut self.group), self.config);
-        self.own_total = own_total;
-    }
-
-    fn report(&self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        self.group
-            .iter()
-            .map(|&to| {
-                (
-                    to,
-                    ControlKind::Progress {
-                        done: self.own_done,
-                        total: self.own_total,
-                        unit_us,
-                    },
-                )
-            })
-            .collect()
+        self.progress.begin(own_total);
+        self.cloned = 0;
     }
 
     /// Call when one of this worker's own units is done (or skipped because a
     /// clone finished it); `unit_us` is its mean time per unit so far.
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        self.own_done += 1;
-        self.unit_us = unit_us;
-        if self.own_done == self.own_total && !self.reported_done {
-            self.reported_done = true;
-            self.reported_quantile = true;
-            return self.report(unit_us);
-        }
-        let fraction = ReassignAgent::fraction(self.own_done, self.own_total);
-        if fraction >= self.config.quantile && !self.reported_quantile {
-            self.reported_quantile = true;
-            return self.report(unit_us);
-        }
-        Vec::new()
+        self.progress
+            .unit_done(unit_us, self.config.quantile, &self.group)
     }
 
     /// Call for every control message; `left` is how many of this worker's own
@@ -122,12 +87,13 @@ impl SpeculateAgent {
             return Vec::new();
         };
         let peer_idle = done >= total;
-        let slow = self.unit_us as f64 > self.config.multiplier * unit_us.max(1) as f64;
-        let cap = (self.config.max_clone_share * f64::from(self.own_total)).floor() as u32;
+        let slow = self.progress.unit_us as f64 > self.config.multiplier * unit_us.max(1) as f64;
+        let cap = (self.config.max_clone_share * f64::from(self.progress.own_total)).floor() as u32;
         if !(peer_idle && slow && self.cloned < cap && left > 1) {
             return Vec::new();
         }
-        let balanced = ReassignAgent::balance(left, self.unit_us, self.group.len(), 0, unit_us, 1);
+        let balanced =
+            ReassignAgent::balance(left, self.progress.unit_us, self.group.len(), 0, unit_us, 1);
         let count = balanced.min(cap - self.cloned);
         if count == 0 {
             return Vec::new();

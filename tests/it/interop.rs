@@ -163,7 +163,7 @@ fn check_trace_rejects_a_lost_part() {
     assert_eq!(o.status.code(), Some(1), "check_trace.py: {}", describe(&o));
     let err = text(&o.stderr);
     assert!(
-        err.contains("units: 64 distinct (iteration, partition, unit) keys, expected"),
+        err.contains("units: 32 (iteration, partition, unit) keys of 6 iterations x 8 partitions x 2 units are missing"),
         "{err}"
     );
     assert!(o.stdout.is_empty(), "{}", describe(&o));
