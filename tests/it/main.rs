@@ -1,5 +1,6 @@
 //! Integration tests: one binary, themed modules.
 
+mod bench;
 mod cli;
 mod common;
 mod detect;

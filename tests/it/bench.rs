@@ -1,0 +1,101 @@
+//! `forestall bench`: a tiny pipeline end to end, and bad pipelines.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::adult_path;
+
+fn forestall(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("forestall runs")
+}
+
+fn write_job(dir: &Path) {
+    std::fs::write(
+        dir.join("job.toml"),
+        format!(
+            "[job]\nname = \"tiny\"\niterations = 12\n[data]\npath = \"{}\"\npartitions = 8\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 2\n",
+            adult_path().display()
+        ),
+    )
+    .expect("write job");
+}
+
+#[test]
+fn a_tiny_pipeline_writes_readme_raw_parquet_summary_and_plots() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_job(dir);
+    std::fs::write(
+        dir.join("tiny.toml"),
+        r#"
+[bench]
+name = "tiny"
+about = "two delays, two policies"
+
+[[sweep]]
+name = "sw"
+job = "job.toml"
+pattern = "slow-worker"
+probability = [0.5]
+delay_percent = [0, 100]
+policies = ["bsp", "rapid-reassign", "ideal"]
+seeds = [1]
+pace_ns_per_row = 2000
+relative_to_policy = "ideal"
+"#,
+    )
+    .expect("write pipeline");
+    let o = forestall(dir, &["-q", "bench", "tiny.toml", "--out", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let res = dir.join("res");
+    let readme = std::fs::read_to_string(res.join("README.md")).expect("README");
+    assert!(
+        readme.contains("| command |") && readme.contains("| git revision |"),
+        "{readme}"
+    );
+    let summary = std::fs::read_to_string(res.join("summary.md")).expect("summary");
+    assert!(
+        summary.contains("| timely | rapid-reassign | 2 |"),
+        "{summary}"
+    );
+    assert!(summary.contains("vs `ideal`"), "{summary}");
+    assert!(
+        !summary.contains("| NO |"),
+        "BSP-semantics digests agree: {summary}"
+    );
+    assert!(res.join("plot-sw.svg").exists());
+    let file = std::fs::File::open(res.join("raw.parquet")).expect("raw.parquet");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let rows: usize = reader.map(|b| b.expect("batch").num_rows()).sum();
+    assert_eq!(rows, 2 * 3, "one row per run");
+}
+
+#[test]
+fn bad_pipelines_are_named_and_run_nothing() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let cases = [
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\nwokers = [2]\n", "unknown field `wokers`"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = []\n", "sweep 'a' has no seeds"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\nrelative_to = \"b\"\n", "sweep 'a' is relative to 'b', which is not a sweep (a)"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\npolicies = [\"magic\"]\n", "unknown policy 'magic'"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"missing.toml\"\nseeds = [1]\n", "failed to read job file"),
+    ];
+    for (text, needle) in cases {
+        std::fs::write(dir.join("p.toml"), text).expect("write");
+        let o = forestall(dir, &["bench", "p.toml", "--out", "res"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{needle}: {err}");
+        assert!(err.contains(needle), "expected {needle:?} in {err}");
+        assert!(!dir.join("res").exists(), "nothing written for {needle}");
+    }
+}
