@@ -120,6 +120,9 @@ pub struct ComputeState {
     pub pending: BTreeMap<u64, PendingVersion>,
     /// Control messages for iterations this worker has not begun.
     early_control: Vec<Control>,
+    /// Testing (`control_delay`): messages held back, with activations left.
+    held: Vec<(u32, Control)>,
+    received: u64,
     next_iteration: u64,
     latest: Option<Latest>,
     finished: bool,
@@ -144,6 +147,8 @@ impl ComputeState {
             initial: None,
             pending: BTreeMap::new(),
             early_control: Vec::new(),
+            held: Vec::new(),
+            received: 0,
             next_iteration: 0,
             latest: None,
             finished: false,
@@ -154,7 +159,41 @@ impl ComputeState {
 
     /// Whether the operator should be scheduled again without new input.
     pub fn has_work(&self) -> bool {
-        self.epoch.as_ref().is_some_and(Epoch::has_units) || self.can_begin()
+        self.epoch.as_ref().is_some_and(Epoch::has_units)
+            || self.can_begin()
+            || !self.held.is_empty()
+    }
+
+    /// The control messages to read now. With `control_delay = N` each message
+    /// first waits a seeded random 0..=N activations, so messages from
+    /// different peers are read in shuffled orders (a test of exactly-once).
+    fn release(&mut self, incoming: Vec<Control>) -> Vec<Control> {
+        let max = self.cx.plan.control_delay;
+        if max == 0 && self.held.is_empty() {
+            return incoming;
+        }
+        for message in incoming {
+            self.received += 1;
+            let wait = crate::rng::hash_words(&[
+                self.cx.plan.seed,
+                u64::from(self.worker),
+                u64::from(message.from),
+                message.iteration,
+                self.received,
+            ]) % (u64::from(max) + 1);
+            self.held.push((wait as u32, message));
+        }
+        let mut ready = Vec::new();
+        let mut waiting = Vec::new();
+        for (wait, message) in self.held.drain(..) {
+            if wait == 0 {
+                ready.push(message);
+            } else {
+                waiting.push((wait - 1, message));
+            }
+        }
+        self.held = waiting;
+        ready
     }
 
     fn operator_us(&self) -> u64 {
@@ -164,7 +203,7 @@ impl ComputeState {
     /// One activation: take control messages, begin the next iteration if its
     /// parameters are complete, then compute at most one unit.
     pub fn step(&mut self, control: Vec<Control>, emit: &mut Emit<'_>) {
-        for message in control {
+        for message in self.release(control) {
             self.on_control(message, emit);
         }
         self.assemble_versions();

@@ -138,6 +138,9 @@ pub struct PolicySection {
     pub initial_units: Option<u32>,
     /// rapid-reassign: units given in answer to a help offer.
     pub follow_up_units: Option<u32>,
+    /// Testing: hold each control message for a seeded random 0..=N activations
+    /// of its receiver before reading it, to shuffle message order (0 = off).
+    pub control_delay: Option<u32>,
     /// backup-workers: workers whose gradients are dropped each iteration.
     pub backups: Option<u32>,
     /// ssp, flexrr: iterations a worker may run ahead of the slowest.

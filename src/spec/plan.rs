@@ -101,6 +101,9 @@ pub struct JobPlan {
     pub disruptor: DisruptorMode,
     /// Mitigation policy and its knobs.
     pub policy: PolicyPlan,
+    /// Testing: a control message waits a seeded random 0..=N activations of
+    /// its receiver before it is read (0 = off).
+    pub control_delay: u32,
     /// Laggard threshold.
     pub laggard_threshold: f64,
     /// Iterations per trace part file.
@@ -132,6 +135,7 @@ impl JobPlan {
         plan.pattern = Pattern::None;
         plan.disruptor = DisruptorMode::Emulated;
         plan.pace_ns_per_row = 0;
+        plan.control_delay = 0;
         plan.laggard_threshold = 0.0;
         plan.part_iterations = 1;
         plan.eval_every = 1;

@@ -275,6 +275,7 @@ pub fn validate_with(
         pattern,
         disruptor,
         policy,
+        control_delay: spec.policy.control_delay.unwrap_or(0),
         laggard_threshold,
         part_iterations,
         out: spec.job.out.as_ref().map(PathBuf::from),

@@ -39,9 +39,10 @@ fn every_policy_gives_the_bsp_parameters_for_every_worker_count() {
     }
 }
 
-/// Thousands of tiny units, a persistent straggler and random slowdowns of every
-/// worker (so control messages arrive at unpredictable points between units):
-/// every unit of every iteration is computed exactly once, some by a peer.
+/// Thousands of tiny units, a persistent straggler, and every control message
+/// held back a seeded random 0–5 activations of its receiver (so messages are
+/// read in shuffled orders): every unit of every iteration is computed exactly
+/// once, some by a peer.
 #[test]
 fn rapid_reassign_computes_every_unit_exactly_once() {
     let p = plan(
@@ -65,6 +66,7 @@ name = "rapid-reassign"
 checkpoint = 0.5
 initial_units = 1
 follow_up_units = 1
+control_delay = 5
 "#,
     );
     let dir = tempfile::tempdir().expect("temp dir");
@@ -154,6 +156,7 @@ factor = 6.0
 [policy]
 name = "speculate"
 max_clone_share = 0.5
+control_delay = 5
 "#,
     );
     let dir = tempfile::tempdir().expect("temp dir");
