@@ -16,6 +16,7 @@ pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
 use crate::data::{load_dataset, Dataset};
 use crate::inject::Pattern;
+use crate::report::RunSummary;
 use crate::run::{params_digest, plain::train_plain, run_job};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
@@ -232,29 +233,15 @@ pub fn run_pipeline(
                     source,
                 }
             })?;
-        let walls: Vec<f64> = out
-            .iterations
-            .iter()
-            .map(|r| r.wall_us as f64 / 1000.0)
-            .collect();
-        let converged = crate::report::summary::converged_at(
-            &out.iterations,
-            crate::report::summary::CONVERGENCE_WINDOW,
-            crate::report::summary::CONVERGENCE_TOLERANCE,
-        );
+        let summary = RunSummary::new(plan, &out, &trace_dir, dataset.test_positive_rate());
         let row = BenchRow {
             time_per_iteration_ms: out.wall_us as f64 / 1000.0 / plan.iterations as f64,
-            median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
-            barrier_wait_s: out
-                .iterations
-                .iter()
-                .map(|r| r.barrier_wait_us as f64)
-                .sum::<f64>()
-                / 1e6,
+            median_iteration_ms: summary.median_iteration_ms,
+            barrier_wait_s: summary.barrier_wait_s,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
             work_cloned: out.units_cloned as f64 / out.units_total.max(1) as f64,
-            converged_iteration: converged.map(|c| c.0),
-            converged_s: converged.map(|c| c.1 as f64 / 1e6),
+            converged_iteration: summary.converged_iteration,
+            converged_s: summary.converged_s,
             test_accuracy: out.eval.accuracy,
             digest_matches: !plan.policy.keeps_bsp_semantics()
                 || first_digest.get(&key).is_none_or(|d| *d == out.digest),

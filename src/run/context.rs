@@ -12,6 +12,17 @@ use crate::policy::reassign::helper_group;
 use crate::policy::{PeerAgent, PolicyPlan, ReassignAgent, SpeculateAgent};
 use crate::spec::JobPlan;
 
+/// The plan's cut of the dataset's training rows into partitions and units.
+pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
+    Partitioning::new(
+        &dataset.train,
+        plan.partitions,
+        plan.units_per_partition,
+        plan.batch_fraction,
+        plan.seed,
+    )
+}
+
 /// Read-only state of a job, shared by its workers.
 #[derive(Debug)]
 pub struct JobContext {
@@ -42,13 +53,7 @@ impl JobContext {
     /// Lays the job out for `plan.workers` workers.
     pub fn new(plan: JobPlan, dataset: Arc<Dataset>) -> Self {
         let workers = plan.workers;
-        let partitioning = Partitioning::new(
-            &dataset.train,
-            plan.partitions,
-            plan.units_per_partition,
-            plan.batch_fraction,
-            plan.seed,
-        );
+        let partitioning = partitioning_for(&plan, &dataset);
         // `ideal` runs the same job with the injection off.
         let pattern = match plan.policy {
             PolicyPlan::Ideal => Pattern::None,

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::data::{Dataset, Partitioning};
+use crate::data::Dataset;
 use crate::model::{unit_gradient, Adam};
 use crate::spec::JobPlan;
 
@@ -20,13 +20,7 @@ pub struct PlainOutput {
 
 /// Trains `plan` on `dataset` in a plain loop (no injection, no pacing).
 pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
-    let partitioning = Partitioning::new(
-        &dataset.train,
-        plan.partitions,
-        plan.units_per_partition,
-        plan.batch_fraction,
-        plan.seed,
-    );
+    let partitioning = super::context::partitioning_for(plan, dataset);
     let dims = dataset.dims();
     let rows = partitioning.rows_per_iteration() as f64;
     let mut params = vec![0.0; dims];
