@@ -64,6 +64,12 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             out_dir.display()
         );
     }
+    if GIT_REVISION.ends_with("-dirty") {
+        tracing::warn!(
+            revision = GIT_REVISION,
+            "this binary was built from uncommitted changes; its figures cannot be tied to a commit"
+        );
+    }
     let bar = progress_bar(global, runs.len() as u64);
     let rows = run_pipeline(&runs, &out_dir, GIT_REVISION, |row| {
         bar.inc(1);
