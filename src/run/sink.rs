@@ -119,7 +119,8 @@ pub fn run_sink(
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut units: Vec<UnitRecord> = Vec::new();
     let mut workers: Vec<WorkerRecord> = Vec::new();
-    let mut rows: Vec<IterationRecord> = Vec::new();
+    // out.iterations[written..] are the rows not yet in a part.
+    let mut written = 0usize;
     let mut next_row = 0u64;
     let mut part_end = config.part_iterations;
     let wants_eval = |t: u64| t.is_multiple_of(config.eval_every) || t + 1 == config.iterations;
@@ -220,7 +221,6 @@ pub fn run_sink(
             if let Some(observer) = observer.as_mut() {
                 observer(&row);
             }
-            rows.push(row.clone());
             out.iterations.push(row);
             next_row += 1;
             if next_row >= part_end {
@@ -229,7 +229,7 @@ pub fn run_sink(
                     &mut out,
                     &mut units,
                     &mut workers,
-                    &mut rows,
+                    &mut written,
                     part_end,
                 )?;
                 part_end += config.part_iterations;
@@ -241,7 +241,7 @@ pub fn run_sink(
         &mut out,
         &mut units,
         &mut workers,
-        &mut rows,
+        &mut written,
         u64::MAX,
     )?;
     Ok(out)
@@ -253,7 +253,7 @@ fn flush(
     out: &mut SinkOutput,
     units: &mut Vec<UnitRecord>,
     workers: &mut Vec<WorkerRecord>,
-    rows: &mut Vec<IterationRecord>,
+    written: &mut usize,
     end: u64,
 ) -> Result<(), TraceError> {
     let (done, later): (Vec<_>, Vec<_>) = units.drain(..).partition(|u| u.iteration < end);
@@ -262,7 +262,8 @@ fn flush(
     let (done, later): (Vec<_>, Vec<_>) = workers.drain(..).partition(|w| w.iteration < end);
     *workers = later;
     out.parts.extend(writer.write_workers(&done)?);
-    out.parts.extend(writer.write_iterations(rows)?);
-    rows.clear();
+    let part = writer.write_iterations(&out.iterations[*written..])?;
+    out.parts.extend(part);
+    *written = out.iterations.len();
     Ok(())
 }
