@@ -41,7 +41,7 @@ fn main() {
     let rows: usize = units.iter().map(|u| u.rows.len()).sum();
     let grad_s = median_secs(21, || {
         for u in &units {
-            std::hint::black_box(unit_gradient(&data.rows, &data.labels, &params, &u.rows));
+            std::hint::black_box(unit_gradient(&data.source(), &params, &u.rows));
         }
     });
 

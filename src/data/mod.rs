@@ -5,12 +5,14 @@
 
 pub mod features;
 pub mod partition;
+pub mod rows;
 pub mod table;
 
 use std::path::{Path, PathBuf};
 
 pub use features::{FeatureMap, SparseRows};
 pub use partition::{Partitioning, UnitKey, UnitRows};
+pub use rows::{DataRow, LabelledRows, LocalRows, RowSource};
 pub use table::{read_parquet_table, Column, Table};
 
 use crate::rng;
@@ -154,6 +156,14 @@ impl Dataset {
     /// Number of features, bias included.
     pub fn dims(&self) -> usize {
         self.features.len()
+    }
+
+    /// Every row with its label, for reading by global row index.
+    pub fn source(&self) -> LabelledRows<'_> {
+        LabelledRows {
+            features: &self.rows,
+            labels: &self.labels,
+        }
     }
 
     /// Share of positive labels among the test rows (the majority-class yardstick).

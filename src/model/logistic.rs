@@ -4,7 +4,7 @@
 //! iteration's row count after reducing in partition order. Every loop runs in
 //! row order so a unit's result depends only on its rows and the parameters.
 
-use crate::data::SparseRows;
+use crate::data::{RowSource, SparseRows};
 
 /// A unit's contribution: the gradient sum of the log-loss over its rows and the
 /// loss sum itself, both at the parameters the iteration started from.
@@ -37,30 +37,23 @@ fn sigmoid(z: f64) -> f64 {
 }
 
 #[inline]
-fn margin(features: &SparseRows, params: &[f64], row: usize) -> f64 {
-    let (idx, val) = features.row(row);
+fn margin(idx: &[u32], val: &[f64], params: &[f64]) -> f64 {
     idx.iter()
         .zip(val)
         .map(|(&i, &v)| params[i as usize] * v)
         .sum()
 }
 
-/// Gradient and loss sums of the log-loss over `rows` at `params`.
-pub fn unit_gradient(
-    features: &SparseRows,
-    labels: &[f64],
-    params: &[f64],
-    rows: &[u32],
-) -> UnitGradient {
+/// Gradient and loss sums of the log-loss over `rows` of `source` at `params`.
+pub fn unit_gradient(source: &impl RowSource, params: &[f64], rows: &[u32]) -> UnitGradient {
     let mut grad = vec![0.0; params.len()];
     let mut loss_sum = 0.0;
     for &r in rows {
-        let r = r as usize;
-        let z = margin(features, params, r);
-        let y = labels[r];
+        let (idx, val) = source.row(r);
+        let z = margin(idx, val, params);
+        let y = source.label(r);
         loss_sum += softplus(z) - y * z;
         let g = sigmoid(z) - y;
-        let (idx, val) = features.row(r);
         for (&i, &v) in idx.iter().zip(val) {
             grad[i as usize] += g * v;
         }
@@ -82,7 +75,8 @@ pub fn evaluate(features: &SparseRows, labels: &[f64], params: &[f64], rows: &[u
     let mut loss = 0.0;
     let mut right = 0usize;
     for &r in rows {
-        let z = margin(features, params, r as usize);
+        let (idx, val) = features.row(r as usize);
+        let z = margin(idx, val, params);
         let y = labels[r as usize];
         loss += softplus(z) - y * z;
         if (z >= 0.0) == (y == 1.0) {
@@ -99,6 +93,11 @@ pub fn evaluate(features: &SparseRows, labels: &[f64], params: &[f64], rows: &[u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::LabelledRows;
+
+    fn rows<'a>(features: &'a SparseRows, labels: &'a [f64]) -> LabelledRows<'a> {
+        LabelledRows { features, labels }
+    }
 
     /// Two rows, features (bias, x): row 0 = (1, 2) with y = 1, row 1 = (1, -1) with
     /// y = 0. At w = (0, 0) every margin is 0, σ(0) = 0.5 and each row's loss is
@@ -110,7 +109,7 @@ mod tests {
             indices: vec![0, 1, 0, 1],
             values: vec![1.0, 2.0, 1.0, -1.0],
         };
-        let g = unit_gradient(&f, &[1.0, 0.0], &[0.0, 0.0], &[0, 1]);
+        let g = unit_gradient(&rows(&f, &[1.0, 0.0]), &[0.0, 0.0], &[0, 1]);
         assert_eq!(g.grad, vec![0.0, -1.5]);
         assert!((g.loss_sum - 2.0 * std::f64::consts::LN_2).abs() < 1e-15);
         let e = evaluate(&f, &[1.0, 0.0], &[0.0, 1.0], &[0, 1]);
@@ -133,15 +132,15 @@ mod tests {
         };
         let y = [1.0, 0.0, 1.0];
         let w = [0.1, -0.4, 0.25];
-        let g = unit_gradient(&f, &y, &w, &[0, 1, 2]);
+        let g = unit_gradient(&rows(&f, &y), &w, &[0, 1, 2]);
         for j in 0..3 {
             let h = 1e-6;
             let mut up = w;
             up[j] += h;
             let mut down = w;
             down[j] -= h;
-            let fd = (unit_gradient(&f, &y, &up, &[0, 1, 2]).loss_sum
-                - unit_gradient(&f, &y, &down, &[0, 1, 2]).loss_sum)
+            let fd = (unit_gradient(&rows(&f, &y), &up, &[0, 1, 2]).loss_sum
+                - unit_gradient(&rows(&f, &y), &down, &[0, 1, 2]).loss_sum)
                 / (2.0 * h);
             assert!(
                 (fd - g.grad[j]).abs() < 1e-6,

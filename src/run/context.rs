@@ -42,7 +42,8 @@ pub struct JobContext {
     pub dims: usize,
     /// Timely worker threads per process.
     pub threads_per_process: u32,
-    /// Workers holding each partition's rows: the owner and its replicas.
+    /// Initial holders of each partition's rows: the owner and its replicas
+    /// (the placement collection starts from these).
     pub holders: Vec<Vec<u32>>,
     /// The job's time origin: every `*_us` is measured from here.
     pub start: Instant,
@@ -99,26 +100,10 @@ impl JobContext {
         &self.assignments[worker as usize]
     }
 
-    /// Whether `worker` holds the rows of `partition`.
-    pub fn holds(&self, worker: u32, partition: u32) -> bool {
-        self.holders[partition as usize].contains(&worker)
-    }
-
     /// The rows of one unit of iteration `t`.
     pub fn unit_rows(&self, iteration: u64, key: UnitKey) -> UnitRows {
         let mut units = self.partitioning.units(iteration, key.partition);
         units.swap_remove(key.unit as usize)
-    }
-
-    /// Bytes a worker that does not hold them would receive for `rows`: each
-    /// row's stored (index, value) pairs and its label.
-    pub fn bytes_of_rows(&self, rows: &[u32]) -> u64 {
-        rows.iter()
-            .map(|&r| {
-                let (idx, _) = self.dataset.rows.row(r as usize);
-                (idx.len() * 12 + 8) as u64
-            })
-            .sum()
     }
 
     /// The peer-to-peer agent of `worker`, if the policy uses one.

@@ -30,14 +30,20 @@ use timely::worker::Worker;
 
 use super::context::JobContext;
 use super::detect::ProgressTracker;
+use super::holdings::{Delivery, PlacementUpdate};
 use super::messages::{Control, DropDecision, GradSlice, Progress, ShardParams};
 use super::oplog::register_clock;
+use super::placement::{owned_inputs, placement_flow};
 use super::reduce::{BackupRule, ShardReducer};
 use super::sink::SinkEvent;
 use super::worker::{ComputeState, Emit, PendingVersion};
 use crate::policy::PolicyPlan;
 
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
+
+/// The compute operator's inputs: parameters, control, rows, placement.
+const ROWS_INPUT: usize = 2;
+const PLACEMENT_INPUT: usize = 3;
 
 /// Builds the dataflow on `worker`; timely runs it to completion afterwards.
 pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: Sender<SinkEvent>) {
@@ -58,6 +64,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         let (grads_out, grads) = builder.new_output::<Vec<GradSlice>>();
         let (done_out, progress) = builder.new_output::<Vec<Progress>>();
         let (control_out, control) = builder.new_output::<Vec<Control>>();
+        let (placement_out, requests) = builder.new_output::<Vec<PlacementUpdate>>();
         // Control messages loop back into this operator at the same time. The
         // input is declared unconnected to every output, so the loop has no
         // zero-summary cycle: a worker answers with the capabilities it holds for
@@ -67,16 +74,50 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             Exchange::new(|c: &Control| c.to as u64),
             std::iter::empty(),
         );
+        // Rows reach the worker through the placement collection; like the
+        // control loop, these inputs are unconnected to the outputs (requests
+        // for `t + 1` come back as rows).
+        let (rows, initial) = owned_inputs(&cx, index);
+        let (deliveries, placement) = placement_flow(scope, rows, initial, requests);
+        let owners = cx.owners.clone();
+        let mut rows_in = builder.new_input_connection(
+            deliveries,
+            Exchange::new(|d: &Delivery| u64::from((d.0).1 .0)),
+            std::iter::empty(),
+        );
+        let mut placement_in = builder.new_input_connection(
+            placement,
+            Exchange::new(move |u: &PlacementUpdate| u64::from(owners[(u.0).0 as usize])),
+            std::iter::empty(),
+        );
         let mut grads_out = OutputBuilder::<u64, Builder<GradSlice>>::from(grads_out);
         let mut done_out = OutputBuilder::<u64, Builder<Progress>>::from(done_out);
         let mut control_out = OutputBuilder::<u64, Builder<Control>>::from(control_out);
+        let mut placement_out = OutputBuilder::<u64, Builder<PlacementUpdate>>::from(placement_out);
         let mut state = ComputeState::new(index, Arc::clone(&cx), sink.clone(), clock);
         builder.build(move |mut caps| {
-            let control_cap = caps.pop().expect("three outputs");
-            let done_cap = caps.pop().expect("three outputs");
-            let grad_cap = caps.pop().expect("three outputs");
-            state.initial = Some((grad_cap, done_cap, control_cap));
-            move |_frontiers| {
+            let mut placement_cap = caps.pop().expect("four outputs");
+            placement_cap.downgrade(&1);
+            let control_cap = caps.pop().expect("four outputs");
+            let done_cap = caps.pop().expect("four outputs");
+            let grad_cap = caps.pop().expect("four outputs");
+            state.initial = Some((grad_cap, done_cap, control_cap, placement_cap));
+            move |frontiers| {
+                rows_in.for_each(|_cap, data| {
+                    for ((partition, (_, row)), time, diff) in data.drain(..) {
+                        state.holdings.on_delivery(partition, &row, time, diff);
+                    }
+                });
+                placement_in.for_each(|_cap, data| {
+                    for ((partition, holder), time, diff) in data.drain(..) {
+                        state.holdings.on_placement(partition, holder, time, diff);
+                    }
+                });
+                let settled =
+                    |i: usize| frontiers[i].frontier().first().copied().unwrap_or(u64::MAX);
+                state
+                    .holdings
+                    .settle_before(settled(ROWS_INPUT).min(settled(PLACEMENT_INPUT)));
                 params_in.for_each(|cap, data| {
                     let Some(&version) = cap.least() else {
                         return;
@@ -90,6 +131,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                                 cap.delayed(&version, 0),
                                 cap.delayed(&version, 1),
                                 cap.delayed(&version, 2),
+                                cap.delayed(&(version + 1), 3),
                             ),
                             shards: vec![None; shards],
                             received: 0,
@@ -107,6 +149,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                 let mut grads = grads_out.activate();
                 let mut done = done_out.activate();
                 let mut ctl = control_out.activate();
+                let mut place = placement_out.activate();
                 state.step(
                     messages,
                     &mut Emit {
@@ -115,6 +158,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         },
                         progress: &mut |cap, p| done.session(cap).give(p),
                         control: &mut |cap, c| ctl.session(cap).give(c),
+                        placement: &mut |cap, u| place.session(cap).give(u),
                     },
                 );
                 if state.has_work() {

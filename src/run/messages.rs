@@ -85,6 +85,9 @@ pub struct Control {
     pub kind: crate::policy::ControlKind,
     /// With `Assign`: the units that now belong to the receiver.
     pub units: Vec<UnitKey>,
+    /// With `Assign` or `Clone` to a worker that is not a settled holder of
+    /// their partitions: the units' rows.
+    pub rows: Vec<crate::data::DataRow>,
 }
 
 /// Backup workers: shard 0's owner tells the other shard owners which

@@ -7,6 +7,7 @@
 pub mod context;
 pub mod dataflow;
 pub mod detect;
+pub mod holdings;
 pub mod messages;
 pub mod oplog;
 pub mod placement;

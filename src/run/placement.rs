@@ -1,4 +1,65 @@
-//! Data placement: which worker holds (owns) each partition.
+//! Data placement: which worker owns each partition, and the differential
+//! collection of who holds which partition's rows.
+
+use differential_dataflow::input::Input;
+use differential_dataflow::AsCollection;
+use timely::dataflow::{Scope, Stream};
+
+use super::context::JobContext;
+use super::holdings::{Delivery, PlacementUpdate, RowUpdate};
+use crate::data::DataRow;
+
+/// The rows and initial holders `worker` puts into the placement collection:
+/// those of the partitions it owns, as if it had loaded them from storage.
+pub fn owned_inputs(cx: &JobContext, worker: u32) -> (Vec<RowUpdate>, Vec<PlacementUpdate>) {
+    let source = cx.dataset.source();
+    let owned: Vec<u32> = (0..cx.plan.partitions)
+        .filter(|&p| cx.owners[p as usize] == worker)
+        .collect();
+    let rows = owned
+        .iter()
+        .flat_map(|&p| {
+            cx.partitioning
+                .partition_rows(p)
+                .iter()
+                .map(move |&r| ((p, DataRow::from_source(&source, r)), 0, 1))
+        })
+        .collect();
+    let initial = owned
+        .iter()
+        .flat_map(|&p| cx.holders[p as usize].iter().map(move |&h| ((p, h), 0, 1)))
+        .collect();
+    (rows, initial)
+}
+
+/// The placement collection, built on every worker.
+///
+/// `placement` holds `(partition, holder)` pairs: `initial` (owner and
+/// replicas, at time 0) plus `requests`, the holders the compute operators add
+/// while the job runs (at the iteration after the one that asked).
+/// `placement.join(rows)` turns each change into its partition's rows: a
+/// holder added at time `t` receives exactly that partition's rows as `+1`
+/// diffs at `t`, a holder removed receives them as `-1`, and nobody else hears
+/// of it.
+///
+/// Returns the row deliveries (to be routed to the holder) and the placement
+/// updates (to be routed to the owner).
+pub fn placement_flow<'s>(
+    scope: Scope<'s, u64>,
+    rows: Vec<RowUpdate>,
+    initial: Vec<PlacementUpdate>,
+    requests: Stream<'s, u64, Vec<PlacementUpdate>>,
+) -> (
+    Stream<'s, u64, Vec<Delivery>>,
+    Stream<'s, u64, Vec<PlacementUpdate>>,
+) {
+    // The handles drop here: rows and the initial placement are fixed.
+    let (_, rows) = scope.new_collection_from_raw(rows);
+    let (_, initial) = scope.new_collection_from_raw(initial);
+    let placement = initial.concat(requests.as_collection());
+    let deliveries = placement.clone().join(rows);
+    (deliveries.inner, placement.inner)
+}
 
 /// Owner of each partition. With no weights partitions go round-robin; with
 /// weights (a skewed data share) each worker gets a quota of partitions in
@@ -82,5 +143,79 @@ mod tests {
             assert_eq!(q.iter().sum::<u32>(), p);
             assert!(q.iter().all(|&x| x >= 1));
         }
+    }
+
+    /// Two workers, partitions 0 (rows 10, 11) and 1 (row 20), owned by workers
+    /// 0 and 1. At time 1 worker 1 also takes partition 0; at time 2 worker 0
+    /// lets it go. Exactly partition 0's rows travel: +1 to worker 1 at time 1,
+    /// -1 to worker 0 at time 2, nothing else after the initial load.
+    #[test]
+    fn moving_a_partition_delivers_exactly_its_rows_as_diffs() {
+        use std::sync::{Arc, Mutex};
+        use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
+
+        let row = |r: u32| DataRow {
+            row: r,
+            label_bits: 0,
+            indices: vec![0],
+            value_bits: vec![f64::from(r).to_bits()],
+        };
+        type Seen = (usize, u32, u32, u32, u64, isize);
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        timely::execute(timely::Config::process(2), move |worker| {
+            let index = worker.index();
+            let sink = Arc::clone(&sink);
+            let (mut requests, probe) = worker.dataflow::<u64, _, _>(|scope| {
+                let (handle, requests) = scope.new_input::<Vec<PlacementUpdate>>();
+                let (rows, initial) = if index == 0 {
+                    (
+                        vec![((0, row(10)), 0, 1), ((0, row(11)), 0, 1)],
+                        vec![((0, 0), 0, 1)],
+                    )
+                } else {
+                    (vec![((1, row(20)), 0, 1)], vec![((1, 1), 0, 1)])
+                };
+                let (deliveries, _) = placement_flow(scope, rows, initial, requests);
+                let probe = deliveries
+                    .exchange(|d: &Delivery| u64::from((d.0).1 .0))
+                    .inspect(move |((p, (h, r)), t, d)| {
+                        sink.lock().unwrap().push((index, *p, *h, r.row, *t, *d));
+                    })
+                    .probe()
+                    .0;
+                (handle, probe)
+            });
+            if index == 1 {
+                requests.send(((0, 1), 1, 1));
+                requests.advance_to(2);
+                requests.send(((0, 0), 2, -1));
+            }
+            requests.advance_to(3);
+            drop(requests);
+            while !probe.done() {
+                worker.step();
+            }
+        })
+        .expect("timely runs")
+        .join()
+        .into_iter()
+        .for_each(|r| r.expect("worker succeeds"));
+
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0, 0, 10, 0, 1),
+                (0, 0, 0, 10, 2, -1),
+                (0, 0, 0, 11, 0, 1),
+                (0, 0, 0, 11, 2, -1),
+                (1, 0, 1, 10, 1, 1),
+                (1, 0, 1, 11, 1, 1),
+                (1, 1, 1, 20, 0, 1),
+            ],
+            "(receiver, partition, holder, row, time, diff)"
+        );
     }
 }

@@ -32,7 +32,7 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
         for p in 0..plan.partitions {
             let mut partial = vec![0.0; dims];
             for unit in partitioning.units(t, p) {
-                let g = unit_gradient(&dataset.rows, &dataset.labels, &params, &unit.rows);
+                let g = unit_gradient(&dataset.source(), &params, &unit.rows);
                 for (acc, x) in partial.iter_mut().zip(&g.grad) {
                     *acc += x;
                 }

@@ -18,16 +18,23 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Capability;
 
 use super::context::JobContext;
+use super::holdings::{Holdings, PlacementUpdate};
 use super::messages::{Control, GradSlice, Progress};
 use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
-use crate::data::{UnitKey, UnitRows};
+use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::model::unit_gradient;
 use crate::policy::{ControlKind, PeerAgent};
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 
-/// The capabilities of one iteration: gradients, progress, control.
-pub type Caps = (Capability<u64>, Capability<u64>, Capability<u64>);
+/// The capabilities of one iteration `t`: gradients, progress, control (at
+/// `t`), and placement requests (at `t + 1`).
+pub type Caps = (
+    Capability<u64>,
+    Capability<u64>,
+    Capability<u64>,
+    Capability<u64>,
+);
 
 /// Where the compute operator's output goes.
 pub struct Emit<'a> {
@@ -37,6 +44,8 @@ pub struct Emit<'a> {
     pub progress: &'a mut dyn FnMut(&Capability<u64>, Progress),
     /// Control messages, to peers.
     pub control: &'a mut dyn FnMut(&Capability<u64>, Control),
+    /// Requests to hold a partition, to the placement collection.
+    pub placement: &'a mut dyn FnMut(&Capability<u64>, PlacementUpdate),
 }
 
 /// A parameter version whose shards are arriving.
@@ -52,6 +61,8 @@ pub struct PendingVersion {
 /// A unit a peer handed over.
 struct Given {
     rows: UnitRows,
+    /// The unit's rows, when they came with the message (not held here).
+    payload: Option<Arc<LocalRows>>,
     action: UnitAction,
     from: u32,
     iteration: u64,
@@ -128,6 +139,8 @@ pub struct ComputeState {
     finished: bool,
     epoch: Option<Epoch>,
     agent: Option<PeerAgent>,
+    /// The rows this worker holds, and who holds its partitions.
+    pub holdings: Holdings,
 }
 
 impl ComputeState {
@@ -139,7 +152,12 @@ impl ComputeState {
         clock: Option<Rc<RefCell<OperatorClock>>>,
     ) -> Self {
         let agent = cx.peer_agent(worker);
+        let sizes = (0..cx.plan.partitions)
+            .map(|p| cx.partitioning.partition_rows(p).len())
+            .collect();
+        let holdings = Holdings::new(cx.dataset.rows.rows(), sizes);
         Self {
+            holdings,
             worker,
             cx,
             sink,
@@ -214,17 +232,27 @@ impl ComputeState {
         let Some(epoch) = self.epoch.as_mut() else {
             return;
         };
+        epoch.bytes_moved += self.holdings.take_moved_bytes();
         let next = match epoch.given_to_me.pop_front() {
-            Some(g) => Some((g.rows, g.action, g.from, g.iteration)),
+            Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration)),
             None => epoch
                 .own
                 .pop_front()
-                .map(|u| (u, UnitAction::Assigned, self.worker, epoch.iteration)),
+                .map(|u| (u, None, UnitAction::Assigned, self.worker, epoch.iteration)),
         };
-        if let Some((unit, action, from, iteration)) = next {
+        if let Some((unit, payload, action, from, iteration)) = next {
             epoch.idle_reported = false;
-            let (record, slices) =
-                compute_unit(&self.cx, self.worker, epoch, &unit, action, iteration);
+            // A worker computes only rows it holds, or rows shipped with the unit.
+            let source = payload.as_deref().unwrap_or(self.holdings.store());
+            let (record, slices) = compute_unit(
+                &self.cx,
+                self.worker,
+                epoch,
+                source,
+                &unit,
+                action,
+                iteration,
+            );
             epoch.bytes_sent += record.bytes_sent;
             epoch.units.push(record);
             epoch.units_done += 1;
@@ -249,7 +277,7 @@ impl ComputeState {
             if action == UnitAction::Assigned {
                 if let Some(agent) = self.agent.as_mut() {
                     let out = agent.on_own_unit_done(epoch.unit_us());
-                    send_all(self.worker, epoch, out, emit);
+                    send_all(self.worker, epoch, &self.holdings, out, emit);
                 }
             }
         }
@@ -287,6 +315,7 @@ impl ComputeState {
                         iteration,
                         kind,
                         units: Vec::new(),
+                        rows: Vec::new(),
                     },
                 );
             }
@@ -339,7 +368,7 @@ impl ComputeState {
                 };
                 let left = epoch.own.len();
                 let out = agent.on_message(message.from, &ahead, left);
-                send_all(self.worker, epoch, out, emit);
+                send_all(self.worker, epoch, &self.holdings, out, emit);
             }
             if !self.finished {
                 self.early_control.push(message);
@@ -372,13 +401,35 @@ impl ComputeState {
                     ControlKind::Clone { .. } => UnitAction::Clone,
                     _ => UnitAction::Reassigned,
                 };
+                let payload = (!message.rows.is_empty()).then(|| {
+                    epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
+                    Arc::new(LocalRows::from_rows(&message.rows))
+                });
                 for key in &message.units {
                     let rows = self.cx.unit_rows(message.iteration, *key);
-                    if !self.cx.holds(self.worker, key.partition) {
-                        epoch.bytes_moved += self.cx.bytes_of_rows(&rows.rows);
+                    // Rows held here are read from the store; the message
+                    // carries only the rows of units this worker does not hold.
+                    let held = self.holdings.holds(key.partition);
+                    if !held {
+                        assert!(
+                            payload
+                                .as_ref()
+                                .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
+                            "worker {} was handed unit {key:?} without its rows",
+                            self.worker
+                        );
+                        // From the next iteration on, hold the partition: its
+                        // rows travel once, as diffs of the placement.
+                        if self.holdings.request(key.partition) {
+                            (emit.placement)(
+                                &epoch.caps.3,
+                                ((key.partition, self.worker), epoch.iteration + 1, 1),
+                            );
+                        }
                     }
                     epoch.given_to_me.push_back(Given {
                         rows,
+                        payload: if held { None } else { payload.clone() },
                         action,
                         from: message.from,
                         iteration: message.iteration,
@@ -407,7 +458,7 @@ impl ComputeState {
                     }
                     if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
                         let out = agent.on_own_unit_done(epoch.unit_us());
-                        send_all(self.worker, epoch, out, emit);
+                        send_all(self.worker, epoch, &self.holdings, out, emit);
                     }
                 }
                 return;
@@ -420,7 +471,7 @@ impl ComputeState {
             .filter(|u| !epoch.cloned_out.contains_key(&u.key))
             .count();
         let out = agent.on_message(message.from, &message.kind, left);
-        send_all(self.worker, epoch, out, emit);
+        send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
         }
@@ -467,6 +518,7 @@ impl ComputeState {
             return false;
         };
         idle && !self.finished
+            && self.holdings.ready()
             && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
                 || latest.version >= self.cx.plan.iterations)
     }
@@ -501,6 +553,7 @@ impl ComputeState {
             latest.caps.0.delayed(&iteration),
             latest.caps.1.delayed(&iteration),
             latest.caps.2.delayed(&iteration),
+            latest.caps.3.delayed(&(iteration + 1)),
         );
         let params = Arc::clone(&latest.params);
         let params_version = latest.version;
@@ -597,6 +650,7 @@ fn send_done(worker: u32, epoch: &mut Epoch, peer: u32, key: UnitKey, emit: &mut
             iteration: epoch.iteration,
             kind: ControlKind::Done,
             units: vec![key],
+            rows: Vec::new(),
         },
     );
 }
@@ -604,13 +658,20 @@ fn send_done(worker: u32, epoch: &mut Epoch, peer: u32, key: UnitKey, emit: &mut
 /// Sends the agent's messages. An `Assign` takes its units from the end of the
 /// worker's own list first, so they are no longer this worker's to compute; a
 /// `Clone` names units from the end that are not cloned yet and keeps them.
-fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: &mut Emit<'_>) {
+///
+/// Units go with their rows unless the receiver is a settled holder of them.
+fn send_all(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    out: Vec<(u32, ControlKind)>,
+    emit: &mut Emit<'_>,
+) {
     for (to, kind) in out {
-        let units: Vec<UnitKey> = match kind {
+        let units: Vec<UnitRows> = match kind {
             ControlKind::Assign { count } => {
-                let mut taken: Vec<UnitKey> = (0..count)
-                    .filter_map(|_| epoch.own.pop_back().map(|u| u.key))
-                    .collect();
+                let mut taken: Vec<UnitRows> =
+                    (0..count).filter_map(|_| epoch.own.pop_back()).collect();
                 taken.reverse();
                 epoch.units_given += taken.len() as u32;
                 if taken.is_empty() {
@@ -619,17 +680,17 @@ fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: 
                 taken
             }
             ControlKind::Clone { count } => {
-                let mut picked: Vec<UnitKey> = epoch
+                let mut picked: Vec<UnitRows> = epoch
                     .own
                     .iter()
                     .rev()
-                    .map(|u| u.key)
-                    .filter(|k| !epoch.cloned_out.contains_key(k))
+                    .filter(|u| !epoch.cloned_out.contains_key(&u.key))
                     .take(count as usize)
+                    .cloned()
                     .collect();
                 picked.reverse();
-                for k in &picked {
-                    epoch.cloned_out.insert(*k, to);
+                for u in &picked {
+                    epoch.cloned_out.insert(u.key, to);
                 }
                 epoch.units_given += picked.len() as u32;
                 if picked.is_empty() {
@@ -639,6 +700,11 @@ fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: 
             }
             _ => Vec::new(),
         };
+        let rows = units
+            .iter()
+            .filter(|u| !holdings.settled_holder(u.key.partition, to))
+            .flat_map(|u| holdings.ship(&u.rows))
+            .collect();
         epoch.control_sent += 1;
         (emit.control)(
             &epoch.caps.2,
@@ -647,7 +713,8 @@ fn send_all(worker: u32, epoch: &mut Epoch, out: Vec<(u32, ControlKind)>, emit: 
                 from: worker,
                 iteration: epoch.iteration,
                 kind,
-                units,
+                units: units.iter().map(|u| u.key).collect(),
+                rows,
             },
         );
     }
@@ -668,18 +735,14 @@ fn compute_unit(
     cx: &JobContext,
     worker: u32,
     epoch: &mut Epoch,
+    source: &LocalRows,
     unit: &UnitRows,
     action: UnitAction,
     iteration: u64,
 ) -> (UnitRecord, Vec<GradSlice>) {
     let started = Instant::now();
     let start_us = cx.us_since_start(started);
-    let gradient = unit_gradient(
-        &cx.dataset.rows,
-        &cx.dataset.labels,
-        &epoch.params,
-        &unit.rows,
-    );
+    let gradient = unit_gradient(source, &epoch.params, &unit.rows);
     let compute = started.elapsed();
     let slowdown = cx.schedule.slowdown(worker, epoch.iteration, start_us);
     let base = match cx.plan.pace_ns_per_row {

@@ -100,8 +100,8 @@ pub struct WorkerRecord {
     pub operator_us: u64,
     /// Bytes of gradient sent.
     pub bytes_sent: u64,
-    /// Bytes of data rows moved to this worker for units of partitions it does
-    /// not hold.
+    /// Bytes of data rows that reached this worker in this iteration for
+    /// partitions it did not hold (shipped with units, or placement diffs).
     pub bytes_moved: u64,
     /// Units this worker gave away to peers.
     pub units_given: u32,
