@@ -20,7 +20,8 @@
 //! 7. [`report`]: summaries for people (text) and machines (JSON lines).
 //! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!    and a report that records the command, git revision and machine.
-//! 9. [`cli`]: the `forestall` command line.
+//! 9. [`whatif`]: the policies' agents replayed over recorded timings.
+//! 10. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -36,6 +37,7 @@ pub mod rng;
 pub mod run;
 pub mod spec;
 pub mod trace;
+pub mod whatif;
 
 /// The README's code blocks, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -83,6 +83,32 @@ impl PolicyPlan {
     }
 }
 
+/// The peer-to-peer agent of `worker` among `workers` (`per_process` to a
+/// process), if `policy` uses one.
+pub fn peer_agent(
+    policy: &PolicyPlan,
+    worker: u32,
+    workers: u32,
+    per_process: u32,
+) -> Option<PeerAgent> {
+    let group = |size| reassign::helper_group(worker, workers, per_process, size);
+    match policy {
+        PolicyPlan::RapidReassign(config)
+        | PolicyPlan::Flexrr {
+            reassign: config, ..
+        } => Some(PeerAgent::Reassign(ReassignAgent::new(
+            worker,
+            group(config.group_size),
+            *config,
+        ))),
+        PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
+            group(config.group_size),
+            *config,
+        ))),
+        _ => None,
+    }
+}
+
 /// A worker's agent for the peer-to-peer policies.
 #[derive(Debug, Clone)]
 pub enum PeerAgent {

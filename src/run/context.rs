@@ -9,7 +9,7 @@ use super::placement::place_partitions;
 use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
-use crate::policy::{PeerAgent, PolicyPlan, ReassignAgent, SpeculateAgent};
+use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
 use crate::spec::JobPlan;
 
 /// The plan's cut of the dataset's training rows into partitions and units.
@@ -108,22 +108,12 @@ impl JobContext {
 
     /// The peer-to-peer agent of `worker`, if the policy uses one.
     pub fn peer_agent(&self, worker: u32) -> Option<PeerAgent> {
-        let group = |size| helper_group(worker, self.plan.workers, self.threads_per_process, size);
-        match &self.plan.policy {
-            PolicyPlan::RapidReassign(config)
-            | PolicyPlan::Flexrr {
-                reassign: config, ..
-            } => Some(PeerAgent::Reassign(ReassignAgent::new(
-                worker,
-                group(config.group_size),
-                *config,
-            ))),
-            PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
-                group(config.group_size),
-                *config,
-            ))),
-            _ => None,
-        }
+        peer_agent(
+            &self.plan.policy,
+            worker,
+            self.plan.workers,
+            self.threads_per_process,
+        )
     }
 
     /// Process of a worker.

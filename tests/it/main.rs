@@ -8,3 +8,4 @@ mod interop;
 mod policies;
 mod trace;
 mod training;
+mod whatif;

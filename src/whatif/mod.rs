@@ -1,0 +1,148 @@
+//! What-if replay: the policies' own agents driven by a plain event loop over
+//! recorded timings instead of a timely run.
+//!
+//! [`timings_from_trace`] turns a trace into, per iteration, every worker's list
+//! of own units with their recorded durations and every worker's time per row;
+//! [`replay_iteration`] then plays one iteration as the compute operator would:
+//! a worker computes one unit at a time, reads control messages between units,
+//! and hands units over exactly as [`crate::run::worker`] does, with a fixed
+//! message latency. A unit computed by a peer takes its rows × the peer's time
+//! per row. Iterations are replayed one after another with a barrier between
+//! them (SSP's running ahead is not replayed).
+//!
+//! Only the peer-to-peer agents need a replay of their own: `bsp` and `ideal`
+//! replay without one. Speculation (clones racing their originals) is not
+//! replayed yet and is refused.
+
+mod replay;
+
+pub use replay::{replay_iteration, Replayed};
+
+use std::collections::BTreeMap;
+
+use crate::data::UnitKey;
+use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
+use crate::trace::{TraceSet, UnitAction};
+
+/// One unit of a worker's own list, with its recorded duration there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimedUnit {
+    /// Which unit.
+    pub key: UnitKey,
+    /// Rows it covers.
+    pub rows: u32,
+    /// How long its owner took (recorded, or rows × the owner's time per row
+    /// when a peer computed it in the recorded run), µs.
+    pub owner_us: u64,
+}
+
+/// What one iteration of a recorded run says about its workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IterationTimings {
+    /// Iteration.
+    pub iteration: u64,
+    /// Every worker's own units, in list order.
+    pub own: Vec<Vec<TimedUnit>>,
+    /// Every worker's time per row in this iteration, µs.
+    pub us_per_row: Vec<f64>,
+}
+
+/// Why a replay cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WhatIfError {
+    /// The trace has no units.
+    #[error("the trace holds no unit rows to replay")]
+    EmptyTrace,
+    /// The policy has no replay yet.
+    #[error("policy {0} cannot be replayed yet (bsp, ideal and rapid-reassign can)")]
+    Unsupported(&'static str),
+}
+
+/// Per-iteration timings of `trace`, for `workers` workers.
+pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, WhatIfError> {
+    let workers = trace
+        .units
+        .iter()
+        .map(|u| u.worker.max(u.owner) + 1)
+        .max()
+        .ok_or(WhatIfError::EmptyTrace)? as usize;
+    let mut by_iteration: BTreeMap<u64, Vec<&crate::trace::UnitRecord>> = BTreeMap::new();
+    for u in &trace.units {
+        // A clone's twin is the original; replay each unit once.
+        if u.action != UnitAction::Clone {
+            by_iteration.entry(u.iteration).or_default().push(u);
+        }
+    }
+    Ok(by_iteration
+        .into_iter()
+        .map(|(iteration, units)| {
+            let mut us = vec![0u64; workers];
+            let mut rows = vec![0u64; workers];
+            for u in &units {
+                us[u.executor as usize] += u.end_us.saturating_sub(u.start_us);
+                rows[u.executor as usize] += u64::from(u.rows);
+            }
+            let mean = us.iter().sum::<u64>() as f64 / rows.iter().sum::<u64>().max(1) as f64;
+            let us_per_row: Vec<f64> = (0..workers)
+                .map(|w| match rows[w] {
+                    0 => mean, // did nothing here: assume a typical worker
+                    r => us[w] as f64 / r as f64,
+                })
+                .collect();
+            let mut own = vec![Vec::new(); workers];
+            for u in &units {
+                let owner_us = if u.executor == u.owner {
+                    u.end_us.saturating_sub(u.start_us)
+                } else {
+                    (f64::from(u.rows) * us_per_row[u.owner as usize]).round() as u64
+                };
+                own[u.owner as usize].push(TimedUnit {
+                    key: UnitKey {
+                        partition: u.partition,
+                        unit: u.unit,
+                    },
+                    rows: u.rows,
+                    owner_us,
+                });
+            }
+            for list in &mut own {
+                list.sort_by_key(|u| u.key);
+            }
+            IterationTimings {
+                iteration,
+                own,
+                us_per_row,
+            }
+        })
+        .collect())
+}
+
+/// The agents `policy` runs on `workers` workers of one process, or an error if
+/// the policy cannot be replayed.
+pub fn replay_agents(
+    policy: &PolicyPlan,
+    workers: u32,
+) -> Result<Vec<Option<PeerAgent>>, WhatIfError> {
+    match policy {
+        PolicyPlan::Bsp | PolicyPlan::Ideal | PolicyPlan::RapidReassign(_) => Ok((0..workers)
+            .map(|w| peer_agent(policy, w, workers, workers))
+            .collect()),
+        other => Err(WhatIfError::Unsupported(other.as_str())),
+    }
+}
+
+/// Replays every iteration of `timings` under `policy`; returns one outcome per
+/// iteration.
+pub fn replay(
+    timings: &[IterationTimings],
+    policy: &PolicyPlan,
+    latency_us: u64,
+) -> Result<Vec<Replayed>, WhatIfError> {
+    let workers = timings.first().map_or(0, |t| t.own.len()) as u32;
+    let mut agents = replay_agents(policy, workers)?;
+    Ok(timings
+        .iter()
+        .map(|t| replay_iteration(t, &mut agents, latency_us))
+        .collect())
+}
