@@ -44,3 +44,21 @@ pub fn run(plan: &JobPlan) -> RunOutput {
     let dir = tempfile::tempdir().expect("temp dir");
     run_in(plan, dir.path())
 }
+
+/// Four paced workers, worker 3 persistently 4× slower, 16 partitions × 4 units.
+pub const STRAGGLER: &str = r#"
+[job]
+iterations = 12
+seed = 21
+[data]
+partitions = 16
+units_per_partition = 4
+batch_fraction = 0.5
+[workers]
+count = 4
+pace_ns_per_row = 4000
+[straggler]
+pattern = "persistent"
+workers = [3]
+factor = 4.0
+"#;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use forestall::trace::{read_trace_dir, UnitAction};
 
-use crate::common::{plan, run, run_in};
+use crate::common::{plan, run, run_in, STRAGGLER};
 
 const JOB: &str = r#"
 [job]
@@ -195,23 +195,6 @@ control_delay = 5
     bsp.pace_ns_per_row = 0;
     assert_eq!(run(&bsp).digest, out.digest);
 }
-
-const STRAGGLER: &str = r#"
-[job]
-iterations = 12
-seed = 21
-[data]
-partitions = 16
-units_per_partition = 4
-batch_fraction = 0.5
-[workers]
-count = 4
-pace_ns_per_row = 4000
-[straggler]
-pattern = "persistent"
-workers = [3]
-factor = 4.0
-"#;
 
 #[test]
 fn ssp_with_zero_slack_is_bsp() {

@@ -5,28 +5,11 @@ use forestall::policy::{PolicyPlan, ReassignConfig, SpeculateConfig};
 use forestall::trace::{read_trace_dir, TraceSet};
 use forestall::whatif::{replay, timings_from_trace, WhatIfError};
 
-use crate::common::{plan, run_in};
-
-const PERSISTENT: &str = r#"
-[job]
-iterations = 8
-seed = 3
-[data]
-partitions = 16
-units_per_partition = 4
-batch_fraction = 0.5
-[workers]
-count = 4
-pace_ns_per_row = 4000
-[straggler]
-pattern = "persistent"
-workers = [3]
-factor = 4.0
-"#;
+use crate::common::{plan, run_in, STRAGGLER};
 
 fn recorded_bsp() -> TraceSet {
     let dir = tempfile::tempdir().expect("temp dir");
-    run_in(&plan(PERSISTENT), dir.path());
+    run_in(&plan(STRAGGLER), dir.path());
     read_trace_dir(dir.path()).expect("trace reads")
 }
 
@@ -34,7 +17,7 @@ fn recorded_bsp() -> TraceSet {
 fn replaying_a_bsp_trace_reproduces_it_and_reassignment_shortens_it() {
     let trace = recorded_bsp();
     let timings = timings_from_trace(&trace).expect("timings");
-    assert_eq!(timings.len(), 8);
+    assert_eq!(timings.len(), 12);
     let total = |policy: &PolicyPlan| -> u64 {
         let out = replay(&timings, policy, 50).expect("replays");
         for r in &out {
@@ -44,7 +27,7 @@ fn replaying_a_bsp_trace_reproduces_it_and_reassignment_shortens_it() {
     };
     let bsp = total(&PolicyPlan::Bsp);
     // What the run recorded: each iteration's slowest worker, ready to finish.
-    let recorded: u64 = (0..8)
+    let recorded: u64 = (0..12)
         .map(|t| {
             trace
                 .workers
