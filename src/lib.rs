@@ -20,8 +20,9 @@
 //! 7. [`report`]: summaries for people (text) and machines (JSON lines).
 //! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!    and a report that records the command, git revision and machine.
-//! 9. [`whatif`]: the policies' agents replayed over recorded timings.
-//! 10. [`cli`]: the `forestall` command line.
+//! 9. [`import`]: real public traces turned into the trace schema.
+//! 10. [`whatif`]: the policies' agents replayed over recorded timings.
+//! 11. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -29,6 +30,7 @@ pub mod bench;
 pub mod cli;
 pub mod data;
 pub mod fsutil;
+pub mod import;
 pub mod inject;
 pub mod model;
 pub mod policy;

@@ -2,6 +2,7 @@
 //! reach stdout (results) and stderr (everything else).
 
 pub mod bench;
+pub mod import;
 pub mod output;
 pub mod run;
 
@@ -47,6 +48,9 @@ pub enum Command {
     /// Run a benchmark pipeline: sweeps of jobs; raw results in Parquet and a
     /// report with the command, git revision and machine.
     Bench(bench::BenchArgs),
+    /// Import real straggler traces (Alibaba PAI mini-batch CSVs, ByteDance
+    /// operation Parquet) into forestall's trace schema.
+    Import(import::ImportArgs),
 }
 
 /// Runs the parsed command line.
@@ -54,5 +58,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run::run(args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
+        Command::Import(args) => import::run(args, &cli.global),
     }
 }

@@ -192,27 +192,7 @@ mod tests {
     use super::*;
 
     fn record(worker: u32, ready_us: u64, finish_us: u64) -> WorkerRecord {
-        WorkerRecord {
-            iteration: 0,
-            worker,
-            process: 0,
-            units: 1,
-            rows: 1,
-            ready_us,
-            finish_us,
-            compute_us: 0,
-            busy_us: finish_us - ready_us,
-            barrier_wait_us: 0,
-            operator_us: 0,
-            bytes_sent: 0,
-            bytes_moved: 0,
-            units_given: 0,
-            control_sent: 0,
-            units_cancelled: 0,
-            params_version: 0,
-            gt_slowdown: 1.0,
-            gt_delay_us: 0,
-        }
+        WorkerRecord::single_unit(0, worker, ready_us, finish_us)
     }
 
     #[test]

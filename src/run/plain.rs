@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::data::Dataset;
+use crate::data::{DataRow, Dataset, LocalRows};
 use crate::model::{unit_gradient, Adam};
 use crate::spec::JobPlan;
 
@@ -26,13 +26,24 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
     let mut params = vec![0.0; dims];
     let mut adam = Adam::new(plan.optimizer, 0, dims);
     let mut iteration_us = Vec::with_capacity(plan.iterations as usize);
+    // The rows laid out as a worker's store holds them (partition by partition,
+    // ascending rows), so the overhead benchmark compares like with like.
+    let source = dataset.source();
+    let mut store = LocalRows::with_capacity_for(dataset.rows.rows());
+    for p in 0..plan.partitions {
+        let mut rows = partitioning.partition_rows(p).to_vec();
+        rows.sort_unstable();
+        for r in rows {
+            store.insert(&DataRow::from_source(&source, r));
+        }
+    }
     for t in 0..plan.iterations {
         let started = Instant::now();
         let mut total = vec![0.0; dims];
         for p in 0..plan.partitions {
             let mut partial = vec![0.0; dims];
             for unit in partitioning.units(t, p) {
-                let g = unit_gradient(&dataset.source(), &params, &unit.rows);
+                let g = unit_gradient(&store, &params, &unit.rows);
                 for (acc, x) in partial.iter_mut().zip(&g.grad) {
                     *acc += x;
                 }

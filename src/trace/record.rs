@@ -120,6 +120,36 @@ pub struct WorkerRecord {
     pub gt_delay_us: u64,
 }
 
+impl WorkerRecord {
+    /// A worker that computed one unit from `ready_us` to `finish_us` of
+    /// `iteration` and recorded nothing else (no rows, bytes or messages; a
+    /// slowdown of 1).
+    pub fn single_unit(iteration: u64, worker: u32, ready_us: u64, finish_us: u64) -> Self {
+        let busy_us = finish_us.saturating_sub(ready_us);
+        Self {
+            iteration,
+            worker,
+            process: 0,
+            units: 1,
+            rows: 0,
+            ready_us,
+            finish_us,
+            compute_us: busy_us,
+            busy_us,
+            barrier_wait_us: 0,
+            operator_us: 0,
+            bytes_sent: 0,
+            bytes_moved: 0,
+            units_given: 0,
+            control_sent: 0,
+            units_cancelled: 0,
+            params_version: iteration,
+            gt_slowdown: 1.0,
+            gt_delay_us: 0,
+        }
+    }
+}
+
 /// One row per iteration: the model's progress and who held the barrier up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IterationRecord {

@@ -62,3 +62,29 @@ pattern = "persistent"
 workers = [3]
 factor = 4.0
 "#;
+
+/// A file under `../shared` (beside the project), or `None` with a note when it
+/// is missing — except under `CI`, where a missing file fails the test.
+pub fn shared(relative: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(relative);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing: CI needs ../shared beside the project",
+        path.display()
+    );
+    eprintln!("note: skipping, {} is missing", path.display());
+    None
+}
+
+/// Runs the built `forestall` binary with `args`.
+pub fn forestall(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}

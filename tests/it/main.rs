@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod common;
 mod detect;
+mod import;
 mod interop;
 mod policies;
 mod trace;
