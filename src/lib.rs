@@ -21,8 +21,9 @@
 //! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!    and a report that records the command, git revision and machine.
 //! 9. [`import`]: real public traces turned into the trace schema.
-//! 10. [`whatif`]: the policies' agents replayed over recorded timings.
-//! 11. [`cli`]: the `forestall` command line.
+//! 10. [`predict`]: straggler predictors over worker histories, and their scores.
+//! 11. [`whatif`]: the policies' agents replayed over recorded timings.
+//! 12. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -34,6 +35,7 @@ pub mod import;
 pub mod inject;
 pub mod model;
 pub mod policy;
+pub mod predict;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -173,6 +173,7 @@ pub fn run_pipeline(
             pace_ns_per_row: plan.pace_ns_per_row,
             iterations: plan.iterations,
             time_per_iteration_ms: 0.0,
+            load_ms: 0.0,
             median_iteration_ms: 0.0,
             barrier_wait_s: 0.0,
             work_reassigned: 0.0,
@@ -200,6 +201,7 @@ pub fn run_pipeline(
                 policy: "plain".into(),
                 workers: 1,
                 time_per_iteration_ms: total / plan.iterations as f64,
+                load_ms: plain.load_us as f64 / 1000.0,
                 median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
                 test_accuracy: crate::model::evaluate(
                     &dataset.rows,
@@ -234,8 +236,12 @@ pub fn run_pipeline(
                 }
             })?;
         let summary = RunSummary::new(plan, &out, &trace_dir, dataset.test_positive_rate());
+        let load_us = out.iterations.first().map_or(0, |i| i.start_us);
         let row = BenchRow {
-            time_per_iteration_ms: out.wall_us as f64 / 1000.0 / plan.iterations as f64,
+            time_per_iteration_ms: out.wall_us.saturating_sub(load_us) as f64
+                / 1000.0
+                / plan.iterations as f64,
+            load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
             barrier_wait_s: summary.barrier_wait_s,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,

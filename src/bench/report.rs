@@ -160,11 +160,11 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | barrier wait worker-s | vs {label} | work reassigned | work cloned | converged at iteration | time to converge s | test acc | digests equal |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | work reassigned | work cloned | converged at iteration | time to converge s | test acc | digests equal |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
         for (key, group) in &group(&mine) {
             let t: Vec<f64> = group.iter().map(|r| r.time_per_iteration_ms).collect();
@@ -196,7 +196,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.3} | {ratio} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
                 key.kind,
                 key.policy,
                 key.workers,
@@ -204,6 +204,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                 group[0].alpha,
                 group[0].delay_percent,
                 mean_of(group, |r| r.median_iteration_ms),
+                mean_of(group, |r| r.load_ms),
                 mean_of(group, |r| r.barrier_wait_s),
                 100.0 * mean_of(group, |r| r.work_reassigned),
                 100.0 * mean_of(group, |r| r.work_cloned),

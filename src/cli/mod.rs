@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod import;
 pub mod output;
+pub mod predictor;
 pub mod run;
 
 use std::process::ExitCode;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Import real straggler traces (Alibaba PAI mini-batch CSVs, ByteDance
     /// operation Parquet) into forestall's trace schema.
     Import(import::ImportArgs),
+    /// Straggler predictors: score them on traces.
+    #[command(subcommand)]
+    Predictor(predictor::PredictorCommand),
 }
 
 /// Runs the parsed command line.
@@ -59,5 +63,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),
+        Command::Predictor(command) => predictor::run(command, &cli.global),
     }
 }

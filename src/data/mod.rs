@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub use features::{FeatureMap, SparseRows};
 pub use partition::{Partitioning, UnitKey, UnitRows};
-pub use rows::{DataRow, LabelledRows, LocalRows, RowSource};
+pub use rows::{DataRow, LabelledRows, LocalRows, RowBlock, RowSource};
 pub use table::{read_parquet_table, Column, Table};
 
 use crate::rng;

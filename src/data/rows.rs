@@ -71,6 +71,25 @@ impl DataRow {
     }
 }
 
+/// Consecutive rows of one partition travelling as one record of the placement
+/// collection (rows per record: [`RowBlock::ROWS`]), so that loading a large
+/// dataset costs a few hundred records rather than a record per row.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RowBlock {
+    /// The rows, ascending.
+    pub rows: Vec<DataRow>,
+}
+
+impl RowBlock {
+    /// Rows per block.
+    pub const ROWS: usize = 256;
+
+    /// Bytes the block occupies on the wire.
+    pub fn wire_bytes(&self) -> u64 {
+        self.rows.iter().map(DataRow::wire_bytes).sum()
+    }
+}
+
 /// How a [`LocalRows`] finds a global row.
 #[derive(Debug, Clone)]
 enum Slots {

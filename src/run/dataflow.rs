@@ -104,8 +104,8 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             state.initial = Some((grad_cap, done_cap, control_cap, placement_cap));
             move |frontiers| {
                 rows_in.for_each(|_cap, data| {
-                    for ((partition, (_, row)), time, diff) in data.drain(..) {
-                        state.holdings.on_delivery(partition, &row, time, diff);
+                    for ((partition, (_, block)), time, diff) in data.drain(..) {
+                        state.holdings.on_delivery(partition, &block, time, diff);
                     }
                 });
                 placement_in.for_each(|_cap, data| {

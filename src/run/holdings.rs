@@ -13,17 +13,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::data::{DataRow, LocalRows};
+use crate::data::{DataRow, LocalRows, RowBlock};
 
 /// One change to the placement: `((partition, worker), time, diff)`.
 pub type PlacementUpdate = ((u32, u32), u64, isize);
 
-/// One row of a partition, as put into the placement collection:
-/// `((partition, row), time, diff)`.
-pub type RowUpdate = ((u32, DataRow), u64, isize);
+/// A block of a partition's rows, as put into the placement collection:
+/// `((partition, block), time, diff)`.
+pub type RowUpdate = ((u32, RowBlock), u64, isize);
 
-/// One row delivered to a holder: `((partition, (holder, row)), time, diff)`.
-pub type Delivery = ((u32, (u32, DataRow)), u64, isize);
+/// A block of rows delivered to a holder: `((partition, (holder, block)), time, diff)`.
+pub type Delivery = ((u32, (u32, RowBlock)), u64, isize);
 
 /// A worker's rows and its view of who holds its partitions.
 #[derive(Debug)]
@@ -58,9 +58,15 @@ impl Holdings {
         }
     }
 
-    /// Applies a delivered row diff: rows of time 0 are the initial load,
-    /// later ones were moved.
-    pub fn on_delivery(&mut self, partition: u32, row: &DataRow, time: u64, diff: isize) {
+    /// Applies a delivered block of rows: time 0 is the initial load, later
+    /// times were moved.
+    pub fn on_delivery(&mut self, partition: u32, block: &RowBlock, time: u64, diff: isize) {
+        for row in &block.rows {
+            self.on_row(partition, row, time, diff);
+        }
+    }
+
+    fn on_row(&mut self, partition: u32, row: &DataRow, time: u64, diff: isize) {
         let changed = if diff > 0 {
             self.store.insert(row)
         } else {
@@ -154,16 +160,16 @@ mod tests {
     fn a_partition_is_held_once_all_its_rows_arrived() {
         let mut h = Holdings::new(10, vec![2, 3]);
         assert!(!h.ready() && !h.holds(0));
-        h.on_delivery(0, &row(0), 0, 1);
+        h.on_row(0, &row(0), 0, 1);
         assert!(!h.holds(0));
-        h.on_delivery(0, &row(5), 0, 1);
-        h.on_delivery(0, &row(5), 0, 1); // a duplicate changes nothing
+        h.on_row(0, &row(5), 0, 1);
+        h.on_row(0, &row(5), 0, 1); // a duplicate changes nothing
         assert!(h.holds(0) && !h.holds(1));
         assert_eq!(h.take_moved_bytes(), 0, "the initial load is not a move");
-        h.on_delivery(1, &row(1), 3, 1);
+        h.on_delivery(1, &RowBlock { rows: vec![row(1)] }, 3, 1);
         assert_eq!(h.take_moved_bytes(), 36);
         assert_eq!(h.take_moved_bytes(), 0);
-        h.on_delivery(0, &row(5), 4, -1);
+        h.on_row(0, &row(5), 4, -1);
         assert!(!h.holds(0), "a retracted row is no longer held");
         assert!(!h.store().contains(5));
     }
@@ -187,7 +193,7 @@ mod tests {
     #[test]
     fn a_partition_is_requested_once_and_never_when_held() {
         let mut h = Holdings::new(4, vec![1, 1]);
-        h.on_delivery(0, &row(0), 0, 1);
+        h.on_row(0, &row(0), 0, 1);
         assert!(!h.request(0), "already held");
         assert!(h.request(1));
         assert!(!h.request(1), "asked for once");

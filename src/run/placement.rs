@@ -7,7 +7,7 @@ use timely::dataflow::{Scope, Stream};
 
 use super::context::JobContext;
 use super::holdings::{Delivery, PlacementUpdate, RowUpdate};
-use crate::data::DataRow;
+use crate::data::{DataRow, RowBlock};
 
 /// The rows and initial holders `worker` puts into the placement collection:
 /// those of the partitions it owns, as if it had loaded them from storage.
@@ -16,15 +16,20 @@ pub fn owned_inputs(cx: &JobContext, worker: u32) -> (Vec<RowUpdate>, Vec<Placem
     let owned: Vec<u32> = (0..cx.plan.partitions)
         .filter(|&p| cx.owners[p as usize] == worker)
         .collect();
-    let rows = owned
-        .iter()
-        .flat_map(|&p| {
-            cx.partitioning
-                .partition_rows(p)
-                .iter()
-                .map(move |&r| ((p, DataRow::from_source(&source, r)), 0, 1))
-        })
-        .collect();
+    let mut rows = Vec::new();
+    for &p in &owned {
+        let mut ids = cx.partitioning.partition_rows(p).to_vec();
+        ids.sort_unstable();
+        for chunk in ids.chunks(RowBlock::ROWS) {
+            let block = RowBlock {
+                rows: chunk
+                    .iter()
+                    .map(|&r| DataRow::from_source(&source, r))
+                    .collect(),
+            };
+            rows.push(((p, block), 0, 1));
+        }
+    }
     let initial = owned
         .iter()
         .flat_map(|&p| cx.holders[p as usize].iter().map(move |&h| ((p, h), 0, 1)))
@@ -154,11 +159,13 @@ mod tests {
         use std::sync::{Arc, Mutex};
         use timely::dataflow::operators::{Exchange, Input, Inspect, Probe};
 
-        let row = |r: u32| DataRow {
-            row: r,
-            label_bits: 0,
-            indices: vec![0],
-            value_bits: vec![f64::from(r).to_bits()],
+        let row = |r: u32| RowBlock {
+            rows: vec![DataRow {
+                row: r,
+                label_bits: 0,
+                indices: vec![0],
+                value_bits: vec![f64::from(r).to_bits()],
+            }],
         };
         type Seen = (usize, u32, u32, u32, u64, isize);
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -180,7 +187,9 @@ mod tests {
                 let probe = deliveries
                     .exchange(|d: &Delivery| u64::from((d.0).1 .0))
                     .inspect(move |((p, (h, r)), t, d)| {
-                        sink.lock().unwrap().push((index, *p, *h, r.row, *t, *d));
+                        sink.lock()
+                            .unwrap()
+                            .push((index, *p, *h, r.rows[0].row, *t, *d));
                     })
                     .probe()
                     .0;

@@ -16,6 +16,8 @@ pub struct PlainOutput {
     pub params: Vec<f64>,
     /// Wall time of each iteration, µs.
     pub iteration_us: Vec<u64>,
+    /// Time to build the row store before the first iteration, µs.
+    pub load_us: u64,
 }
 
 /// Trains `plan` on `dataset` in a plain loop (no injection, no pacing).
@@ -28,6 +30,7 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
     let mut iteration_us = Vec::with_capacity(plan.iterations as usize);
     // The rows laid out as a worker's store holds them (partition by partition,
     // ascending rows), so the overhead benchmark compares like with like.
+    let loading = Instant::now();
     let source = dataset.source();
     let mut store = LocalRows::with_capacity_for(dataset.rows.rows());
     for p in 0..plan.partitions {
@@ -37,6 +40,7 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
             store.insert(&DataRow::from_source(&source, r));
         }
     }
+    let load_us = loading.elapsed().as_micros() as u64;
     for t in 0..plan.iterations {
         let started = Instant::now();
         let mut total = vec![0.0; dims];
@@ -58,5 +62,6 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
     PlainOutput {
         params,
         iteration_us,
+        load_us,
     }
 }

@@ -176,3 +176,52 @@ fn wrong_formats_and_missing_files_are_clear_errors() {
     );
     assert!(!out.exists());
 }
+
+/// The baselines scored on real imported traces: ByteDance AR's persistent
+/// straggler is called by `last` with high recall, and the table names both.
+#[test]
+fn predictor_eval_scores_the_baselines_on_imported_traces() {
+    let Some(ar) = shared("traces/bytedance-stragglers/trace-AR.parquet") else {
+        return;
+    };
+    let out = tempfile::tempdir().expect("temp dir");
+    let o = out.path().to_str().unwrap();
+    let imported = forestall(&["import", "bytedance-ops", ar.to_str().unwrap(), "--out", o]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    let dir = out.path().join("trace-AR");
+    let r = forestall(&["predictor", "eval", dir.to_str().unwrap(), "--json"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let scores: Vec<serde_json::Value> = text(&r.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line")["data"].clone())
+        .collect();
+    let names: Vec<&str> = scores
+        .iter()
+        .filter_map(|s| s["predictor"].as_str())
+        .collect();
+    assert_eq!(names, ["last", "ewma"]);
+    assert_eq!(scores[0]["predictions"], 16 * 22);
+    let recall = scores[0]["recall"].as_f64().unwrap_or(0.0);
+    assert!(
+        recall >= 0.9,
+        "last on a persistent straggler: {}",
+        scores[0]
+    );
+
+    let bad = forestall(&[
+        "predictor",
+        "eval",
+        dir.to_str().unwrap(),
+        "--tail-from",
+        "1.5",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("--tail-from must be in [0, 1)"));
+    let missing = forestall(&["predictor", "eval", "no-such-dir"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        text(&missing.stderr).contains("no-such-dir"),
+        "{}",
+        text(&missing.stderr)
+    );
+}

@@ -1,0 +1,111 @@
+//! Straggler prediction: from a worker's recent history, its time per unit in the
+//! next iterations (relative to the iteration median), and from that whether it
+//! will straggle (slower than `threshold` × the median).
+//!
+//! Built: the online baselines `last` and `ewma`, and their evaluation on
+//! traces (ours or imported). Not built yet: `linear`, `svm` (linfa) and the
+//! burn LSTM.
+
+pub mod eval;
+pub mod history;
+
+pub use eval::{evaluate, Scores};
+pub use history::{worker_series, HistoryError, Step, WorkerSeries};
+
+/// Default straggler threshold: slower than 1.5 × the iteration median.
+pub const DEFAULT_STRAGGLER_THRESHOLD: f64 = 1.5;
+
+/// Predicts a worker's coming time per unit from its history.
+pub trait Predictor {
+    /// Name, as on the command line.
+    fn name(&self) -> &str;
+
+    /// Time per unit relative to the iteration median for each of the next
+    /// `horizon` iterations, from `history` (oldest first, at least one step).
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64>;
+}
+
+/// The last observed ratio, held.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Last;
+
+impl Predictor for Last {
+    fn name(&self) -> &str {
+        "last"
+    }
+
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
+        let last = history.last().map_or(1.0, |s| s.ratio);
+        vec![last; horizon]
+    }
+}
+
+/// Exponentially weighted moving average of the ratio.
+#[derive(Debug, Clone, Copy)]
+pub struct Ewma {
+    /// Weight of the newest observation, in (0, 1].
+    pub alpha: f64,
+}
+
+impl Default for Ewma {
+    fn default() -> Self {
+        Self { alpha: 0.3 }
+    }
+}
+
+impl Predictor for Ewma {
+    fn name(&self) -> &str {
+        "ewma"
+    }
+
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
+        let mut steps = history.iter();
+        let Some(first) = steps.next() else {
+            return vec![1.0; horizon];
+        };
+        let level = steps.fold(first.ratio, |level, s| {
+            self.alpha * s.ratio + (1.0 - self.alpha) * level
+        });
+        vec![level; horizon]
+    }
+}
+
+/// Whether a predicted ratio calls the worker a straggler.
+pub fn is_straggler(ratio: f64, threshold: f64) -> bool {
+    ratio > threshold
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn steps(ratios: &[f64]) -> Vec<Step> {
+        ratios
+            .iter()
+            .enumerate()
+            .map(|(i, &ratio)| Step {
+                iteration: i as u64,
+                unit_us: ratio * 100.0,
+                ratio,
+                wait_ratio: 0.0,
+                share: 0.25,
+                median_us: 100.0,
+                spread: 0.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn last_holds_the_newest_value() {
+        assert_eq!(Last.predict(&steps(&[1.0, 3.0]), 2), vec![3.0, 3.0]);
+    }
+
+    #[test]
+    fn ewma_smooths_toward_the_newest_value() {
+        let p = Ewma { alpha: 0.5 }.predict(&steps(&[1.0, 3.0, 3.0]), 1);
+        assert_eq!(p, vec![2.5]);
+        assert_eq!(Ewma::default().predict(&[], 1), vec![1.0]);
+        assert!(is_straggler(1.6, DEFAULT_STRAGGLER_THRESHOLD));
+        assert!(!is_straggler(1.5, DEFAULT_STRAGGLER_THRESHOLD));
+    }
+}
