@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use super::output::print_stdout;
 use super::GlobalArgs;
 use crate::predict::{
-    evaluate, worker_series, Ewma, Last, Predictor, Scores, WorkerSeries,
-    DEFAULT_STRAGGLER_THRESHOLD,
+    evaluate, tail_start, worker_series, Ewma, Last, LinearLags, Predictor, Scores, WorkerSeries,
+    DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
 use crate::trace::read_trace_dir;
@@ -34,6 +34,13 @@ pub struct EvalArgs {
     /// A worker straggles when slower than this × the iteration median.
     #[arg(long, default_value_t = DEFAULT_STRAGGLER_THRESHOLD)]
     pub threshold: f64,
+    /// Traces to fit `linear` on (default: the part of each evaluated series
+    /// before its held-out tail).
+    #[arg(long, num_args = 1..)]
+    pub train: Vec<PathBuf>,
+    /// Lagged ratios `linear` uses.
+    #[arg(long, default_value_t = DEFAULT_LAGS)]
+    pub lags: usize,
     /// Weight of the newest observation in `ewma`.
     #[arg(long, default_value_t = 0.3)]
     pub ewma_alpha: f64,
@@ -55,6 +62,17 @@ fn trace_dir(dir: &Path) -> PathBuf {
     }
 }
 
+/// Every worker series of the traces in `dirs`.
+fn read_series(dirs: &[PathBuf]) -> anyhow::Result<Vec<WorkerSeries>> {
+    let mut series = Vec::new();
+    for dir in dirs {
+        let trace = read_trace_dir(&trace_dir(dir))
+            .with_context(|| format!("cannot read the trace in {}", dir.display()))?;
+        series.extend(worker_series(&trace).with_context(|| format!("{}", dir.display()))?);
+    }
+    Ok(series)
+}
+
 fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     if !(0.0..1.0).contains(&args.tail_from) {
         bail!("--tail-from must be in [0, 1) (got {})", args.tail_from);
@@ -68,18 +86,27 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     if !(args.ewma_alpha > 0.0 && args.ewma_alpha <= 1.0) {
         bail!("--ewma-alpha must be in (0, 1] (got {})", args.ewma_alpha);
     }
-    let mut series: Vec<WorkerSeries> = Vec::new();
-    for dir in &args.traces {
-        let trace = read_trace_dir(&trace_dir(dir))
-            .with_context(|| format!("cannot read the trace in {}", dir.display()))?;
-        series.extend(worker_series(&trace).with_context(|| format!("{}", dir.display()))?);
+    if args.lags == 0 {
+        bail!("--lags must be at least 1");
     }
-    let predictors: Vec<Box<dyn Predictor>> = vec![
+    let series = read_series(&args.traces)?;
+    let mut predictors: Vec<Box<dyn Predictor>> = vec![
         Box::new(Last),
         Box::new(Ewma {
             alpha: args.ewma_alpha,
         }),
     ];
+    let fitted = if args.train.is_empty() {
+        LinearLags::fit(&series, args.lags, |s| {
+            tail_start(s.steps.len(), args.tail_from)
+        })
+    } else {
+        LinearLags::fit(&read_series(&args.train)?, args.lags, |s| s.steps.len())
+    };
+    match fitted {
+        Ok(model) => predictors.push(Box::new(model)),
+        Err(e) => tracing::warn!("linear is left out: {e}"),
+    }
     let scores: Vec<Scores> = predictors
         .iter()
         .map(|p| evaluate(p.as_ref(), &series, args.tail_from, args.threshold))

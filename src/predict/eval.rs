@@ -30,6 +30,12 @@ pub struct Scores {
     pub latency_ns: f64,
 }
 
+/// Where the held-out tail of a series of `len` steps begins: at `tail_from`
+/// of it, and never before the second step.
+pub fn tail_start(len: usize, tail_from: f64) -> usize {
+    ((len as f64 * tail_from).floor() as usize).max(1)
+}
+
 /// Scores `predictor` on every worker's iterations from `tail_from` (a share of
 /// each series, in [0, 1)) on; a worker needs at least one earlier step.
 pub fn evaluate(
@@ -42,7 +48,7 @@ pub fn evaluate(
     let (mut tp, mut fp, mut fn_) = (0usize, 0usize, 0usize);
     let mut spent_ns = 0u128;
     for s in series {
-        let start = ((s.steps.len() as f64 * tail_from).floor() as usize).max(1);
+        let start = tail_start(s.steps.len(), tail_from);
         for t in start..s.steps.len() {
             let history = &s.steps[..t];
             let clock = Instant::now();

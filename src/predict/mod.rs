@@ -2,15 +2,17 @@
 //! next iterations (relative to the iteration median), and from that whether it
 //! will straggle (slower than `threshold` × the median).
 //!
-//! Built: the online baselines `last` and `ewma`, and their evaluation on
-//! traces (ours or imported). Not built yet: `linear`, `svm` (linfa) and the
-//! burn LSTM.
+//! Built: the online baselines `last` and `ewma`, `linear` (linfa least
+//! squares on lag features), and their evaluation on traces (ours or imported).
+//! Not built yet: `svm` (linfa) and the burn LSTM.
 
 pub mod eval;
 pub mod history;
+pub mod linear;
 
-pub use eval::{evaluate, Scores};
+pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
+pub use linear::{FitError, LinearLags, DEFAULT_LAGS};
 
 /// Default straggler threshold: slower than 1.5 × the iteration median.
 pub const DEFAULT_STRAGGLER_THRESHOLD: f64 = 1.5;

@@ -178,7 +178,7 @@ fn wrong_formats_and_missing_files_are_clear_errors() {
 }
 
 /// The baselines scored on real imported traces: ByteDance AR's persistent
-/// straggler is called by `last` with high recall, and the table names both.
+/// straggler is called by `last` with high recall, and the table names every built predictor.
 #[test]
 fn predictor_eval_scores_the_baselines_on_imported_traces() {
     let Some(ar) = shared("traces/bytedance-stragglers/trace-AR.parquet") else {
@@ -199,7 +199,7 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
         .iter()
         .filter_map(|s| s["predictor"].as_str())
         .collect();
-    assert_eq!(names, ["last", "ewma"]);
+    assert_eq!(names, ["last", "ewma", "linear"]);
     assert_eq!(scores[0]["predictions"], 16 * 22);
     let recall = scores[0]["recall"].as_f64().unwrap_or(0.0);
     assert!(
@@ -207,6 +207,24 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
         "last on a persistent straggler: {}",
         scores[0]
     );
+
+    // linear fitted on another trace (ST) and tested on AR: no leakage across jobs
+    let st = shared("traces/bytedance-stragglers/trace-ST.parquet").expect("beside AR");
+    let st_import = forestall(&["import", "bytedance-ops", st.to_str().unwrap(), "--out", o]);
+    assert!(st_import.status.success(), "{}", text(&st_import.stderr));
+    let st_dir = out.path().join("trace-ST");
+    let cross = forestall(&[
+        "predictor",
+        "eval",
+        dir.to_str().unwrap(),
+        "--train",
+        st_dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(cross.status.success(), "{}", text(&cross.stderr));
+    assert!(text(&cross.stdout).contains("\"predictor\":\"linear\""));
+    let short = forestall(&["predictor", "eval", dir.to_str().unwrap(), "--lags", "0"]);
+    assert!(text(&short.stderr).contains("--lags must be at least 1"));
 
     let bad = forestall(&[
         "predictor",
