@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use super::output::print_stdout;
 use super::GlobalArgs;
 use crate::predict::{
-    evaluate, tail_start, worker_series, Ewma, Last, LinearLags, Predictor, Scores, WorkerSeries,
-    DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
+    evaluate, tail_start, worker_series, Ewma, Last, LinearLags, Predictor, Scores, SvmStraggler,
+    WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
 use crate::trace::read_trace_dir;
@@ -34,11 +34,11 @@ pub struct EvalArgs {
     /// A worker straggles when slower than this × the iteration median.
     #[arg(long, default_value_t = DEFAULT_STRAGGLER_THRESHOLD)]
     pub threshold: f64,
-    /// Traces to fit `linear` on (default: the part of each evaluated series
-    /// before its held-out tail).
+    /// Traces to fit `linear` and `svm` on (default: the part of each evaluated
+    /// series before its held-out tail).
     #[arg(long, num_args = 1..)]
     pub train: Vec<PathBuf>,
-    /// Lagged ratios `linear` uses.
+    /// Lagged ratios `linear` and `svm` use.
     #[arg(long, default_value_t = DEFAULT_LAGS)]
     pub lags: usize,
     /// Weight of the newest observation in `ewma`.
@@ -96,16 +96,27 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             alpha: args.ewma_alpha,
         }),
     ];
-    let fitted = if args.train.is_empty() {
-        LinearLags::fit(&series, args.lags, |s| {
-            tail_start(s.steps.len(), args.tail_from)
-        })
+    // The learned models fit on other traces (--train) or on the part of each
+    // evaluated series before its held-out tail.
+    let (train, whole) = if args.train.is_empty() {
+        (series.clone(), false)
     } else {
-        LinearLags::fit(&read_series(&args.train)?, args.lags, |s| s.steps.len())
+        (read_series(&args.train)?, true)
     };
-    match fitted {
+    let end = |s: &WorkerSeries| {
+        if whole {
+            s.steps.len()
+        } else {
+            tail_start(s.steps.len(), args.tail_from)
+        }
+    };
+    match LinearLags::fit(&train, args.lags, end) {
         Ok(model) => predictors.push(Box::new(model)),
         Err(e) => tracing::warn!("linear is left out: {e}"),
+    }
+    match SvmStraggler::fit(&train, args.lags, args.threshold, end) {
+        Ok(model) => predictors.push(Box::new(model)),
+        Err(e) => tracing::warn!("svm is left out: {e}"),
     }
     let scores: Vec<Scores> = predictors
         .iter()

@@ -16,7 +16,7 @@ pub struct Scores {
     /// Predictions scored.
     pub predictions: usize,
     /// Mean absolute error of the next iteration's time per unit, µs (the
-    /// predicted ratio × the previous iteration's median).
+    /// predicted ratio × the previous iteration's median; NaN for a classifier).
     pub mae_us: f64,
     /// Mean absolute percentage error of the same, %.
     pub mape: f64,
@@ -53,6 +53,7 @@ pub fn evaluate(
             let history = &s.steps[..t];
             let clock = Instant::now();
             let ratio = predictor.predict(history, 1)[0];
+            let called = predictor.calls_straggler(history, threshold);
             spent_ns += clock.elapsed().as_nanos();
             let actual = &s.steps[t];
             let predicted_us = ratio * history[t - 1].median_us;
@@ -60,10 +61,7 @@ pub fn evaluate(
             abs += err;
             pct += err / actual.unit_us.max(1e-9);
             n += 1;
-            match (
-                is_straggler(ratio, threshold),
-                is_straggler(actual.ratio, threshold),
-            ) {
+            match (called, is_straggler(actual.ratio, threshold)) {
                 (true, true) => tp += 1,
                 (true, false) => fp += 1,
                 (false, true) => fn_ += 1,

@@ -37,13 +37,21 @@ pub enum FitError {
         /// Features per window.
         features: usize,
     },
+    /// A classifier needs both classes in its training windows.
+    #[error("{windows} training windows with {stragglers} stragglers: a classifier needs both stragglers and normal iterations")]
+    OneClass {
+        /// Windows available.
+        windows: usize,
+        /// Windows whose next iteration straggled.
+        stragglers: usize,
+    },
     /// linfa refused the data.
     #[error("linear fit failed: {0}")]
     Linfa(String),
 }
 
 /// The features of the window ending before the step to predict.
-fn features(history: &[Step], lags: usize) -> Vec<f64> {
+pub(crate) fn features(history: &[Step], lags: usize) -> Vec<f64> {
     let last = history.last().copied();
     let mut x: Vec<f64> = (0..lags)
         .map(|k| {

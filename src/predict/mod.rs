@@ -4,15 +4,17 @@
 //!
 //! Built: the online baselines `last` and `ewma`, `linear` (linfa least
 //! squares on lag features), and their evaluation on traces (ours or imported).
-//! Not built yet: `svm` (linfa) and the burn LSTM.
+//! `svm` (linfa-svm straggler classifier). Not built yet: the burn LSTM.
 
 pub mod eval;
 pub mod history;
 pub mod linear;
+pub mod svm;
 
 pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
 pub use linear::{FitError, LinearLags, DEFAULT_LAGS};
+pub use svm::SvmStraggler;
 
 /// Default straggler threshold: slower than 1.5 × the iteration median.
 pub const DEFAULT_STRAGGLER_THRESHOLD: f64 = 1.5;
@@ -25,6 +27,19 @@ pub trait Predictor {
     /// Time per unit relative to the iteration median for each of the next
     /// `horizon` iterations, from `history` (oldest first, at least one step).
     fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64>;
+
+    /// Whether [`Predictor::predict`] predicts times (a classifier does not).
+    fn predicts_time(&self) -> bool {
+        true
+    }
+
+    /// Whether the worker will straggle in the next iteration (slower than
+    /// `threshold` × the median).
+    fn calls_straggler(&self, history: &[Step], threshold: f64) -> bool {
+        self.predict(history, 1)
+            .first()
+            .is_some_and(|&r| is_straggler(r, threshold))
+    }
 }
 
 /// The last observed ratio, held.

@@ -199,7 +199,7 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
         .iter()
         .filter_map(|s| s["predictor"].as_str())
         .collect();
-    assert_eq!(names, ["last", "ewma", "linear"]);
+    assert_eq!(names, ["last", "ewma", "linear", "svm"]);
     assert_eq!(scores[0]["predictions"], 16 * 22);
     let recall = scores[0]["recall"].as_f64().unwrap_or(0.0);
     assert!(
