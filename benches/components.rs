@@ -1,6 +1,7 @@
 //! Component throughput: the per-unit gradient (the work a compute operator does
-//! per activation) and trace encode/decode (the sink's work), on the committed
-//! Adult data.
+//! per activation), trace encode/decode (the sink's work), on the committed
+//! Adult data, and straggler-predictor inference for 64 workers (the work a
+//! predictor would add at each iteration boundary; the budget is 1 ms).
 //!
 //! Run: `cargo bench --bench components` (add `-- --out FILE.md` to keep the
 //! table). It prints the command, git revision and machine with the figures.
@@ -15,6 +16,10 @@ use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::data::{load_dataset, Partitioning};
 use forestall::model::unit_gradient;
+use forestall::predict::{
+    Ewma, Last, LinearLags, Predictor, Step, SvmStraggler, WorkerSeries, DEFAULT_LAGS,
+    DEFAULT_STRAGGLER_THRESHOLD,
+};
 use forestall::spec::{parse_job, validate};
 use forestall::trace::{read_trace_dir, TraceStamp, TraceWriter, UnitAction, UnitRecord};
 
@@ -87,6 +92,55 @@ fn main() {
     write_s.sort_by(f64::total_cmp);
     read_s.sort_by(f64::total_cmp);
 
+    // 64 workers × 50 iterations of history; every 8th worker straggles (3×)
+    // on every other iteration, the rest wobble by a few percent.
+    let series: Vec<WorkerSeries> = (0..64u32)
+        .map(|w| WorkerSeries {
+            worker: w,
+            steps: (0..50u64)
+                .map(|t| {
+                    let wobble = 1.0 + 0.02 * (((w as u64 * 31 + t * 17) % 7) as f64 - 3.0);
+                    let ratio = if w % 8 == 0 && t % 2 == 1 {
+                        3.0
+                    } else {
+                        wobble
+                    };
+                    Step {
+                        iteration: t,
+                        unit_us: 100.0 * ratio,
+                        ratio,
+                        wait_ratio: 0.0,
+                        share: 1.0 / 64.0,
+                        median_us: 100.0,
+                        spread: 0.1,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let threshold = DEFAULT_STRAGGLER_THRESHOLD;
+    let linear = LinearLags::fit(&series, DEFAULT_LAGS, |s| s.steps.len()).expect("linear fits");
+    let svm =
+        SvmStraggler::fit(&series, DEFAULT_LAGS, threshold, |s| s.steps.len()).expect("svm fits");
+    let predictors: Vec<Box<dyn Predictor>> = vec![
+        Box::new(Last),
+        Box::new(Ewma::default()),
+        Box::new(linear),
+        Box::new(svm),
+    ];
+    let predict_rows: Vec<(String, f64)> = predictors
+        .iter()
+        .map(|p| {
+            let secs = median_secs(101, || {
+                for s in &series {
+                    std::hint::black_box(p.predict(&s.steps, 1));
+                    std::hint::black_box(p.calls_straggler(&s.steps, threshold));
+                }
+            });
+            (p.name().to_owned(), secs)
+        })
+        .collect();
+
     let m = this_machine();
     let command: Vec<String> = std::env::args().collect();
     let table = format!(
@@ -108,6 +162,14 @@ fn main() {
         read_s[2] * 1e3,
         0.2 / read_s[2],
     );
+    let mut table = table;
+    for (name, secs) in &predict_rows {
+        table.push_str(&format!(
+            "| predict `{name}`, 64 workers × 50 iterations of history | {:.1} µs | {:.2} % of the 1 ms budget |\n",
+            secs * 1e6,
+            secs * 1e3 * 100.0
+        ));
+    }
     print!("{table}");
     if let Some(path) = out {
         std::fs::write(&path, &table).expect("write the table");
