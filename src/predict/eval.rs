@@ -53,7 +53,12 @@ pub fn evaluate(
             let history = &s.steps[..t];
             let clock = Instant::now();
             let ratio = predictor.predict(history, 1)[0];
-            let called = predictor.calls_straggler(history, threshold);
+            // A time predictor's call follows from its ratio: predict once.
+            let called = if predictor.predicts_time() {
+                is_straggler(ratio, threshold)
+            } else {
+                predictor.calls_straggler(history, threshold)
+            };
             spent_ns += clock.elapsed().as_nanos();
             let actual = &s.steps[t];
             let predicted_us = ratio * history[t - 1].median_us;

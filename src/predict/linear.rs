@@ -50,6 +50,41 @@ pub enum FitError {
     Linfa(String),
 }
 
+/// One training window: the features of the history before a step, and that
+/// step.
+pub(crate) struct Window {
+    /// The step's iteration.
+    pub iteration: u64,
+    /// Features of the history before it.
+    pub x: Vec<f64>,
+    /// Its ratio (the target).
+    pub next: f64,
+}
+
+/// Features per window for `lags` lagged ratios.
+pub(crate) fn width(lags: usize) -> usize {
+    lags + 3
+}
+
+/// Every window of `series` whose step lies in `steps[1..end(s)]` (the rest of
+/// each series is held out).
+pub(crate) fn windows(
+    series: &[WorkerSeries],
+    lags: usize,
+    end: impl Fn(&WorkerSeries) -> usize,
+) -> Vec<Window> {
+    series
+        .iter()
+        .flat_map(|s| {
+            (1..end(s).min(s.steps.len())).map(move |t| Window {
+                iteration: s.steps[t].iteration,
+                x: features(&s.steps[..t], lags),
+                next: s.steps[t].ratio,
+            })
+        })
+        .collect()
+}
+
 /// The features of the window ending before the step to predict.
 pub(crate) fn features(history: &[Step], lags: usize) -> Vec<f64> {
     let last = history.last().copied();
@@ -74,15 +109,10 @@ impl LinearLags {
         lags: usize,
         end: impl Fn(&WorkerSeries) -> usize,
     ) -> Result<Self, FitError> {
-        let width = lags + 3;
-        let mut xs = Vec::new();
-        let mut ys = Vec::new();
-        for s in series {
-            for t in 1..end(s).min(s.steps.len()) {
-                xs.extend(features(&s.steps[..t], lags));
-                ys.push(s.steps[t].ratio);
-            }
-        }
+        let width = width(lags);
+        let windows = windows(series, lags, end);
+        let xs: Vec<f64> = windows.iter().flat_map(|w| w.x.iter().copied()).collect();
+        let mut ys: Vec<f64> = windows.iter().map(|w| w.next).collect();
         if ys.len() <= width {
             return Err(FitError::TooFew {
                 windows: ys.len(),

@@ -8,7 +8,7 @@ use linfa::Dataset;
 use linfa_svm::Svm;
 use ndarray::{Array1, Array2};
 
-use super::linear::{features, FitError};
+use super::linear::{features, width, windows, FitError, Window};
 use super::{is_straggler, Predictor, Step, WorkerSeries};
 
 /// At most this many (most recent) windows train the classifier: SMO's cost
@@ -41,22 +41,20 @@ impl SvmStraggler {
         threshold: f64,
         end: impl Fn(&WorkerSeries) -> usize,
     ) -> Result<Self, FitError> {
-        let width = lags + 3;
-        let mut windows: Vec<(u64, Vec<f64>, bool)> = Vec::new();
-        for s in series {
-            for t in 1..end(s).min(s.steps.len()) {
-                windows.push((
-                    s.steps[t].iteration,
-                    features(&s.steps[..t], lags),
-                    is_straggler(s.steps[t].ratio, threshold),
-                ));
-            }
-        }
-        windows.sort_by_key(|w| w.0);
+        let width = width(lags);
+        let mut windows = windows(series, lags, end);
+        windows.sort_by_key(|w| w.iteration);
         let keep = windows.len().saturating_sub(MAX_WINDOWS);
         let windows = &windows[keep..];
-        let positives = windows.iter().filter(|w| w.2).count();
-        if positives == 0 || positives == windows.len() || windows.len() <= width {
+        let label = |w: &Window| is_straggler(w.next, threshold);
+        if windows.len() <= width {
+            return Err(FitError::TooFew {
+                windows: windows.len(),
+                features: width,
+            });
+        }
+        let positives = windows.iter().filter(|w| label(w)).count();
+        if positives == 0 || positives == windows.len() {
             return Err(FitError::OneClass {
                 windows: windows.len(),
                 stragglers: positives,
@@ -64,10 +62,10 @@ impl SvmStraggler {
         }
         let x = Array2::from_shape_vec(
             (windows.len(), width),
-            windows.iter().flat_map(|w| w.1.iter().copied()).collect(),
+            windows.iter().flat_map(|w| w.x.iter().copied()).collect(),
         )
         .map_err(|e| FitError::Linfa(e.to_string()))?;
-        let y = Array1::from(windows.iter().map(|w| w.2).collect::<Vec<bool>>());
+        let y = Array1::from(windows.iter().map(label).collect::<Vec<bool>>());
         let negatives = windows.len() - positives;
         // Weight each class by the other's size, so the rare stragglers count.
         let c_pos = negatives as f64 / positives as f64;

@@ -65,7 +65,8 @@ struct Replay<'a> {
     workers: Vec<Worker>,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
-    messages: Vec<Message>,
+    /// Messages sent, each taken when its receiver reads it.
+    messages: Vec<Option<Message>>,
     out: Replayed,
 }
 
@@ -155,14 +156,9 @@ impl Replay<'_> {
     /// Messages are read between units, as the compute operator does.
     fn read_inbox(&mut self, w: u32, now: u64) {
         for at in std::mem::take(&mut self.workers[w as usize].inbox) {
-            let Message { from, kind, units } = std::mem::replace(
-                &mut self.messages[at],
-                Message {
-                    from: 0,
-                    kind: ControlKind::Decline,
-                    units: Vec::new(),
-                },
-            );
+            let Some(Message { from, kind, units }) = self.messages[at].take() else {
+                continue; // each message is delivered once
+            };
             let worker = &mut self.workers[w as usize];
             worker
                 .given
@@ -232,7 +228,7 @@ impl Replay<'_> {
                 _ => Vec::new(),
             };
             self.out.messages += 1;
-            self.messages.push(Message { from, kind, units });
+            self.messages.push(Some(Message { from, kind, units }));
             let at = self.messages.len() - 1;
             self.push(now + self.latency_us, Event::Message { to, at });
         }
