@@ -113,6 +113,7 @@ fn main() {
                         share: 1.0 / 64.0,
                         median_us: 100.0,
                         spread: 0.1,
+                        workers: 64,
                     }
                 })
                 .collect(),

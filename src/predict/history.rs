@@ -24,6 +24,9 @@ pub struct Step {
     pub median_us: f64,
     /// The iteration's spread: (p90 − p10) / median of the time per unit.
     pub spread: f64,
+    /// Workers that computed in the iteration (so `share × workers` is 1 for an
+    /// even share).
+    pub workers: u32,
 }
 
 /// One worker's steps, in iteration order.
@@ -86,6 +89,7 @@ pub fn worker_series(trace: &TraceSet) -> Result<Vec<WorkerSeries>, HistoryError
         let median = quantile(&times, 0.5).max(1e-9);
         let spread = (quantile(&times, 0.9) - quantile(&times, 0.1)) / median;
         let units: u32 = rows.iter().map(|r| r.3).sum();
+        let workers = rows.len() as u32;
         for (worker, unit_us, wait_us, n) in rows {
             series.entry(worker).or_default().push(Step {
                 iteration,
@@ -95,6 +99,7 @@ pub fn worker_series(trace: &TraceSet) -> Result<Vec<WorkerSeries>, HistoryError
                 share: f64::from(n) / f64::from(units.max(1)),
                 median_us: median,
                 spread,
+                workers,
             });
         }
     }

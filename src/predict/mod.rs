@@ -4,16 +4,18 @@
 //!
 //! Built: the online baselines `last` and `ewma`, `linear` (linfa least
 //! squares on lag features), and their evaluation on traces (ours or imported).
-//! `svm` (linfa-svm straggler classifier). Not built yet: the burn LSTM.
+//! `svm` (linfa-svm straggler classifier) and `lstm` (burn, DPro-SM's choice).
 
 pub mod eval;
 pub mod history;
 pub mod linear;
+pub mod lstm;
 pub mod svm;
 
 pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
 pub use linear::{FitError, LinearLags, DEFAULT_LAGS};
+pub use lstm::{LstmError, LstmPredictor, LstmSettings};
 pub use svm::SvmStraggler;
 
 /// Default straggler threshold: slower than 1.5 × the iteration median.
@@ -108,6 +110,7 @@ pub(crate) mod tests {
                 share: 0.25,
                 median_us: 100.0,
                 spread: 0.0,
+                workers: 4,
             })
             .collect()
     }
