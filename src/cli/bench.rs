@@ -70,7 +70,7 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             "this binary was built from uncommitted changes; its figures cannot be tied to a commit"
         );
     }
-    let bar = progress_bar(global, runs.len() as u64);
+    let bar = progress_bar(global, runs.len() as u64, "runs");
     let rows = run_pipeline(&runs, &out_dir, GIT_REVISION, |row| {
         bar.inc(1);
         bar.set_message(format!(

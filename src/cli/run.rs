@@ -189,7 +189,7 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let bar = progress_bar(global, plan.iterations);
+    let bar = progress_bar(global, plan.iterations, "iterations");
     let observer_bar = bar.clone();
     let json_lines = global.json;
     let observer = Box::new(move |row: &IterationRecord| {

@@ -43,6 +43,10 @@ pub const WEIGHTS_FILE: &str = "weights.bpk";
 
 const N_FEATURES: usize = FEATURES.len();
 
+/// Smallest deviation a feature is scaled by: a feature constant in training
+/// (a share of work that never moved) must not blow up when it moves later.
+const STD_FLOOR: f64 = 0.01;
+
 /// Training settings (all saved in the model card).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -275,7 +279,11 @@ fn linear_weights(l: &Linear) -> (Vec<f32>, Vec<f32>) {
 fn gate(g: &burn::nn::GateController) -> Gate {
     let (wx, bx) = linear_weights(&g.input_transform);
     let (wh, bh) = linear_weights(&g.hidden_transform);
-    let b = bx.iter().zip(bh.iter().chain(std::iter::repeat(&0.0))).map(|(a, c)| a + c).collect();
+    let b = bx
+        .iter()
+        .zip(bh.iter().chain(std::iter::repeat(&0.0)))
+        .map(|(a, c)| a + c)
+        .collect();
     Gate { wx, wh, b }
 }
 
@@ -283,7 +291,10 @@ impl PlainLstm {
     fn from_net(net: &Net) -> Self {
         let lstm = &net.lstm;
         let input = gate(&lstm.input_gate);
-        let forget = lstm.forget_gate.as_ref().map_or_else(|| input.clone(), gate);
+        let forget = lstm
+            .forget_gate
+            .as_ref()
+            .map_or_else(|| input.clone(), gate);
         let (head_w, head_b) = linear_weights(&net.head);
         Self {
             hidden: lstm.d_hidden,
@@ -301,11 +312,16 @@ impl PlainLstm {
         let hd = self.hidden;
         let mut h = vec![0.0f32; hd];
         let mut c = vec![0.0f32; hd];
-        let mut pre = [vec![0.0f32; hd], vec![0.0f32; hd], vec![0.0f32; hd], vec![0.0f32; hd]];
+        let mut pre = [
+            vec![0.0f32; hd],
+            vec![0.0f32; hd],
+            vec![0.0f32; hd],
+            vec![0.0f32; hd],
+        ];
         for xt in x.chunks(N_FEATURES) {
-            for (out, g) in pre
-                .iter_mut()
-                .zip([&self.input, &self.forget, &self.output, &self.cell])
+            for (out, g) in
+                pre.iter_mut()
+                    .zip([&self.input, &self.forget, &self.output, &self.cell])
             {
                 out.copy_from_slice(&g.b);
                 for (i, &xi) in xt.iter().enumerate() {
@@ -352,11 +368,20 @@ fn window_input(history: &[Step], window: usize, mean: &[f64], std: &[f64]) -> O
     let tail = &history[history.len().saturating_sub(window)..];
     let mut x = Vec::with_capacity(window * N_FEATURES);
     for s in std::iter::repeat_n(first, pad).chain(tail) {
-        for (k, v) in step_features(s).into_iter().enumerate() {
-            x.push(((v - mean[k]) / std[k]) as f32);
-        }
+        x.extend(standardise(&step_features(s), mean, std));
     }
     Some(x)
+}
+
+/// One step's features, standardised.
+fn standardise<'a>(
+    step: &'a [f64],
+    mean: &'a [f64],
+    std: &'a [f64],
+) -> impl Iterator<Item = f32> + 'a {
+    step.iter()
+        .zip(mean.iter().zip(std))
+        .map(|(v, (m, s))| ((v - m) / s) as f32)
 }
 
 /// A training or validation window.
@@ -377,12 +402,13 @@ fn cut(
     end: &dyn Fn(&WorkerSeries) -> usize,
 ) -> Result<(Vec<Sample>, Vec<Sample>), LstmError> {
     let w = settings.window;
-    let longest = series.iter().map(|s| end(s).min(s.steps.len())).max().unwrap_or(0);
+    let longest = series
+        .iter()
+        .map(|s| end(s).min(s.steps.len()))
+        .max()
+        .unwrap_or(0);
     if longest <= w {
-        return Err(LstmError::WindowTooLong {
-            window: w,
-            longest,
-        });
+        return Err(LstmError::WindowTooLong { window: w, longest });
     }
     let (mut train, mut val) = (Vec::new(), Vec::new());
     for s in series {
@@ -473,7 +499,7 @@ fn moments(samples: &[Sample]) -> (Vec<f64>, Vec<f64>, f64) {
     let std = sq
         .iter()
         .zip(&mean)
-        .map(|(q, mu)| (q / n.max(1.0) - mu * mu).max(0.0).sqrt().max(1e-6))
+        .map(|(q, mu)| (q / n.max(1.0) - mu * mu).max(0.0).sqrt().max(STD_FLOOR))
         .collect();
     let target_std = (tsq / m - (ts / m) * (ts / m)).max(0.0).sqrt().max(1e-6);
     (mean, std, target_std)
@@ -492,9 +518,7 @@ fn batch(
     for &i in idx {
         let s = &samples[i];
         for step in s.x.chunks(N_FEATURES) {
-            for k in 0..N_FEATURES {
-                xs.push(((step[k] - card.mean[k]) / card.std[k]) as f32);
-            }
+            xs.extend(standardise(step, &card.mean, &card.std));
         }
         ys.push(((s.next - s.last) / card.target_std) as f32);
     }
@@ -637,7 +661,11 @@ impl LstmPredictor {
         }
         let sane = card.mean.len() == N_FEATURES
             && card.std.len() == N_FEATURES
-            && card.std.iter().chain([&card.target_std]).all(|s| s.is_finite() && *s > 0.0)
+            && card
+                .std
+                .iter()
+                .chain([&card.target_std])
+                .all(|s| s.is_finite() && *s > 0.0)
             && card.mean.iter().all(|m| m.is_finite());
         if !sane || check(&card.settings).is_err() {
             return Err(LstmError::Card {
@@ -682,11 +710,21 @@ impl LstmPredictor {
             (&mut lstm.output_gate, &p.output),
             (&mut lstm.cell_gate, &p.cell),
         ] {
-            set(&mut g.input_transform, &plain.wx, N_FEATURES, Some(&plain.b));
+            set(
+                &mut g.input_transform,
+                &plain.wx,
+                N_FEATURES,
+                Some(&plain.b),
+            );
             set(&mut g.hidden_transform, &plain.wh, hd, Some(&zeros));
         }
         if let Some(g) = lstm.forget_gate.as_mut() {
-            set(&mut g.input_transform, &p.forget.wx, N_FEATURES, Some(&p.forget.b));
+            set(
+                &mut g.input_transform,
+                &p.forget.wx,
+                N_FEATURES,
+                Some(&p.forget.b),
+            );
             set(&mut g.hidden_transform, &p.forget.wh, hd, Some(&zeros));
         }
         set(&mut net.head, &p.head_w, hd, Some(&[p.head_b]));
@@ -697,7 +735,12 @@ impl LstmPredictor {
     /// output is not finite.
     fn next_ratio(&self, history: &[Step]) -> Option<f64> {
         let last = history.last()?.ratio;
-        let x = window_input(history, self.card.settings.window, &self.card.mean, &self.card.std)?;
+        let x = window_input(
+            history,
+            self.card.settings.window,
+            &self.card.mean,
+            &self.card.std,
+        )?;
         let delta = f64::from(self.cell.forward(&x)) * self.card.target_std;
         let r = last + delta;
         r.is_finite().then_some(r.max(0.0))
@@ -760,8 +803,8 @@ mod tests {
     #[test]
     fn learns_a_cycle_that_last_cannot_follow() {
         let series = cyclic(4, 60);
-        let model = LstmPredictor::train(&series, &all, &quick(), Vec::new(), |_, _| {})
-            .expect("trains");
+        let model =
+            LstmPredictor::train(&series, &all, &quick(), Vec::new(), |_, _| {}).expect("trains");
         let r = model.card().report.clone();
         assert!(r.validation_mae < 0.5 * r.validation_mae_last, "{r:?}");
         // Prediction after …, 1, 1 is 2; after …, 2 is 1.
@@ -779,8 +822,8 @@ mod tests {
             max_epochs: 2,
             ..quick()
         };
-        let model = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .expect("trains");
+        let model =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
         let device = Device::flex();
         let net = model.to_net(&device);
         let card = model.card();
@@ -800,10 +843,10 @@ mod tests {
             max_epochs: 3,
             ..quick()
         };
-        let a = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .expect("trains");
-        let b = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .expect("trains");
+        let a =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
+        let b =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
         assert_eq!(a.cell, b.cell);
         let dir = tempfile::tempdir().expect("tempdir");
         a.save(dir.path()).expect("saves");
@@ -819,8 +862,8 @@ mod tests {
             max_epochs: 1,
             ..quick()
         };
-        let model = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .expect("trains");
+        let model =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
         let dir = tempfile::tempdir().expect("tempdir");
         model.save(dir.path()).expect("saves");
         let card = dir.path().join(CARD_FILE);
@@ -830,10 +873,16 @@ mod tests {
         assert!(matches!(err, LstmError::FeatureSet { .. }), "{err}");
         assert!(err.to_string().contains("retrain"), "{err}");
         std::fs::write(&card, "{\"format\": 3}").expect("write");
-        assert!(matches!(LstmPredictor::load(dir.path()), Err(LstmError::Card { .. })));
+        assert!(matches!(
+            LstmPredictor::load(dir.path()),
+            Err(LstmError::Card { .. })
+        ));
         std::fs::remove_file(dir.path().join(WEIGHTS_FILE)).expect("rm");
         std::fs::write(&card, text).expect("write");
-        assert!(matches!(LstmPredictor::load(dir.path()), Err(LstmError::Weights { .. })));
+        assert!(matches!(
+            LstmPredictor::load(dir.path()),
+            Err(LstmError::Weights { .. })
+        ));
     }
 
     #[test]
@@ -843,8 +892,8 @@ mod tests {
             window: 10,
             ..quick()
         };
-        let err = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .unwrap_err();
+        let err =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).unwrap_err();
         assert!(err.to_string().contains("window of 10 steps"), "{err}");
         let bad = LstmSettings {
             hidden: 0,
@@ -863,8 +912,8 @@ mod tests {
             max_epochs: 1,
             ..quick()
         };
-        let mut model = LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {})
-            .expect("trains");
+        let mut model =
+            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
         model.cell.head_b = f32::NAN;
         let h = &series[0].steps[..10];
         assert_eq!(model.predict(h, 1), vec![h[9].ratio]);

@@ -7,6 +7,7 @@ mod detect;
 mod import;
 mod interop;
 mod policies;
+mod predictor;
 mod trace;
 mod training;
 mod whatif;

@@ -1,0 +1,133 @@
+//! `forestall predictor train` and `eval --model` on a real imported trace
+//! (ByteDance ST from `../shared/traces`), and their refusals.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{forestall, shared};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Imports ByteDance ST into `out` and returns its directory.
+fn import_st(out: &Path) -> Option<PathBuf> {
+    let st = shared("traces/bytedance-stragglers/trace-ST.parquet")?;
+    let r = forestall(&[
+        "import",
+        "bytedance-ops",
+        st.to_str()?,
+        "--out",
+        out.to_str()?,
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    Some(out.join("trace-ST"))
+}
+
+#[test]
+fn an_lstm_trained_on_a_head_scores_on_the_unseen_tail_and_nowhere_else() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let Some(st) = import_st(&tmp.path().join("imported")) else {
+        return;
+    };
+    let st = st.to_str().expect("utf-8");
+    let model = tmp.path().join("model");
+    let m = model.to_str().expect("utf-8");
+    let train = |extra: &[&str]| {
+        let mut args = vec!["predictor", "train", "--model", "lstm", st, "--out", m];
+        args.extend(extra);
+        forestall(&args)
+    };
+    let r = train(&["--train-until", "0.5", "--window", "4", "--max-epochs", "5"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert!(text(&r.stdout).contains("saved to"), "{}", text(&r.stdout));
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(model.join("model.json")).expect("model card"),
+    )
+    .expect("json");
+    assert_eq!(card["feature_set"], "forestall-steps-v1");
+    assert_eq!(card["trained_on"][0]["share"], 0.5);
+    assert!(model.join("weights.bpk").is_file());
+
+    // Scored on the tail it never saw: the table gains an lstm row.
+    let r = forestall(&["predictor", "eval", "--model", m, st, "--json"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let lstm: serde_json::Value = text(&r.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["data"].clone())
+        .find(|s| s["predictor"] == "lstm")
+        .expect("an lstm row");
+    assert_eq!(lstm["predictions"], 8 * 16);
+    assert!(
+        lstm["mae_us"].as_f64().is_some_and(f64::is_finite),
+        "{lstm}"
+    );
+
+    // A tail that reaches into the training part is leakage: refused.
+    let r = forestall(&["predictor", "eval", "--model", m, st, "--tail-from", "0.3"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        text(&r.stderr).contains("overlaps the scored tail"),
+        "{}",
+        text(&r.stderr)
+    );
+
+    // The model directory exists: refused without --force, kept as it was.
+    let before = std::fs::read(model.join("weights.bpk")).expect("weights");
+    let r = train(&["--window", "4"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(text(&r.stderr).contains("--force"), "{}", text(&r.stderr));
+    assert_eq!(
+        std::fs::read(model.join("weights.bpk")).expect("weights"),
+        before
+    );
+
+    // A window longer than the trace: a clear error, the old model untouched.
+    let r = train(&["--window", "400", "--force"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        text(&r.stderr).contains("window of 400 steps"),
+        "{}",
+        text(&r.stderr)
+    );
+    assert_eq!(
+        std::fs::read(model.join("weights.bpk")).expect("weights"),
+        before
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A model of another feature set, or not a model at all.
+    let card_path = model.join("model.json");
+    let card_text = std::fs::read_to_string(&card_path).expect("card");
+    std::fs::write(
+        &card_path,
+        card_text.replace("forestall-steps-v1", "steps-v0"),
+    )
+    .expect("write");
+    let r = forestall(&["predictor", "eval", "--model", m, st]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        text(&r.stderr).contains("feature set steps-v0"),
+        "{}",
+        text(&r.stderr)
+    );
+    std::fs::write(&card_path, "not json").expect("write");
+    let r = forestall(&["predictor", "eval", "--model", m, st]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        text(&r.stderr).contains("not a forestall LSTM model card"),
+        "{}",
+        text(&r.stderr)
+    );
+    let r = forestall(&["predictor", "eval", "--model", "no-such-model", st]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        text(&r.stderr).contains("no-such-model"),
+        "{}",
+        text(&r.stderr)
+    );
+}
