@@ -9,7 +9,7 @@ The checks follow docs/trace-schema.md (schema version 1):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 1, the right table, and the same job_id,
+  `forestall.*` metadata: schema_version 2, the right table, and the same job_id,
   git_revision, plan_hash and seed as every other part; its `job_id` column
   holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the CLI
   writes it) matches the plan_hash;
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -80,6 +80,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("control_sent", pa.uint32(), False),
         ("units_cancelled", pa.uint32(), False),
         ("params_version", pa.uint64(), False),
+        ("predicted_unit_us", pa.float64(), True),
         ("gt_slowdown", pa.float64(), False),
         ("gt_delay_us", pa.uint64(), False),
     ],

@@ -11,13 +11,17 @@
 //! | `ssp` | — | stale synchronous parallel: start iteration t with parameters ≥ t − slack (changes the math) |
 //! | `flexrr` | [`reassign`] | FlexRR: `ssp` + `rapid-reassign` |
 //! | `backup-workers` | — | use the first N − b workers' gradients, drop the rest (lossy, recorded) |
+//! | `proactive` | [`proactive`] | DPro-SM: before each iteration, move units from predicted-slow to predicted-fast workers (greedy LPT) |
+//! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
+pub mod proactive;
 pub mod reassign;
 pub mod speculate;
 
 use serde::{Deserialize, Serialize};
 
+pub use proactive::{plan_moves, Move, ProactiveConfig};
 pub use reassign::{ControlKind, ReassignAgent, ReassignConfig};
 pub use speculate::{SpeculateAgent, SpeculateConfig};
 
@@ -50,6 +54,16 @@ pub enum PolicyPlan {
         /// Rapid-reassignment knobs.
         reassign: ReassignConfig,
     },
+    /// DPro-SM's proactive balancing: units move before the iteration starts,
+    /// from predicted-slow to predicted-fast workers.
+    Proactive(ProactiveConfig),
+    /// `proactive` plus rapid reassignment within the iteration.
+    Forestall {
+        /// Proactive knobs.
+        proactive: ProactiveConfig,
+        /// Rapid-reassignment knobs.
+        reassign: ReassignConfig,
+    },
     /// No injected slowdown: the reference every policy is compared with.
     Ideal,
 }
@@ -64,7 +78,17 @@ impl PolicyPlan {
             PolicyPlan::Ssp { .. } => "ssp",
             PolicyPlan::BackupWorkers { .. } => "backup-workers",
             PolicyPlan::Flexrr { .. } => "flexrr",
+            PolicyPlan::Proactive(_) => "proactive",
+            PolicyPlan::Forestall { .. } => "forestall",
             PolicyPlan::Ideal => "ideal",
+        }
+    }
+
+    /// The proactive knobs, if the policy moves work before an iteration.
+    pub fn proactive(&self) -> Option<&ProactiveConfig> {
+        match self {
+            PolicyPlan::Proactive(c) | PolicyPlan::Forestall { proactive: c, .. } => Some(c),
+            _ => None,
         }
     }
 
@@ -95,6 +119,9 @@ pub fn peer_agent(
     match policy {
         PolicyPlan::RapidReassign(config)
         | PolicyPlan::Flexrr {
+            reassign: config, ..
+        }
+        | PolicyPlan::Forestall {
             reassign: config, ..
         } => Some(PeerAgent::Reassign(ReassignAgent::new(
             worker,

@@ -94,6 +94,20 @@ pub enum ControlKind {
     },
     /// Speculation: "I finished these cloned units; skip them."
     Done,
+    /// Proactive plan: "these many units from the end of my list are yours
+    /// this iteration, as the plan says" (counted as the receiver's own).
+    Planned {
+        /// How many.
+        count: u32,
+    },
+    /// Online prediction: "I went idle in this iteration after `units` units
+    /// taking `busy_us`" (sent once per iteration to every peer).
+    Timing {
+        /// Units computed.
+        units: u32,
+        /// From the iteration's start to the last unit's end, µs.
+        busy_us: u64,
+    },
 }
 
 /// The helper group of `worker` among `workers` workers of which `per_process`
@@ -308,7 +322,10 @@ impl ReassignAgent {
                 self.on_reply(self.iteration, from, kind);
                 Vec::new()
             }
-            ControlKind::Clone { .. } | ControlKind::Done => Vec::new(),
+            ControlKind::Clone { .. }
+            | ControlKind::Done
+            | ControlKind::Planned { .. }
+            | ControlKind::Timing { .. } => Vec::new(),
         }
     }
 

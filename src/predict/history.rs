@@ -58,6 +58,40 @@ pub enum HistoryError {
     },
 }
 
+/// The steps of one iteration from its rows `(worker, µs per unit, barrier
+/// wait µs, units)`: each worker's time relative to the iteration's median.
+pub(crate) fn iteration_steps(
+    iteration: u64,
+    rows: impl IntoIterator<Item = (u32, f64, f64, u32)>,
+) -> Vec<(u32, Step)> {
+    let rows: Vec<(u32, f64, f64, u32)> = rows.into_iter().collect();
+    let times: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    if times.is_empty() {
+        return Vec::new();
+    }
+    let median = quantile(&times, 0.5).max(1e-9);
+    let spread = (quantile(&times, 0.9) - quantile(&times, 0.1)) / median;
+    let units: u32 = rows.iter().map(|r| r.3).sum();
+    let workers = rows.len() as u32;
+    rows.into_iter()
+        .map(|(worker, unit_us, wait_us, n)| {
+            (
+                worker,
+                Step {
+                    iteration,
+                    unit_us,
+                    ratio: unit_us / median,
+                    wait_ratio: wait_us / median,
+                    share: f64::from(n) / f64::from(units.max(1)),
+                    median_us: median,
+                    spread,
+                    workers,
+                },
+            )
+        })
+        .collect()
+}
+
 /// Every worker's series from the `workers` table of `trace`. Workers that
 /// computed nothing in an iteration have no step there.
 pub fn worker_series(trace: &TraceSet) -> Result<Vec<WorkerSeries>, HistoryError> {
@@ -85,22 +119,8 @@ pub fn worker_series(trace: &TraceSet) -> Result<Vec<WorkerSeries>, HistoryError
     }
     let mut series: BTreeMap<u32, Vec<Step>> = BTreeMap::new();
     for (iteration, rows) in by_iteration {
-        let times: Vec<f64> = rows.iter().map(|r| r.1).collect();
-        let median = quantile(&times, 0.5).max(1e-9);
-        let spread = (quantile(&times, 0.9) - quantile(&times, 0.1)) / median;
-        let units: u32 = rows.iter().map(|r| r.3).sum();
-        let workers = rows.len() as u32;
-        for (worker, unit_us, wait_us, n) in rows {
-            series.entry(worker).or_default().push(Step {
-                iteration,
-                unit_us,
-                ratio: unit_us / median,
-                wait_ratio: wait_us / median,
-                share: f64::from(n) / f64::from(units.max(1)),
-                median_us: median,
-                spread,
-                workers,
-            });
+        for (worker, step) in iteration_steps(iteration, rows) {
+            series.entry(worker).or_default().push(step);
         }
     }
     if series.len() < 2 {

@@ -10,12 +10,14 @@ pub mod eval;
 pub mod history;
 pub mod linear;
 pub mod lstm;
+pub mod online;
 pub mod svm;
 
 pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
 pub use linear::{FitError, LinearLags, DEFAULT_LAGS};
 pub use lstm::{LstmError, LstmPredictor, LstmSettings};
+pub use online::{OnlineHistory, OnlinePredictor, Timing};
 pub use svm::SvmStraggler;
 
 /// Default straggler threshold: slower than 1.5 × the iteration median.

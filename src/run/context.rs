@@ -10,7 +10,20 @@ use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRow
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
-use crate::spec::JobPlan;
+use crate::predict::{Ewma, LstmError, LstmPredictor, OnlinePredictor};
+use crate::spec::{JobPlan, PredictorPlan};
+
+/// The predictor `plan` names, loaded (an LSTM from its model directory).
+pub fn online_predictor(plan: &JobPlan) -> Result<Option<OnlinePredictor>, LstmError> {
+    Ok(match &plan.predictor {
+        None => None,
+        Some(PredictorPlan::Last) => Some(OnlinePredictor::Last),
+        Some(PredictorPlan::Ewma { alpha }) => Some(OnlinePredictor::Ewma(Ewma { alpha: *alpha })),
+        Some(PredictorPlan::Lstm { model }) => {
+            Some(OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?)))
+        }
+    })
+}
 
 /// The plan's cut of the dataset's training rows into partitions and units.
 pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
@@ -47,12 +60,15 @@ pub struct JobContext {
     pub holders: Vec<Vec<u32>>,
     /// The job's time origin: every `*_us` is measured from here.
     pub start: Instant,
+    /// The online predictor, if the job has one.
+    pub predictor: Option<OnlinePredictor>,
     assignments: Vec<Vec<u32>>,
 }
 
 impl JobContext {
-    /// Lays the job out for `plan.workers` workers.
-    pub fn new(plan: JobPlan, dataset: Arc<Dataset>) -> Self {
+    /// Lays the job out for `plan.workers` workers, predicting online with
+    /// `predictor` (see [`online_predictor`]).
+    pub fn new(plan: JobPlan, dataset: Arc<Dataset>, predictor: Option<OnlinePredictor>) -> Self {
         let workers = plan.workers;
         let partitioning = partitioning_for(&plan, &dataset);
         // `ideal` runs the same job with the injection off.
@@ -91,8 +107,14 @@ impl JobContext {
             schedule,
             dims,
             start: Instant::now(),
+            predictor,
             assignments,
         }
+    }
+
+    /// Units `worker` owns in every iteration.
+    pub fn own_units(&self, worker: u32) -> u32 {
+        self.assignment(worker).len() as u32 * self.plan.units_per_partition
     }
 
     /// Partitions whose units `worker` computes (bsp: the ones it holds).

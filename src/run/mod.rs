@@ -42,6 +42,9 @@ pub enum RunError {
     /// The trace could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The online predictor could not be loaded.
+    #[error("predictor: {0}")]
+    Predictor(String),
     /// The run ended without the final parameters (a worker stopped early).
     #[error("the run ended before the final parameters were produced")]
     Incomplete,
@@ -91,7 +94,13 @@ pub fn run_job(
     stamp: TraceStamp,
     observer: Option<Observer>,
 ) -> Result<RunOutput, RunError> {
-    let cx = Arc::new(JobContext::new(plan.clone(), Arc::clone(&dataset)));
+    let predictor =
+        context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
+    let cx = Arc::new(JobContext::new(
+        plan.clone(),
+        Arc::clone(&dataset),
+        predictor,
+    ));
     let writer = TraceWriter::try_new(trace_dir, 0, stamp)?;
     let (sender, receiver) = mpsc::channel();
     let sink_config = sink::SinkConfig {

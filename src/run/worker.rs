@@ -24,7 +24,8 @@ use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::model::unit_gradient;
-use crate::policy::{ControlKind, PeerAgent};
+use crate::policy::{plan_moves, ControlKind, PeerAgent};
+use crate::predict::{OnlineHistory, Timing};
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -60,6 +61,8 @@ pub struct PendingVersion {
 
 /// A unit a peer handed over.
 struct Given {
+    /// Moved by the proactive plan: counted as the receiver's own.
+    planned: bool,
     rows: UnitRows,
     /// The unit's rows, when they came with the message (not held here).
     payload: Option<Arc<LocalRows>>,
@@ -105,6 +108,10 @@ struct Epoch {
     units_done: u32,
     /// Whether the worker reported being idle since it last had work.
     idle_reported: bool,
+    /// Whether this iteration's timing went to the peers (online prediction).
+    timing_sent: bool,
+    /// What the online predictor expected of this worker, µs per unit.
+    predicted_unit_us: Option<f64>,
 }
 
 impl Epoch {
@@ -141,6 +148,8 @@ pub struct ComputeState {
     agent: Option<PeerAgent>,
     /// The rows this worker holds, and who holds its partitions.
     pub holdings: Holdings,
+    /// Every worker's timings so far (online prediction only).
+    history: Option<OnlineHistory>,
 }
 
 impl ComputeState {
@@ -156,7 +165,12 @@ impl ComputeState {
             .map(|p| cx.partitioning.partition_rows(p).len())
             .collect();
         let holdings = Holdings::new(cx.dataset.rows.rows(), sizes);
+        let history = cx
+            .predictor
+            .as_ref()
+            .map(|_| OnlineHistory::new(cx.plan.workers));
         Self {
+            history,
             holdings,
             worker,
             cx,
@@ -234,13 +248,19 @@ impl ComputeState {
         };
         epoch.bytes_moved += self.holdings.take_moved_bytes();
         let next = match epoch.given_to_me.pop_front() {
-            Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration)),
-            None => epoch
-                .own
-                .pop_front()
-                .map(|u| (u, None, UnitAction::Assigned, self.worker, epoch.iteration)),
+            Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration, g.planned)),
+            None => epoch.own.pop_front().map(|u| {
+                (
+                    u,
+                    None,
+                    UnitAction::Assigned,
+                    self.worker,
+                    epoch.iteration,
+                    true,
+                )
+            }),
         };
-        if let Some((unit, payload, action, from, iteration)) = next {
+        if let Some((unit, payload, action, from, iteration, counts_as_own)) = next {
             epoch.idle_reported = false;
             // A worker computes only rows it holds, or rows shipped with the unit.
             let source = payload.as_deref().unwrap_or(self.holdings.store());
@@ -274,7 +294,7 @@ impl ComputeState {
             if let Some(peer) = twin {
                 send_done(self.worker, epoch, peer, unit.key, emit);
             }
-            if action == UnitAction::Assigned {
+            if counts_as_own {
                 if let Some(agent) = self.agent.as_mut() {
                     let out = agent.on_own_unit_done(epoch.unit_us());
                     send_all(self.worker, epoch, &self.holdings, out, emit);
@@ -331,6 +351,27 @@ impl ComputeState {
         let record = self.worker_record();
         let epoch = self.epoch.as_mut().expect("checked above");
         epoch.idle_reported = true;
+        if let (Some(history), false) = (self.history.as_mut(), epoch.timing_sent) {
+            // Every worker learns every worker's first report of the iteration,
+            // so all compute the same predictions (and proactive plans).
+            epoch.timing_sent = true;
+            let (units, busy_us) = (record.units, record.busy_us);
+            history.record(epoch.iteration, self.worker, Timing { units, busy_us });
+            for to in (0..self.cx.plan.workers).filter(|&w| w != self.worker) {
+                epoch.control_sent += 1;
+                (emit.control)(
+                    &epoch.caps.2,
+                    Control {
+                        to,
+                        from: self.worker,
+                        iteration: epoch.iteration,
+                        kind: ControlKind::Timing { units, busy_us },
+                        units: Vec::new(),
+                        rows: Vec::new(),
+                    },
+                );
+            }
+        }
         (emit.progress)(&epoch.caps.1, Progress::Finished(record));
         let units = std::mem::take(&mut epoch.units);
         let _ = self.sink.send(SinkEvent::Units(units));
@@ -353,6 +394,12 @@ impl ComputeState {
     }
 
     fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
+        if let ControlKind::Timing { units, busy_us } = message.kind {
+            if let Some(history) = self.history.as_mut() {
+                history.record(message.iteration, message.from, Timing { units, busy_us });
+            }
+            return;
+        }
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {
             // A report from a later iteration (SSP) also says the peer is done
@@ -387,16 +434,22 @@ impl ComputeState {
         if older
             && !matches!(
                 message.kind,
-                ControlKind::Assign { .. } | ControlKind::Clone { .. } | ControlKind::Done
+                ControlKind::Assign { .. }
+                    | ControlKind::Clone { .. }
+                    | ControlKind::Planned { .. }
+                    | ControlKind::Done
             )
         {
             return; // a report or offer about an iteration this worker has left
         }
-        let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
+        let Some(epoch) = self.epoch.as_mut() else {
             return;
         };
+        let mut agent = self.agent.as_mut();
         match message.kind {
-            ControlKind::Assign { .. } | ControlKind::Clone { .. } => {
+            ControlKind::Assign { .. }
+            | ControlKind::Clone { .. }
+            | ControlKind::Planned { .. } => {
                 let action = match message.kind {
                     ControlKind::Clone { .. } => UnitAction::Clone,
                     _ => UnitAction::Reassigned,
@@ -428,6 +481,7 @@ impl ComputeState {
                         }
                     }
                     epoch.given_to_me.push_back(Given {
+                        planned: matches!(message.kind, ControlKind::Planned { .. }),
                         rows,
                         payload: if held { None } else { payload.clone() },
                         action,
@@ -457,8 +511,10 @@ impl ComputeState {
                         epoch.units_cancelled += 1;
                     }
                     if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
-                        let out = agent.on_own_unit_done(epoch.unit_us());
-                        send_all(self.worker, epoch, &self.holdings, out, emit);
+                        if let Some(agent) = agent.as_mut() {
+                            let out = agent.on_own_unit_done(epoch.unit_us());
+                            send_all(self.worker, epoch, &self.holdings, out, emit);
+                        }
                     }
                 }
                 return;
@@ -470,6 +526,9 @@ impl ComputeState {
             .iter()
             .filter(|u| !epoch.cloned_out.contains_key(&u.key))
             .count();
+        let Some(agent) = agent else {
+            return;
+        };
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
@@ -517,7 +576,16 @@ impl ComputeState {
         let Some(latest) = &self.latest else {
             return false;
         };
+        // A proactive plan for t needs every worker's timing of t − 1.
+        let planned = self.cx.plan.policy.proactive().is_none()
+            || self.next_iteration == 0
+            || self.next_iteration >= self.cx.plan.iterations
+            || self
+                .history
+                .as_ref()
+                .is_none_or(|h| h.complete(self.next_iteration - 1));
         idle && !self.finished
+            && planned
             && self.holdings.ready()
             && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
                 || latest.version >= self.cx.plan.iterations)
@@ -576,9 +644,6 @@ impl ComputeState {
             .iter()
             .flat_map(|&p| self.cx.partitioning.units(version, p))
             .collect();
-        if let Some(agent) = self.agent.as_mut() {
-            agent.begin(version, own.len() as u32);
-        }
         self.epoch = Some(Epoch {
             iteration: version,
             caps,
@@ -603,11 +668,81 @@ impl ComputeState {
             units: Vec::new(),
             units_done: 0,
             idle_reported: false,
+            timing_sent: false,
+            predicted_unit_us: None,
         });
+        let planned_in = self.plan_ahead(emit);
+        if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
+            agent.begin(version, epoch.own.len() as u32 + planned_in);
+        }
         let early: Vec<Control> = std::mem::take(&mut self.early_control);
         for message in early {
             self.on_control(message, emit);
         }
+    }
+
+    /// At the start of an iteration: predict every worker's time per unit from
+    /// the timings so far and, under a proactive policy, give this worker's
+    /// share of the planned moves (units of partitions the receiver holds
+    /// first). Returns how many units the plan gives this worker.
+    fn plan_ahead(&mut self, emit: &mut Emit<'_>) -> u32 {
+        let (Some(history), Some(predictor), Some(epoch)) = (
+            self.history.as_ref(),
+            self.cx.predictor.as_ref(),
+            self.epoch.as_mut(),
+        ) else {
+            return 0;
+        };
+        let predicted = history.predict(predictor.as_predictor());
+        epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
+        let Some(config) = self.cx.plan.policy.proactive() else {
+            return 0;
+        };
+        let own: Vec<u32> = (0..self.cx.plan.workers)
+            .map(|w| self.cx.own_units(w))
+            .collect();
+        let moves = plan_moves(&own, &predicted, config);
+        let planned_in = moves
+            .iter()
+            .filter(|m| m.to == self.worker)
+            .map(|m| m.count)
+            .sum();
+        let mine: Vec<(u32, ControlKind)> = moves
+            .into_iter()
+            .filter(|m| m.from == self.worker)
+            .map(|m| (m.to, ControlKind::Planned { count: m.count }))
+            .collect();
+        // `send_all` gives units from the end of the list: put the units each
+        // receiver already holds there, in the order the moves are sent.
+        let mut tail: Vec<UnitRows> = Vec::new();
+        for (to, kind) in &mine {
+            let ControlKind::Planned { count } = *kind else {
+                continue;
+            };
+            let mut picked = Vec::with_capacity(count as usize);
+            let held: Vec<usize> = (0..epoch.own.len())
+                .rev()
+                .filter(|&i| {
+                    self.holdings
+                        .settled_holder(epoch.own[i].key.partition, *to)
+                })
+                .take(count as usize)
+                .collect();
+            for i in held {
+                picked.extend(epoch.own.remove(i));
+            }
+            while picked.len() < count as usize {
+                match epoch.own.pop_back() {
+                    Some(u) => picked.push(u),
+                    None => break,
+                }
+            }
+            picked.reverse();
+            tail.splice(0..0, picked);
+        }
+        epoch.own.extend(tail);
+        send_all(self.worker, epoch, &self.holdings, mine, emit);
+        planned_in
     }
 
     /// The worker's record of the current iteration as it stands.
@@ -633,6 +768,7 @@ impl ComputeState {
             control_sent: epoch.control_sent,
             units_cancelled: epoch.units_cancelled,
             params_version: epoch.params_version,
+            predicted_unit_us: epoch.predicted_unit_us,
             gt_slowdown: epoch.max_slowdown,
             gt_delay_us: epoch.delay_us,
         }
@@ -669,7 +805,7 @@ fn send_all(
 ) {
     for (to, kind) in out {
         let units: Vec<UnitRows> = match kind {
-            ControlKind::Assign { count } => {
+            ControlKind::Assign { count } | ControlKind::Planned { count } => {
                 let mut taken: Vec<UnitRows> =
                     (0..count).filter_map(|_| epoch.own.pop_back()).collect();
                 taken.reverse();

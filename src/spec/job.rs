@@ -25,6 +25,9 @@ pub struct JobSpec {
     /// `[policy]`: the mitigation policy.
     #[serde(default)]
     pub policy: PolicySection,
+    /// `[predictor]`: online straggler prediction.
+    #[serde(default)]
+    pub predictor: PredictorSection,
     /// `[detect]`: laggard detection.
     #[serde(default)]
     pub detect: DetectSection,
@@ -151,6 +154,23 @@ pub struct PolicySection {
     pub multiplier: Option<f64>,
     /// speculate: cap on the share of a worker's units that are cloned.
     pub max_clone_share: Option<f64>,
+    /// proactive, forestall: share of its own units every worker keeps.
+    pub floor: Option<f64>,
+    /// proactive, forestall: least gain of a move, in receiver unit times.
+    pub min_gain: Option<f64>,
+}
+
+/// `[predictor]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PredictorSection {
+    /// `last`, `ewma` or `lstm`.
+    pub name: Option<String>,
+    /// ewma: weight of the newest observation.
+    pub alpha: Option<f64>,
+    /// lstm: model directory from `forestall predictor train`, relative to the
+    /// job file's directory.
+    pub model: Option<String>,
 }
 
 /// `[detect]`.

@@ -48,15 +48,12 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "flexrr",
     "speculate",
     "backup-workers",
+    "proactive",
+    "forestall",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.
-pub const PLANNED_POLICIES: &[&str] = &[
-    "proactive",
-    "proactive-clone",
-    "dpro-substitute",
-    "forestall",
-];
+pub const PLANNED_POLICIES: &[&str] = &["proactive-clone", "dpro-substitute"];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -67,6 +64,30 @@ pub enum DisruptorMode {
     /// Also run real CPU-burning threads during disrupted windows.
     Cpu,
 }
+
+/// The predictor a run uses online, at every iteration boundary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum PredictorPlan {
+    /// Hold the last time per unit.
+    Last,
+    /// Exponentially weighted moving average.
+    Ewma {
+        /// Weight of the newest observation.
+        alpha: f64,
+    },
+    /// An LSTM trained with `forestall predictor train`.
+    Lstm {
+        /// Model directory.
+        model: PathBuf,
+    },
+}
+
+/// Predictors a job can name.
+pub const PREDICTORS: &[&str] = &["last", "ewma", "lstm"];
+
+/// ewma's weight of the newest observation when a job does not set it.
+pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;
 
 /// A validated job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -101,6 +122,8 @@ pub struct JobPlan {
     pub disruptor: DisruptorMode,
     /// Mitigation policy and its knobs.
     pub policy: PolicyPlan,
+    /// Online predictor (proactive policies always have one).
+    pub predictor: Option<PredictorPlan>,
     /// Testing: a control message waits a seeded random 0..=N activations of
     /// its receiver before it is read (0 = off).
     pub control_delay: u32,
@@ -139,6 +162,7 @@ impl JobPlan {
         plan.laggard_threshold = 0.0;
         plan.part_iterations = 1;
         plan.eval_every = 1;
+        plan.predictor = None;
         plan.hash()
     }
 

@@ -2,12 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::job::{JobSpec, PolicySection, StragglerSection};
+use super::job::{JobSpec, PolicySection, PredictorSection, StragglerSection};
 use super::plan::*;
 use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
 use crate::model::AdamConfig;
+use crate::policy::proactive::{ProactiveConfig, DEFAULT_FLOOR, DEFAULT_MIN_GAIN};
 use crate::policy::reassign::{
     ReassignConfig, DEFAULT_CHECKPOINT, DEFAULT_FOLLOW_UP_UNITS, DEFAULT_GROUP_SIZE,
     DEFAULT_INITIAL_UNITS,
@@ -227,6 +228,7 @@ pub fn validate_with(
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
 
     let policy = validate_policy(&cx, &spec.policy, workers)?;
+    let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
 
     let laggard_threshold = spec
         .detect
@@ -275,6 +277,7 @@ pub fn validate_with(
         pattern,
         disruptor,
         policy,
+        predictor,
         control_delay: spec.policy.control_delay.unwrap_or(0),
         laggard_threshold,
         part_iterations,
@@ -288,7 +291,9 @@ pub const DEFAULT_SLACK: u64 = 1;
 
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 9] = [
+    let knobs: [(&str, bool, &str); 11] = [
+        ("floor", s.floor.is_some(), "proactive or forestall"),
+        ("min_gain", s.min_gain.is_some(), "proactive or forestall"),
         ("backups", s.backups.is_some(), "backup-workers"),
         ("slack", s.slack.is_some(), "ssp or flexrr"),
         (
@@ -369,6 +374,38 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
         "ssp" => Ok(PolicyPlan::Ssp {
             slack: s.slack.unwrap_or(DEFAULT_SLACK),
         }),
+        "proactive" | "forestall" => {
+            let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
+            if !(0.0..1.0).contains(&floor) {
+                return Err(cx.invalid(
+                    "policy",
+                    "floor",
+                    format!("must be in [0, 1) (got {floor})"),
+                ));
+            }
+            let min_gain = s.min_gain.unwrap_or(DEFAULT_MIN_GAIN);
+            if !(min_gain.is_finite() && min_gain >= 0.0) {
+                return Err(cx.invalid(
+                    "policy",
+                    "min_gain",
+                    format!("must be ≥ 0 (got {min_gain})"),
+                ));
+            }
+            let proactive = ProactiveConfig { floor, min_gain };
+            Ok(if name == "forestall" {
+                PolicyPlan::Forestall {
+                    proactive,
+                    reassign: ReassignConfig {
+                        group_size,
+                        checkpoint: DEFAULT_CHECKPOINT,
+                        initial_units: DEFAULT_INITIAL_UNITS,
+                        follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
+                    },
+                }
+            } else {
+                PolicyPlan::Proactive(proactive)
+            })
+        }
         "rapid-reassign" | "flexrr" => {
             let checkpoint = share("checkpoint", s.checkpoint, DEFAULT_CHECKPOINT)?;
             let initial_units = s.initial_units.unwrap_or(DEFAULT_INITIAL_UNITS);
@@ -428,6 +465,78 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
             format!(
                 "unknown policy '{other}'; accepted: {}",
                 AVAILABLE_POLICIES.join(", ")
+            ),
+        )),
+    }
+}
+
+fn validate_predictor(
+    cx: &Context<'_>,
+    s: &PredictorSection,
+    base_dir: &Path,
+    policy: &PolicyPlan,
+) -> Result<Option<PredictorPlan>> {
+    let name = match s.name.as_deref() {
+        Some(name) => name,
+        // A proactive policy cannot work without one.
+        None if policy.proactive().is_some() => "ewma",
+        None => {
+            if let Some(key) = [("alpha", s.alpha.is_some()), ("model", s.model.is_some())]
+                .iter()
+                .find_map(|(k, set)| set.then_some(*k))
+            {
+                return Err(cx.invalid("predictor", key, "set without [predictor] name"));
+            }
+            return Ok(None);
+        }
+    };
+    if s.alpha.is_some() && name != "ewma" {
+        return Err(cx.invalid(
+            "predictor",
+            "alpha",
+            format!("does not apply to predictor '{name}' (it is an ewma knob)"),
+        ));
+    }
+    if s.model.is_some() && name != "lstm" {
+        return Err(cx.invalid(
+            "predictor",
+            "model",
+            format!("does not apply to predictor '{name}' (it is an lstm knob)"),
+        ));
+    }
+    match name {
+        "last" => Ok(Some(PredictorPlan::Last)),
+        "ewma" => {
+            let alpha = s.alpha.unwrap_or(DEFAULT_EWMA_ALPHA);
+            if !(alpha > 0.0 && alpha <= 1.0) {
+                return Err(cx.invalid(
+                    "predictor",
+                    "alpha",
+                    format!("must be in (0, 1] (got {alpha})"),
+                ));
+            }
+            Ok(Some(PredictorPlan::Ewma { alpha }))
+        }
+        "lstm" => {
+            let Some(model) = &s.model else {
+                return Err(cx.invalid(
+                    "predictor",
+                    "name",
+                    "lstm needs `model = \"DIR\"`, a directory from `forestall predictor train`",
+                ));
+            };
+            let model = base_dir.join(model);
+            if let Err(e) = crate::predict::LstmPredictor::load(&model) {
+                return Err(cx.invalid("predictor", "model", e.to_string()));
+            }
+            Ok(Some(PredictorPlan::Lstm { model }))
+        }
+        other => Err(cx.invalid(
+            "predictor",
+            "name",
+            format!(
+                "unknown predictor '{other}'; accepted: {}",
+                PREDICTORS.join(", ")
             ),
         )),
     }

@@ -455,6 +455,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     let control_sent = c.u32("control_sent")?;
     let units_cancelled = c.u32("units_cancelled")?;
     let params_version = c.u64("params_version")?;
+    let predicted = c.opt_f64("predicted_unit_us")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
     let gt_delay_us = c.u64("gt_delay_us")?;
     Ok((0..c.len())
@@ -476,6 +477,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             control_sent: control_sent.value(i),
             units_cancelled: units_cancelled.value(i),
             params_version: params_version.value(i),
+            predicted_unit_us: predicted.is_valid(i).then(|| predicted.value(i)),
             gt_slowdown: gt_slowdown.value(i),
             gt_delay_us: gt_delay_us.value(i),
         })

@@ -114,6 +114,10 @@ pub struct WorkerRecord {
     /// Parameter version the worker computed this iteration with; under SSP
     /// `iteration - params_version` is the staleness it used (0 under BSP).
     pub params_version: u64,
+    /// The time per unit the run's online predictor expected for this worker
+    /// in this iteration, made at the iteration boundary before it (None: no
+    /// predictor, or no history yet).
+    pub predicted_unit_us: Option<f64>,
     /// Ground truth: the largest slowdown injected into this worker's units.
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.
@@ -144,6 +148,7 @@ impl WorkerRecord {
             control_sent: 0,
             units_cancelled: 0,
             params_version: iteration,
+            predicted_unit_us: None,
             gt_slowdown: 1.0,
             gt_delay_us: 0,
         }

@@ -16,7 +16,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`]. Readers reject files with any other version.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Name of the per-unit table and of its subdirectory.
 pub const UNITS_TABLE: &str = "units";
@@ -148,6 +148,7 @@ pub fn worker_schema() -> SchemaRef {
         required("control_sent", UInt32),
         required("units_cancelled", UInt32),
         required("params_version", UInt64),
+        optional("predicted_unit_us", Float64),
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
     ]))

@@ -301,6 +301,9 @@ pub(crate) fn workers_batch(
             u32s(records, |r| r.control_sent),
             u32s(records, |r| r.units_cancelled),
             u64s(records, |r| r.params_version),
+            Arc::new(Float64Array::from_iter(
+                records.iter().map(|r| r.predicted_unit_us),
+            )),
             f64s(records, |r| r.gt_slowdown),
             u64s(records, |r| r.gt_delay_us),
         ],
@@ -450,7 +453,7 @@ mod tests {
             .iter()
             .filter_map(|kv| Some((kv.key.as_str(), kv.value.as_deref()?)))
             .collect();
-        assert_eq!(kv["forestall.schema_version"], "1");
+        assert_eq!(kv["forestall.schema_version"], SCHEMA_VERSION.to_string());
         assert_eq!(kv["forestall.table"], "workers");
         assert_eq!(kv["forestall.job_id"], "job-7");
         assert_eq!(kv["forestall.git_revision"], "0123abcd");

@@ -1,0 +1,237 @@
+//! `proactive` (DPro-SM, Greyhound): before iteration t + 1 starts, move units
+//! from the workers predicted to be slow to the ones predicted to be fast, so
+//! the predicted makespan is minimal.
+//!
+//! The rule is a greedy longest-processing-time balance, not Greyhound's
+//! least-squares objective: while the worker predicted to finish last can give
+//! one of its own units to the worker that would then finish earliest, and that
+//! move shortens the predicted makespan by more than `min_gain` of a unit, make
+//! it. Every worker keeps at least `floor` of its own units (and at least one),
+//! so its speed stays observed and a wrong prediction is corrected next time.
+//!
+//! `min_gain` is also the price of moving data: a receiver that does not hold
+//! the unit's partition gets its rows shipped with the unit, and holds the
+//! partition from then on (the owner sends units of partitions the receiver
+//! already holds first), so a move has to pay for itself once.
+//!
+//! The plan is a pure function of the predicted times and the unit counts:
+//! every worker computes the same plan from the same broadcast timings and
+//! executes only its own row of it (the units it gives), so no unit can be
+//! given twice or lost.
+
+use serde::{Deserialize, Serialize};
+
+/// Knobs of `proactive` (and of `forestall`'s proactive half).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProactiveConfig {
+    /// Share of its own units every worker keeps, in [0, 1).
+    pub floor: f64,
+    /// A move must shorten the predicted makespan by more than this many of
+    /// the receiver's predicted unit times.
+    pub min_gain: f64,
+}
+
+/// Default share of its own units every worker keeps.
+pub const DEFAULT_FLOOR: f64 = 0.1;
+
+/// Default least gain of a move, in receiver unit times.
+pub const DEFAULT_MIN_GAIN: f64 = 0.5;
+
+impl Default for ProactiveConfig {
+    fn default() -> Self {
+        Self {
+            floor: DEFAULT_FLOOR,
+            min_gain: DEFAULT_MIN_GAIN,
+        }
+    }
+}
+
+/// `count` of `from`'s own units go to `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// Giver (the units' owner).
+    pub from: u32,
+    /// Receiver.
+    pub to: u32,
+    /// Units.
+    pub count: u32,
+}
+
+/// The moves that balance `own[w]` units at a predicted `unit_us[w]` µs per
+/// unit (`None`: no prediction — the worker neither gives nor takes). Moves are
+/// listed by giver, then receiver.
+pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig) -> Vec<Move> {
+    let n = own.len().min(unit_us.len());
+    let speed: Vec<Option<f64>> = unit_us[..n]
+        .iter()
+        .map(|t| t.filter(|t| t.is_finite() && *t > 0.0))
+        .collect();
+    let keep: Vec<u32> = own[..n]
+        .iter()
+        .map(|&u| ((f64::from(u) * config.floor).ceil() as u32).clamp(1.min(u), u))
+        .collect();
+    let mut count: Vec<u32> = own[..n].to_vec();
+    // Own units still here (only these can be given).
+    let mut own_left: Vec<u32> = own[..n].to_vec();
+    let finish = |w: usize, c: &[u32]| speed[w].map_or(0.0, |t| f64::from(c[w]) * t);
+    let mut moved = vec![vec![0u32; n]; n];
+    loop {
+        // The worker predicted to finish last among those that can still give.
+        let Some(slow) = (0..n)
+            .filter(|&w| speed[w].is_some() && own_left[w] > keep[w])
+            .max_by(|&a, &b| {
+                finish(a, &count)
+                    .total_cmp(&finish(b, &count))
+                    .then(b.cmp(&a))
+            })
+        else {
+            break;
+        };
+        let makespan = (0..n).map(|w| finish(w, &count)).fold(0.0, f64::max);
+        if finish(slow, &count) < makespan {
+            break; // the last to finish cannot give: nothing shortens the makespan
+        }
+        // The receiver that would finish earliest with one more unit.
+        let Some((fast, t_fast)) = (0..n)
+            .filter(|&w| w != slow)
+            .filter_map(|w| speed[w].map(|t| (w, t)))
+            .min_by(|&(a, ta), &(b, tb)| {
+                (finish(a, &count) + ta)
+                    .total_cmp(&(finish(b, &count) + tb))
+                    .then(a.cmp(&b))
+            })
+        else {
+            break;
+        };
+        let t_slow = speed[slow].unwrap_or(0.0);
+        let after = (finish(slow, &count) - t_slow).max(finish(fast, &count) + t_fast);
+        if makespan - after <= config.min_gain * t_fast {
+            break;
+        }
+        count[slow] -= 1;
+        own_left[slow] -= 1;
+        count[fast] += 1;
+        moved[slow][fast] += 1;
+    }
+    let mut moves = Vec::new();
+    for (from, row) in moved.iter().enumerate() {
+        for (to, &c) in row.iter().enumerate() {
+            if c > 0 {
+                moves.push(Move {
+                    from: from as u32,
+                    to: to as u32,
+                    count: c,
+                });
+            }
+        }
+    }
+    moves
+}
+
+/// The predicted makespan of `own` units per worker after `moves`.
+pub fn predicted_makespan(own: &[u32], unit_us: &[Option<f64>], moves: &[Move]) -> f64 {
+    let mut count: Vec<i64> = own.iter().map(|&u| i64::from(u)).collect();
+    for m in moves {
+        count[m.from as usize] -= i64::from(m.count);
+        count[m.to as usize] += i64::from(m.count);
+    }
+    count
+        .iter()
+        .zip(unit_us)
+        .map(|(&c, t)| c as f64 * t.unwrap_or(0.0))
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(moves: &[Move], w: u32) -> i64 {
+        moves
+            .iter()
+            .map(|m| {
+                if m.from == w {
+                    -i64::from(m.count)
+                } else if m.to == w {
+                    i64::from(m.count)
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_slow_worker_gives_work_to_the_fast_ones_in_proportion_to_speed() {
+        // 4 workers × 20 units; worker 3 takes 4× as long per unit.
+        let own = [20, 20, 20, 20];
+        let t = [Some(100.0), Some(100.0), Some(100.0), Some(400.0)];
+        let moves = plan_moves(&own, &t, &ProactiveConfig::default());
+        assert!(moves.iter().all(|m| m.from == 3), "{moves:?}");
+        // Balanced: total work = 80 units at speeds 1,1,1,¼ → each fast worker
+        // ≈ 24.6 units, the slow one ≈ 6.2 (bound 2462 µs).
+        let span = predicted_makespan(&own, &t, &moves);
+        assert!(span <= 2600.0, "{span} {moves:?}");
+        assert!(predicted_makespan(&own, &t, &[]) == 8000.0);
+        assert_eq!(
+            given(&moves, 3) + given(&moves, 0) + given(&moves, 1) + given(&moves, 2),
+            0
+        );
+    }
+
+    #[test]
+    fn equal_predictions_move_nothing() {
+        let t = [Some(100.0); 4];
+        assert!(plan_moves(&[10; 4], &t, &ProactiveConfig::default()).is_empty());
+        // Within the gain threshold (one unit's worth of imbalance): nothing.
+        let t = [Some(100.0), Some(100.0), Some(100.0), Some(104.0)];
+        assert!(plan_moves(&[10; 4], &t, &ProactiveConfig::default()).is_empty());
+    }
+
+    #[test]
+    fn every_worker_keeps_its_floor() {
+        let own = [10, 10];
+        let t = [Some(1.0), Some(1000.0)];
+        let config = ProactiveConfig {
+            floor: 0.2,
+            min_gain: 0.0,
+        };
+        let moves = plan_moves(&own, &t, &config);
+        assert_eq!(
+            moves,
+            vec![Move {
+                from: 1,
+                to: 0,
+                count: 8
+            }]
+        );
+        // A floor of 0 still keeps one unit.
+        let moves = plan_moves(
+            &own,
+            &t,
+            &ProactiveConfig {
+                floor: 0.0,
+                ..config
+            },
+        );
+        assert_eq!(
+            moves,
+            vec![Move {
+                from: 1,
+                to: 0,
+                count: 9
+            }]
+        );
+    }
+
+    #[test]
+    fn workers_without_a_prediction_neither_give_nor_take() {
+        let own = [10, 10, 10];
+        let t = [None, Some(100.0), Some(300.0)];
+        let moves = plan_moves(&own, &t, &ProactiveConfig::default());
+        assert!(moves.iter().all(|m| m.from == 2 && m.to == 1), "{moves:?}");
+        let nan = [Some(f64::NAN), Some(100.0), Some(300.0)];
+        assert_eq!(plan_moves(&own, &nan, &ProactiveConfig::default()), moves);
+        assert!(plan_moves(&[], &[], &ProactiveConfig::default()).is_empty());
+    }
+}

@@ -1,0 +1,191 @@
+//! Prediction inside a run: every worker's timing of every iteration arrives
+//! (broadcast when it first goes idle), and once an iteration has all of them
+//! it becomes one step of each worker's history, normalised exactly as
+//! [`super::worker_series`] normalises a recorded trace. The barrier wait is
+//! the time to the slowest worker's busy time, as in the importers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{Ewma, Last, LstmPredictor, Predictor, Step};
+
+/// Steps of history kept per worker (the predictors read the recent past).
+pub const KEPT_STEPS: usize = 64;
+
+/// The predictor a run uses online.
+#[derive(Debug, Clone)]
+pub enum OnlinePredictor {
+    /// Hold the last ratio.
+    Last,
+    /// Exponentially weighted moving average.
+    Ewma(Ewma),
+    /// A trained LSTM.
+    Lstm(Arc<LstmPredictor>),
+}
+
+impl OnlinePredictor {
+    /// As a [`Predictor`].
+    pub fn as_predictor(&self) -> &dyn Predictor {
+        match self {
+            OnlinePredictor::Last => &Last,
+            OnlinePredictor::Ewma(e) => e,
+            OnlinePredictor::Lstm(l) => l.as_ref(),
+        }
+    }
+}
+
+/// One worker's timing of one iteration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Units it computed.
+    pub units: u32,
+    /// Time from its start of the iteration to its last unit's end, µs.
+    pub busy_us: u64,
+}
+
+/// The histories of all workers of a run, as timings arrive.
+#[derive(Debug, Clone)]
+pub struct OnlineHistory {
+    workers: usize,
+    pending: BTreeMap<u64, Vec<Option<Timing>>>,
+    series: Vec<Vec<Step>>,
+    /// Iterations complete so far (all workers' timings in), in order.
+    complete_through: Option<u64>,
+}
+
+impl OnlineHistory {
+    /// Empty histories of `workers` workers.
+    pub fn new(workers: u32) -> Self {
+        Self {
+            workers: workers as usize,
+            pending: BTreeMap::new(),
+            series: vec![Vec::new(); workers as usize],
+            complete_through: None,
+        }
+    }
+
+    /// Records `worker`'s timing of `iteration` (the first report counts;
+    /// repeats are ignored). Iterations join the histories in order.
+    pub fn record(&mut self, iteration: u64, worker: u32, timing: Timing) {
+        if self.complete_through.is_some_and(|c| iteration <= c) {
+            return;
+        }
+        let slots = self
+            .pending
+            .entry(iteration)
+            .or_insert_with(|| vec![None; self.workers]);
+        if let Some(slot) = slots.get_mut(worker as usize) {
+            slot.get_or_insert(timing);
+        }
+        while let Some(entry) = self.pending.first_entry() {
+            let next = self.complete_through.map_or(0, |c| c + 1);
+            if *entry.key() != next || entry.get().iter().any(Option::is_none) {
+                break;
+            }
+            let timings: Vec<Timing> = entry.remove().into_iter().flatten().collect();
+            self.append(next, &timings);
+            self.complete_through = Some(next);
+        }
+    }
+
+    /// Whether every worker's timing of `iteration` is in.
+    pub fn complete(&self, iteration: u64) -> bool {
+        self.complete_through.is_some_and(|c| c >= iteration)
+    }
+
+    fn append(&mut self, iteration: u64, timings: &[Timing]) {
+        let rows: Vec<(usize, f64, f64, u32)> = timings
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.units > 0)
+            .map(|(w, t)| {
+                (
+                    w,
+                    t.busy_us as f64 / f64::from(t.units),
+                    t.busy_us as f64,
+                    t.units,
+                )
+            })
+            .collect();
+        let longest = rows.iter().map(|r| r.2).fold(0.0, f64::max);
+        let steps = super::history::iteration_steps(
+            iteration,
+            rows.iter()
+                .map(|&(w, unit_us, busy, units)| (w as u32, unit_us, longest - busy, units)),
+        );
+        for (worker, step) in steps {
+            let s = &mut self.series[worker as usize];
+            s.push(step);
+            if s.len() > KEPT_STEPS {
+                s.remove(0);
+            }
+        }
+    }
+
+    /// Each worker's predicted time per unit for the next iteration, µs (None:
+    /// no history yet, or a prediction that is not a finite positive time).
+    pub fn predict(&self, predictor: &dyn Predictor) -> Vec<Option<f64>> {
+        self.series
+            .iter()
+            .map(|steps| {
+                let last = steps.last()?;
+                let ratio = predictor.predict(steps, 1).first().copied()?;
+                let us = ratio * last.median_us;
+                (us.is_finite() && us > 0.0).then_some(us)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(units: u32, busy_us: u64) -> Timing {
+        Timing { units, busy_us }
+    }
+
+    #[test]
+    fn iterations_join_in_order_once_complete() {
+        let mut h = OnlineHistory::new(3);
+        h.record(1, 0, t(10, 1000));
+        assert!(!h.complete(0));
+        h.record(0, 0, t(10, 1000));
+        h.record(0, 1, t(10, 1000));
+        assert!(!h.complete(0));
+        assert_eq!(h.predict(&Last), vec![None, None, None]);
+        h.record(0, 2, t(10, 3000));
+        assert!(h.complete(0) && !h.complete(1));
+        // unit times 100, 100, 300 µs: median 100
+        assert_eq!(
+            h.predict(&Last),
+            vec![Some(100.0), Some(100.0), Some(300.0)]
+        );
+        // a repeat report is ignored; late reports of a complete iteration too
+        h.record(1, 0, t(10, 9999));
+        h.record(0, 2, t(10, 9999));
+        h.record(1, 1, t(10, 2000));
+        h.record(1, 2, t(10, 1000));
+        assert!(h.complete(1));
+        // iteration 1: 100, 200, 100 → median 100
+        assert_eq!(
+            h.predict(&Last),
+            vec![Some(100.0), Some(200.0), Some(100.0)]
+        );
+        let w2 = &h.series[2];
+        assert_eq!(w2[0].wait_ratio, 0.0);
+        assert_eq!(w2[1].wait_ratio, 10.0); // 1000 µs less busy than the slowest, / 100
+    }
+
+    #[test]
+    fn a_worker_with_no_units_has_no_step_and_history_is_bounded() {
+        let mut h = OnlineHistory::new(2);
+        for i in 0..(KEPT_STEPS as u64 + 10) {
+            h.record(i, 0, t(4, 400));
+            h.record(i, 1, t(0, 0));
+        }
+        assert_eq!(h.series[0].len(), KEPT_STEPS);
+        assert!(h.series[1].is_empty());
+        assert_eq!(h.predict(&Last), vec![Some(100.0), None]);
+    }
+}
