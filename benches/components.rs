@@ -17,8 +17,8 @@ use forestall::cli::run::GIT_REVISION;
 use forestall::data::{load_dataset, Partitioning};
 use forestall::model::unit_gradient;
 use forestall::predict::{
-    Ewma, Last, LinearLags, Predictor, Step, SvmStraggler, WorkerSeries, DEFAULT_LAGS,
-    DEFAULT_STRAGGLER_THRESHOLD,
+    Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Predictor, Step, Sustained, SvmStraggler,
+    WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use forestall::spec::{parse_job, validate};
 use forestall::trace::{read_trace_dir, TraceStamp, TraceWriter, UnitAction, UnitRecord};
@@ -123,11 +123,24 @@ fn main() {
     let linear = LinearLags::fit(&series, DEFAULT_LAGS, |s| s.steps.len()).expect("linear fits");
     let svm =
         SvmStraggler::fit(&series, DEFAULT_LAGS, threshold, |s| s.steps.len()).expect("svm fits");
+    let lstm = LstmPredictor::train(
+        &series,
+        &|s: &WorkerSeries| s.steps.len(),
+        &LstmSettings {
+            max_epochs: 5,
+            ..LstmSettings::default()
+        },
+        Vec::new(),
+        |_, _| {},
+    )
+    .expect("lstm trains");
     let predictors: Vec<Box<dyn Predictor>> = vec![
         Box::new(Last),
         Box::new(Ewma::default()),
+        Box::new(Sustained::default()),
         Box::new(linear),
         Box::new(svm),
+        Box::new(lstm),
     ];
     let predict_rows: Vec<(String, f64)> = predictors
         .iter()

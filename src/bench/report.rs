@@ -129,6 +129,24 @@ fn baseline(sweep: &SweepSpec, rows: &[BenchRow], workers: u32) -> Option<(Strin
     (!chosen.is_empty()).then(|| (label, mean_of(&chosen, |r| r.time_per_iteration_ms)))
 }
 
+/// DPro-SM's straggler mitigation of a policy with mean time `t` per
+/// iteration: 1 − (t − t_ideal) / (t_bsp − t_ideal), against the `bsp` and
+/// `ideal` rows of the same settings (None without both, or when bsp is not
+/// measurably slower than ideal).
+fn mitigation(groups: &BTreeMap<GroupKey, Vec<&BenchRow>>, key: &GroupKey, t: f64) -> Option<f64> {
+    let of = |policy: &str| {
+        let k = GroupKey {
+            policy: policy.to_owned(),
+            ..key.clone()
+        };
+        groups
+            .get(&k)
+            .map(|g| mean_of(g, |r| r.time_per_iteration_ms))
+    };
+    let (bsp, ideal) = (of("bsp")?, of("ideal")?);
+    (key.kind == "timely" && bsp - ideal > 0.02 * ideal).then(|| 1.0 - (t - ideal) / (bsp - ideal))
+}
+
 /// summary.md: one table per sweep, with ratios where the pipeline asks.
 pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
     let mut s = String::new();
@@ -160,15 +178,18 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | work reassigned | work cloned | converged at iteration | time to converge s | test acc | digests equal |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | digests equal |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
-        for (key, group) in &group(&mine) {
+        let groups = group(&mine);
+        for (key, group) in &groups {
             let t: Vec<f64> = group.iter().map(|r| r.time_per_iteration_ms).collect();
             let (mean, sd) = mean_sd(&t);
+            let mitigation = mitigation(&groups, key, mean)
+                .map_or("—".to_owned(), |m| format!("{:.0} %", 100.0 * m));
             let ratio = baseline(sweep, rows, key.workers)
                 .filter(|_| key.kind == "timely" || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
@@ -196,7 +217,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
                 key.kind,
                 key.policy,
                 key.workers,

@@ -75,18 +75,15 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
     let mut own_left: Vec<u32> = own[..n].to_vec();
     let finish = |w: usize, c: &[u32]| speed[w].map_or(0.0, |t| f64::from(c[w]) * t);
     let mut moved = vec![vec![0u32; n]; n];
-    loop {
-        // The worker predicted to finish last among those that can still give.
-        let Some(slow) = (0..n)
-            .filter(|&w| speed[w].is_some() && own_left[w] > keep[w])
-            .max_by(|&a, &b| {
-                finish(a, &count)
-                    .total_cmp(&finish(b, &count))
-                    .then(b.cmp(&a))
-            })
-        else {
-            break;
-        };
+    // The worker predicted to finish last among those that can still give.
+    while let Some(slow) = (0..n)
+        .filter(|&w| speed[w].is_some() && own_left[w] > keep[w])
+        .max_by(|&a, &b| {
+            finish(a, &count)
+                .total_cmp(&finish(b, &count))
+                .then(b.cmp(&a))
+        })
+    {
         let makespan = (0..n).map(|w| finish(w, &count)).fold(0.0, f64::max);
         if finish(slow, &count) < makespan {
             break; // the last to finish cannot give: nothing shortens the makespan

@@ -356,7 +356,9 @@ impl ReassignAgent {
     /// declined; at most one offer is outstanding. Returns (peer, iteration,
     /// offer).
     pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
-        if self.waiting_on.is_some() {
+        // Nothing to help with when the current iteration is already reduced
+        // (the worker is waiting to begin the next one).
+        if self.waiting_on.is_some() || oldest_open > self.iteration {
             return Vec::new();
         }
         let current = std::iter::once((self.iteration, &self.peers));
@@ -555,5 +557,8 @@ mod tests {
         assert!(h.on_idle(100, 4).is_empty(), "nobody else is behind");
         // once iteration 4 is reduced it is no longer offered
         assert!(h.on_idle(100, 5).is_empty());
+        // and once the current one is reduced (the worker waits to begin the
+        // next), there is nothing to offer at all
+        assert!(h.on_idle(100, 6).is_empty());
     }
 }

@@ -91,6 +91,34 @@ impl Predictor for Ewma {
     }
 }
 
+/// The smallest ratio of the last `k` iterations: a slowdown counts only once
+/// it has lasted `k` iterations, so a one-off spike (a memoryless straggler)
+/// moves nothing, while one that persists is acted on from its `k`-th
+/// iteration on. The proactive policies' default (k = 2).
+#[derive(Debug, Clone, Copy)]
+pub struct Sustained {
+    /// Iterations a slowdown must last.
+    pub k: usize,
+}
+
+impl Default for Sustained {
+    fn default() -> Self {
+        Self { k: 2 }
+    }
+}
+
+impl Predictor for Sustained {
+    fn name(&self) -> &str {
+        "sustained"
+    }
+
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
+        let recent = &history[history.len().saturating_sub(self.k.max(1))..];
+        let min = recent.iter().map(|s| s.ratio).fold(f64::INFINITY, f64::min);
+        vec![if min.is_finite() { min } else { 1.0 }; horizon]
+    }
+}
+
 /// Whether a predicted ratio calls the worker a straggler.
 pub fn is_straggler(ratio: f64, threshold: f64) -> bool {
     ratio > threshold
@@ -120,6 +148,15 @@ pub(crate) mod tests {
     #[test]
     fn last_holds_the_newest_value() {
         assert_eq!(Last.predict(&steps(&[1.0, 3.0]), 2), vec![3.0, 3.0]);
+    }
+
+    #[test]
+    fn sustained_ignores_a_one_off_spike() {
+        let s = Sustained::default();
+        assert_eq!(s.predict(&steps(&[1.0, 1.0, 5.0]), 1), vec![1.0]);
+        assert_eq!(s.predict(&steps(&[1.0, 5.0, 4.0]), 2), vec![4.0, 4.0]);
+        assert_eq!(s.predict(&steps(&[3.0]), 1), vec![3.0]);
+        assert_eq!(s.predict(&[], 1), vec![1.0]);
     }
 
     #[test]

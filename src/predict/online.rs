@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{Ewma, Last, LstmPredictor, Predictor, Step};
+use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
 
 /// Steps of history kept per worker (the predictors read the recent past).
 pub const KEPT_STEPS: usize = 64;
@@ -19,6 +19,8 @@ pub enum OnlinePredictor {
     Last,
     /// Exponentially weighted moving average.
     Ewma(Ewma),
+    /// The smallest ratio of the last k iterations.
+    Sustained(Sustained),
     /// A trained LSTM.
     Lstm(Arc<LstmPredictor>),
 }
@@ -29,6 +31,7 @@ impl OnlinePredictor {
         match self {
             OnlinePredictor::Last => &Last,
             OnlinePredictor::Ewma(e) => e,
+            OnlinePredictor::Sustained(s) => s,
             OnlinePredictor::Lstm(l) => l.as_ref(),
         }
     }

@@ -10,7 +10,7 @@ use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRow
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
-use crate::predict::{Ewma, LstmError, LstmPredictor, OnlinePredictor};
+use crate::predict::{Ewma, LstmError, LstmPredictor, OnlinePredictor, Sustained};
 use crate::spec::{JobPlan, PredictorPlan};
 
 /// The predictor `plan` names, loaded (an LSTM from its model directory).
@@ -19,6 +19,9 @@ pub fn online_predictor(plan: &JobPlan) -> Result<Option<OnlinePredictor>, LstmE
         None => None,
         Some(PredictorPlan::Last) => Some(OnlinePredictor::Last),
         Some(PredictorPlan::Ewma { alpha }) => Some(OnlinePredictor::Ewma(Ewma { alpha: *alpha })),
+        Some(PredictorPlan::Sustained { k }) => {
+            Some(OnlinePredictor::Sustained(Sustained { k: *k }))
+        }
         Some(PredictorPlan::Lstm { model }) => {
             Some(OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?)))
         }

@@ -17,8 +17,9 @@ pub mod sink;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -73,6 +74,17 @@ pub struct RunOutput {
     pub units_reassigned: u64,
     /// Speculative copies computed (speculation).
     pub units_cloned: u64,
+}
+
+/// Raises its flag when dropped during a panic.
+struct RaiseOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for RaiseOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// SHA-256 (hex) of parameters as little-endian `f64` bytes.
@@ -138,8 +150,20 @@ pub fn run_job(
     };
     let started = Instant::now();
     let worker_cx = Arc::clone(&cx);
+    // A worker that panics must not leave its peers waiting for it forever:
+    // it raises the flag, and every worker then drops the dataflow and stops.
+    let failed = Arc::new(AtomicBool::new(false));
     let result = timely::execute(config, move |worker| {
+        let _flag = RaiseOnPanic(&failed);
         dataflow::build_training_dataflow(worker, Arc::clone(&worker_cx), sender.clone());
+        while worker.has_dataflows() && !failed.load(Ordering::Relaxed) {
+            worker.step_or_park(Some(Duration::from_millis(20)));
+        }
+        if failed.load(Ordering::Relaxed) {
+            for id in worker.installed_dataflows() {
+                worker.drop_dataflow(id);
+            }
+        }
     })
     .and_then(|guards| {
         guards

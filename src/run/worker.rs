@@ -88,6 +88,10 @@ struct Epoch {
     own: VecDeque<UnitRows>,
     /// Units from peers: rows, reassigned or clone, from whom, their iteration.
     given_to_me: VecDeque<Given>,
+    /// Units the proactive plan gave this worker whose rows came with them
+    /// (computed after the own units; planned units of partitions held here
+    /// join the own list, where rapid reassignment can pass them on).
+    planned_in: VecDeque<Given>,
     /// Own units cloned to a peer, and to whom.
     cloned_out: BTreeMap<UnitKey, u32>,
     units_cancelled: u32,
@@ -116,7 +120,7 @@ struct Epoch {
 
 impl Epoch {
     fn has_units(&self) -> bool {
-        !self.own.is_empty() || !self.given_to_me.is_empty()
+        !self.own.is_empty() || !self.given_to_me.is_empty() || !self.planned_in.is_empty()
     }
 
     /// Mean time per unit so far this iteration, µs (0 before the first unit).
@@ -247,18 +251,24 @@ impl ComputeState {
             return;
         };
         epoch.bytes_moved += self.holdings.take_moved_bytes();
+        // Peers' units first (someone waits for them), then the own list,
+        // then planned units that came with their rows.
         let next = match epoch.given_to_me.pop_front() {
             Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration, g.planned)),
-            None => epoch.own.pop_front().map(|u| {
-                (
+            None => match epoch.own.pop_front() {
+                Some(u) => Some((
                     u,
                     None,
                     UnitAction::Assigned,
                     self.worker,
                     epoch.iteration,
                     true,
-                )
-            }),
+                )),
+                None => epoch
+                    .planned_in
+                    .pop_front()
+                    .map(|g| (g.rows, g.payload, g.action, g.from, g.iteration, true)),
+            },
         };
         if let Some((unit, payload, action, from, iteration, counts_as_own)) = next {
             epoch.idle_reported = false;
@@ -388,6 +398,7 @@ impl ComputeState {
             let closed = latest.version;
             let before = epoch.own.len() + epoch.given_to_me.len();
             epoch.own.clear();
+            epoch.planned_in.clear();
             epoch.given_to_me.retain(|g| g.iteration >= closed);
             epoch.units_cancelled += (before - epoch.own.len() - epoch.given_to_me.len()) as u32;
         }
@@ -480,14 +491,24 @@ impl ComputeState {
                             );
                         }
                     }
-                    epoch.given_to_me.push_back(Given {
-                        planned: matches!(message.kind, ControlKind::Planned { .. }),
+                    let planned = matches!(message.kind, ControlKind::Planned { .. });
+                    if planned && held {
+                        epoch.own.push_back(rows);
+                        continue;
+                    }
+                    let given = Given {
+                        planned,
                         rows,
                         payload: if held { None } else { payload.clone() },
                         action,
                         from: message.from,
                         iteration: message.iteration,
-                    });
+                    };
+                    if planned {
+                        epoch.planned_in.push_back(given);
+                    } else {
+                        epoch.given_to_me.push_back(given);
+                    }
                 }
                 epoch.idle_reported = false;
                 if older {
@@ -651,6 +672,7 @@ impl ComputeState {
             params_version,
             own,
             given_to_me: VecDeque::new(),
+            planned_in: VecDeque::new(),
             cloned_out: BTreeMap::new(),
             units_cancelled: 0,
             ready_us,

@@ -168,6 +168,8 @@ pub struct PredictorSection {
     pub name: Option<String>,
     /// ewma: weight of the newest observation.
     pub alpha: Option<f64>,
+    /// sustained: iterations a slowdown must last.
+    pub k: Option<usize>,
     /// lstm: model directory from `forestall predictor train`, relative to the
     /// job file's directory.
     pub model: Option<String>,

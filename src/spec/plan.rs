@@ -76,6 +76,11 @@ pub enum PredictorPlan {
         /// Weight of the newest observation.
         alpha: f64,
     },
+    /// The smallest ratio of the last `k` iterations.
+    Sustained {
+        /// Iterations a slowdown must last.
+        k: usize,
+    },
     /// An LSTM trained with `forestall predictor train`.
     Lstm {
         /// Model directory.
@@ -84,7 +89,7 @@ pub enum PredictorPlan {
 }
 
 /// Predictors a job can name.
-pub const PREDICTORS: &[&str] = &["last", "ewma", "lstm"];
+pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "lstm"];
 
 /// ewma's weight of the newest observation when a job does not set it.
 pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;

@@ -479,11 +479,15 @@ fn validate_predictor(
     let name = match s.name.as_deref() {
         Some(name) => name,
         // A proactive policy cannot work without one.
-        None if policy.proactive().is_some() => "ewma",
+        None if policy.proactive().is_some() => "sustained",
         None => {
-            if let Some(key) = [("alpha", s.alpha.is_some()), ("model", s.model.is_some())]
-                .iter()
-                .find_map(|(k, set)| set.then_some(*k))
+            if let Some(key) = [
+                ("alpha", s.alpha.is_some()),
+                ("k", s.k.is_some()),
+                ("model", s.model.is_some()),
+            ]
+            .iter()
+            .find_map(|(k, set)| set.then_some(*k))
             {
                 return Err(cx.invalid("predictor", key, "set without [predictor] name"));
             }
@@ -497,6 +501,13 @@ fn validate_predictor(
             format!("does not apply to predictor '{name}' (it is an ewma knob)"),
         ));
     }
+    if s.k.is_some() && name != "sustained" {
+        return Err(cx.invalid(
+            "predictor",
+            "k",
+            format!("does not apply to predictor '{name}' (it is a sustained knob)"),
+        ));
+    }
     if s.model.is_some() && name != "lstm" {
         return Err(cx.invalid(
             "predictor",
@@ -506,6 +517,13 @@ fn validate_predictor(
     }
     match name {
         "last" => Ok(Some(PredictorPlan::Last)),
+        "sustained" => {
+            let k = s.k.unwrap_or(2);
+            if k == 0 {
+                return Err(cx.invalid("predictor", "k", "must be at least 1 (got 0)"));
+            }
+            Ok(Some(PredictorPlan::Sustained { k }))
+        }
         "ewma" => {
             let alpha = s.alpha.unwrap_or(DEFAULT_EWMA_ALPHA);
             if !(alpha > 0.0 && alpha <= 1.0) {
@@ -785,9 +803,9 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, ideal";
-        planned_policy: "[policy]\nname = \"proactive\"\n" =>
-            "job.toml:2: [policy] name: policy 'proactive' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, forestall, ideal";
+        planned_policy: "[policy]\nname = \"proactive-clone\"\n" =>
+            "job.toml:2: [policy] name: policy 'proactive-clone' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, forestall, ideal";
         backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>
             "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>

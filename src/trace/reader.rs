@@ -766,7 +766,7 @@ mod tests {
         let mut metadata = stamp_metadata(TraceTable::Units, &stamp("job"));
         for kv in &mut metadata {
             if kv.key == META_SCHEMA_VERSION {
-                kv.value = Some("2".to_string());
+                kv.value = Some("1".to_string());
             }
         }
         write_units_part(
@@ -777,13 +777,13 @@ mod tests {
         );
         let path = tmp.path().join("units/part-p000-00000.parquet");
 
-        let err = read_trace_dir(tmp.path()).expect_err("version 2");
+        let err = read_trace_dir(tmp.path()).expect_err("version 1");
         assert!(
             matches!(
                 err,
                 TraceError::SchemaVersion {
-                    found: 2,
-                    expected: 1,
+                    found: 1,
+                    expected: 2,
                     ..
                 }
             ),
@@ -792,7 +792,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "trace schema version 2 of {} is not supported (expected 1)",
+                "trace schema version 1 of {} is not supported (expected 2)",
                 path.display()
             )
         );

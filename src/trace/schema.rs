@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn only_option_fields_are_nullable() {
         assert!(nullable(&unit_schema()).is_empty());
-        assert!(nullable(&worker_schema()).is_empty());
+        assert_eq!(nullable(&worker_schema()), ["predicted_unit_us"]);
         assert_eq!(
             nullable(&iteration_schema()),
             ["test_loss", "test_accuracy", "laggard"]

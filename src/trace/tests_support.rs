@@ -54,7 +54,9 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         control_sent: 2 * worker,
         units_cancelled: worker / 2,
         params_version: iteration,
-        predicted_unit_us: (worker % 2 == 0).then_some(120.5 + f64::from(worker)),
+        predicted_unit_us: worker
+            .is_multiple_of(2)
+            .then_some(120.5 + f64::from(worker)),
         gt_slowdown: 1.5 + f64::from(worker),
         gt_delay_us: 40 * u64::from(worker),
     }

@@ -8,6 +8,7 @@ mod import;
 mod interop;
 mod policies;
 mod predictor;
+mod proactive;
 mod trace;
 mod training;
 mod whatif;

@@ -21,7 +21,14 @@ batch_fraction = 0.5
 fn every_policy_gives_the_bsp_parameters_for_every_worker_count() {
     let reference = run(&plan(&format!("{JOB}\n[workers]\ncount = 1\n")));
     for workers in 1..=4 {
-        for policy in ["bsp", "rapid-reassign", "speculate", "ideal"] {
+        for policy in [
+            "bsp",
+            "rapid-reassign",
+            "speculate",
+            "proactive",
+            "forestall",
+            "ideal",
+        ] {
             for pattern in [
                 "pattern = \"slow-worker\"\nprobability = 0.3\ndelay_percent = 400",
                 "pattern = \"persistent\"\nworkers = [0]\nfactor = 4.0",

@@ -100,6 +100,38 @@ fn an_lstm_trained_on_a_head_scores_on_the_unseen_tail_and_nowhere_else() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
+    // The model predicts online inside a run: each worker's prediction lands
+    // in the trace next to what then happened.
+    let job = tmp.path().join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[job]\niterations = 6\n[workers]\ncount = 3\n[policy]\nname = \"forestall\"\n\
+             [predictor]\nname = \"lstm\"\nmodel = \"{}\"\n",
+            model.display()
+        ),
+    )
+    .expect("job");
+    let out_dir = tmp.path().join("run");
+    let r = forestall(&[
+        "run",
+        job.to_str().expect("utf-8"),
+        "--out",
+        out_dir.to_str().expect("utf-8"),
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let trace = forestall::trace::read_trace_dir(&out_dir.join("trace")).expect("trace");
+    let predicted = trace
+        .workers
+        .iter()
+        .filter(|w| w.iteration >= 1)
+        .filter(|w| {
+            w.predicted_unit_us
+                .is_some_and(|p| p.is_finite() && p > 0.0)
+        })
+        .count();
+    assert_eq!(predicted, 5 * 3, "{:?}", trace.workers);
+
     // A model of another feature set, or not a model at all.
     let card_path = model.join("model.json");
     let card_text = std::fs::read_to_string(&card_path).expect("card");

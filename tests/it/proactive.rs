@@ -1,0 +1,179 @@
+//! The proactive policies inside real runs: units move before an iteration
+//! from the worker predicted to be slow, every unit is still computed exactly
+//! once, the parameters are BSP's, and every worker's prediction is in the
+//! trace next to what then happened.
+
+use std::collections::BTreeMap;
+
+use forestall::policy::PolicyPlan;
+use forestall::trace::{read_trace_dir, UnitAction};
+
+use crate::common::{forestall, plan, run, run_in};
+
+/// A persistent straggler (worker 1, 6× slower), many small units, and every
+/// control message held a seeded random 0–5 activations.
+fn job(policy: &str, predictor: &str) -> String {
+    format!(
+        r#"
+[job]
+iterations = 8
+seed = 13
+[data]
+partitions = 32
+units_per_partition = 8
+batch_fraction = 1.0
+[workers]
+count = 4
+pace_ns_per_row = 3000
+[straggler]
+pattern = "persistent"
+workers = [1]
+factor = 6.0
+[policy]
+name = "{policy}"
+control_delay = 5
+{predictor}
+"#
+    )
+}
+
+#[test]
+fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
+    for policy in ["proactive", "forestall"] {
+        let p = plan(&job(policy, ""));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = run_in(&p, dir.path());
+        let trace = read_trace_dir(dir.path()).expect("trace reads");
+        let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
+        for u in &trace.units {
+            *ledger
+                .entry((u.iteration, u.partition, u.unit))
+                .or_default() += 1;
+            assert_ne!(u.action, UnitAction::Clone);
+        }
+        assert_eq!(
+            ledger.len(),
+            8 * 32 * 8,
+            "{policy}: every unit is in the trace"
+        );
+        assert!(
+            ledger.values().all(|&n| n == 1),
+            "{policy}: a unit computed twice"
+        );
+
+        // Iteration 0 has no history; from iteration 2 on (the default
+        // predictor needs the slowdown to last two iterations) the straggler
+        // gives most of its units away before the iteration starts.
+        let straggler = |t: u64| {
+            trace
+                .workers
+                .iter()
+                .find(|w| w.worker == 1 && w.iteration == t)
+                .expect("worker 1's row")
+                .clone()
+        };
+        assert!(straggler(0).predicted_unit_us.is_none());
+        for t in 2..8 {
+            let w = straggler(t);
+            assert!(
+                w.units < 64 / 2,
+                "{policy} iteration {t}: worker 1 computed {}",
+                w.units
+            );
+            let predicted = w
+                .predicted_unit_us
+                .expect("a prediction from iteration 1 on");
+            let actual = w.busy_us as f64 / f64::from(w.units);
+            assert!(
+                predicted > 2.0 * actual / 6.0 && predicted < 3.0 * actual,
+                "{policy} iteration {t}: predicted {predicted} µs per unit, took {actual}"
+            );
+        }
+        for w in trace.workers.iter().filter(|w| w.iteration >= 1) {
+            assert!(w.predicted_unit_us.is_some(), "{policy}: {w:?}");
+        }
+        // ... and the parameters are BSP's.
+        let mut bsp = p.clone();
+        bsp.policy = PolicyPlan::Bsp;
+        bsp.pace_ns_per_row = 0;
+        bsp.control_delay = 0;
+        bsp.predictor = None;
+        assert_eq!(run(&bsp).digest, out.digest, "{policy}");
+    }
+}
+
+/// Any policy may record predictions; the predictor changes nothing else.
+#[test]
+fn a_predictor_on_bsp_only_records_predictions() {
+    let p = plan(&job("bsp", "[predictor]\nname = \"ewma\"\nalpha = 0.5"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    assert!(trace.units.iter().all(|u| u.action == UnitAction::Assigned));
+    let w1: Vec<_> = trace.workers.iter().filter(|w| w.worker == 1).collect();
+    assert!(w1.iter().skip(1).all(|w| w.predicted_unit_us.is_some()));
+    let mut none = p.clone();
+    none.predictor = None;
+    assert_eq!(run(&none).digest, out.digest);
+}
+
+#[test]
+fn predictor_settings_are_checked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write job");
+        path
+    };
+    let cases = [
+        (
+            "[predictor]\nname = \"oracle\"\n",
+            "unknown predictor 'oracle'; accepted: last, ewma, sustained, lstm",
+        ),
+        (
+            "[predictor]\nname = \"last\"\nalpha = 0.5\n",
+            "alpha: does not apply to predictor 'last'",
+        ),
+        (
+            "[predictor]\nname = \"ewma\"\nalpha = 0\n",
+            "alpha: must be in (0, 1]",
+        ),
+        (
+            "[predictor]\nname = \"lstm\"\n",
+            "lstm needs `model = \"DIR\"`",
+        ),
+        (
+            "[predictor]\nname = \"lstm\"\nmodel = \"nowhere\"\n",
+            "nowhere",
+        ),
+        ("[predictor]\nk = 3\n", "k: set without [predictor] name"),
+        (
+            "[policy]\nname = \"proactive\"\nfloor = 1.5\n",
+            "floor: must be in [0, 1)",
+        ),
+        (
+            "[policy]\nname = \"bsp\"\nmin_gain = 1\n",
+            "min_gain: does not apply to policy 'bsp'",
+        ),
+        (
+            "[policy]\nname = \"dpro-substitute\"\n",
+            "policy 'dpro-substitute' is not implemented yet",
+        ),
+    ];
+    for (i, (text, expected)) in cases.iter().enumerate() {
+        let path = write(&format!("job{i}.toml"), text);
+        let out = forestall(&[
+            "run",
+            path.to_str().expect("utf-8"),
+            "--out",
+            dir.path().join(format!("out{i}")).to_str().expect("utf-8"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains(expected), "{text}: {err}");
+        assert!(
+            !dir.path().join(format!("out{i}")).exists(),
+            "{text}: wrote output"
+        );
+    }
+}
