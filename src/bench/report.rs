@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::machine::Machine;
 use super::results::BenchRow;
 use super::spec::{PipelineSpec, SweepSpec};
-use crate::report::plot::{write_line_plot, LinePlot, Series};
+use crate::report::plot::{write_bar_plot, write_line_plot, BarPlot, LinePlot, Series};
 
 /// Mean and sample standard deviation.
 fn mean_sd(values: &[f64]) -> (f64, f64) {
@@ -244,12 +244,56 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
     s
 }
 
+/// A sweep that does not vary the delay: one bar per policy (mean over seeds
+/// and the sweep's other settings), relative to its baseline when it has one.
+fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf> {
+    let mine: Vec<&BenchRow> = rows
+        .iter()
+        .filter(|r| r.sweep == sweep.name && r.kind == "timely")
+        .collect();
+    let mut by_policy: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut relative = false;
+    for r in &mine {
+        let y = match baseline(sweep, rows, r.workers) {
+            Some((_, b)) => {
+                relative = true;
+                r.time_per_iteration_ms / b
+            }
+            None => r.time_per_iteration_ms,
+        };
+        by_policy.entry(r.policy.as_str()).or_default().push(y);
+    }
+    if by_policy.len() < 2 {
+        return Vec::new();
+    }
+    let plot = BarPlot {
+        title: format!("{}: {}", spec.bench.name, sweep.name),
+        y_label: if relative {
+            "time per iteration / baseline".into()
+        } else {
+            "time per iteration (ms)".into()
+        },
+        bars: by_policy
+            .into_iter()
+            .map(|(p, ys)| (p.to_owned(), mean_sd(&ys).0))
+            .collect(),
+    };
+    match write_bar_plot(&dir.join(format!("plot-{}", sweep.name)), &plot) {
+        Ok(written) => written,
+        Err(e) => {
+            tracing::warn!("{e}");
+            Vec::new()
+        }
+    }
+}
+
 /// One plot per sweep that varies the delay: time per iteration (relative to the
 /// sweep's baseline when it has one) against delay, one line per policy.
 pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for sweep in &spec.sweeps {
         if sweep.delay_percent.len() < 2 {
+            files.extend(bar_plot(spec, sweep, rows, dir));
             continue;
         }
         let mine: Vec<&BenchRow> = rows

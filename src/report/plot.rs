@@ -1,4 +1,5 @@
-//! Line plots (SVG and PNG) with plotters: one line per series, points marked.
+//! Line plots (SVG and PNG) with plotters: one line per series, points marked;
+//! and bar plots, one bar per label.
 //!
 //! Text needs a TrueType font: the file named by `FORESTALL_FONT`, or the first
 //! of [`FONT_PATHS`] that exists (DejaVu Sans ships with Debian's
@@ -129,9 +130,78 @@ fn draw<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
+/// One bar per label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarPlot {
+    /// Title.
+    pub title: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// (label, value), left to right.
+    pub bars: Vec<(String, f64)>,
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    plot: &BarPlot,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let n = plot.bars.len().max(1) as u32;
+    let top = plot.bars.iter().map(|b| b.1).fold(0.0f64, f64::max);
+    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&plot.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d((0u32..n).into_segmented(), 0.0..top)
+        .map_err(err)?;
+    let names: Vec<String> = plot.bars.iter().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(names.len())
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .y_desc(plot.y_label.as_str())
+        .draw()
+        .map_err(err)?;
+    chart
+        .draw_series(
+            Histogram::vertical(&chart)
+                .style(COLORS[0].filled())
+                .margin(12)
+                .data(plot.bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+        )
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Draws `plot` to `stem.svg` and (when a font is available) `stem.png`;
 /// returns the files written.
 pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, String> {
+    write_both(stem, |root| draw(root, plot), |root| draw(root, plot))
+}
+
+/// Draws a bar plot to `stem.svg` and `stem.png`; returns the files written.
+pub fn write_bar_plot(stem: &Path, plot: &BarPlot) -> Result<Vec<PathBuf>, String> {
+    write_both(
+        stem,
+        |root| draw_bars(root, plot),
+        |root| draw_bars(root, plot),
+    )
+}
+
+type Area<'a, DB> = DrawingArea<DB, plotters::coord::Shift>;
+
+fn write_both(
+    stem: &Path,
+    svg_draw: impl FnOnce(Area<'_, SVGBackend<'_>>) -> Result<(), String>,
+    png_draw: impl FnOnce(Area<'_, BitMapBackend<'_>>) -> Result<(), String>,
+) -> Result<Vec<PathBuf>, String> {
     if !font_registered() {
         return Err(format!(
             "no TrueType font for plot text (looked in {}; set FORESTALL_FONT); {} not drawn",
@@ -141,14 +211,11 @@ pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, Str
     }
     let svg = stem.with_extension("svg");
     let png = stem.with_extension("png");
-    let drawn = draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), plot)
+    let drawn = svg_draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area())
         .map_err(|e| format!("cannot draw {}: {e}", svg.display()))
         .and_then(|()| {
-            draw(
-                BitMapBackend::new(&png, (800, 500)).into_drawing_area(),
-                plot,
-            )
-            .map_err(|e| format!("cannot draw {}: {e}", png.display()))
+            png_draw(BitMapBackend::new(&png, (800, 500)).into_drawing_area())
+                .map_err(|e| format!("cannot draw {}: {e}", png.display()))
         });
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&svg);
@@ -180,5 +247,14 @@ mod tests {
         assert!(svg.contains("<svg") && svg.contains("bsp"));
         let png = std::fs::read(dir.path().join("p.png")).unwrap();
         assert_eq!(&png[1..4], b"PNG");
+        let bars = BarPlot {
+            title: "b".into(),
+            y_label: "x".into(),
+            bars: vec![("bsp".into(), 1.5), ("forestall".into(), 1.0)],
+        };
+        let files = write_bar_plot(&dir.path().join("b"), &bars).unwrap();
+        assert_eq!(files.len(), 2);
+        let svg = std::fs::read_to_string(dir.path().join("b.svg")).unwrap();
+        assert!(svg.contains("forestall"));
     }
 }

@@ -47,6 +47,15 @@ policies = ["bsp", "rapid-reassign", "ideal"]
 seeds = [1]
 pace_ns_per_row = 2000
 relative_to_policy = "ideal"
+
+[[sweep]]
+name = "one"
+job = "job.toml"
+pattern = "persistent"
+policies = ["bsp", "proactive", "ideal"]
+seeds = [1]
+pace_ns_per_row = 2000
+relative_to_policy = "ideal"
 "#,
     )
     .expect("write pipeline");
@@ -69,13 +78,20 @@ relative_to_policy = "ideal"
         "BSP-semantics digests agree: {summary}"
     );
     assert!(res.join("plot-sw.svg").exists());
+    // a sweep at one setting gets a bar per policy, and DPro-SM's mitigation
+    assert!(res.join("plot-one.svg").exists());
+    assert!(summary.contains("| mitigation |"), "{summary}");
+    assert!(
+        summary.contains("| timely | ideal | 2 | 0 | 0 | 0 |"),
+        "{summary}"
+    );
     let file = std::fs::File::open(res.join("raw.parquet")).expect("raw.parquet");
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
         .expect("parquet")
         .build()
         .expect("reader");
     let rows: usize = reader.map(|b| b.expect("batch").num_rows()).sum();
-    assert_eq!(rows, 2 * 3, "one row per run");
+    assert_eq!(rows, 2 * 3 + 3, "one row per run");
 }
 
 #[test]
