@@ -12,6 +12,7 @@
 //! | `flexrr` | [`reassign`] | FlexRR: `ssp` + `rapid-reassign` |
 //! | `backup-workers` | — | use the first N − b workers' gradients, drop the rest (lossy, recorded) |
 //! | `proactive` | [`proactive`] | DPro-SM: before each iteration, move units from predicted-slow to predicted-fast workers (greedy LPT) |
+//! | `proactive-clone` | [`proactive`] | DPro-SM / Dolly: the same plan, but the predicted-slow worker's units are cloned on the predicted-fast ones (it keeps them too), within a budget; first copy wins |
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
@@ -57,6 +58,14 @@ pub enum PolicyPlan {
     /// DPro-SM's proactive balancing: units move before the iteration starts,
     /// from predicted-slow to predicted-fast workers.
     Proactive(ProactiveConfig),
+    /// Clones of the predicted-slow workers' units on predicted-fast workers,
+    /// planned as `proactive` plans moves.
+    ProactiveClone {
+        /// Planning knobs.
+        proactive: ProactiveConfig,
+        /// At most this share of an iteration's units is cloned.
+        budget: f64,
+    },
     /// `proactive` plus rapid reassignment within the iteration.
     Forestall {
         /// Proactive knobs.
@@ -79,6 +88,7 @@ impl PolicyPlan {
             PolicyPlan::BackupWorkers { .. } => "backup-workers",
             PolicyPlan::Flexrr { .. } => "flexrr",
             PolicyPlan::Proactive(_) => "proactive",
+            PolicyPlan::ProactiveClone { .. } => "proactive-clone",
             PolicyPlan::Forestall { .. } => "forestall",
             PolicyPlan::Ideal => "ideal",
         }
@@ -87,7 +97,9 @@ impl PolicyPlan {
     /// The proactive knobs, if the policy moves work before an iteration.
     pub fn proactive(&self) -> Option<&ProactiveConfig> {
         match self {
-            PolicyPlan::Proactive(c) | PolicyPlan::Forestall { proactive: c, .. } => Some(c),
+            PolicyPlan::Proactive(c)
+            | PolicyPlan::Forestall { proactive: c, .. }
+            | PolicyPlan::ProactiveClone { proactive: c, .. } => Some(c),
             _ => None,
         }
     }

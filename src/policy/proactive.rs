@@ -34,6 +34,25 @@ pub struct ProactiveConfig {
 /// Default share of its own units every worker keeps.
 pub const DEFAULT_FLOOR: f64 = 0.1;
 
+/// Default share of an iteration's units `proactive-clone` may clone.
+pub const DEFAULT_CLONE_BUDGET: f64 = 0.25;
+
+/// The first moves of `moves` whose counts add up to at most `budget` units
+/// (the last one cut short).
+pub fn within_budget(moves: &[Move], budget: u32) -> Vec<Move> {
+    let mut left = budget;
+    let mut out = Vec::new();
+    for m in moves {
+        let count = m.count.min(left);
+        if count == 0 {
+            break;
+        }
+        out.push(Move { count, ..*m });
+        left -= count;
+    }
+    out
+}
+
 /// Default least gain of a move, in receiver unit times.
 pub const DEFAULT_MIN_GAIN: f64 = 0.5;
 
@@ -174,6 +193,39 @@ mod tests {
             given(&moves, 3) + given(&moves, 0) + given(&moves, 1) + given(&moves, 2),
             0
         );
+    }
+
+    #[test]
+    fn a_budget_cuts_the_plan_short() {
+        let moves = [
+            Move {
+                from: 3,
+                to: 0,
+                count: 4,
+            },
+            Move {
+                from: 3,
+                to: 1,
+                count: 4,
+            },
+        ];
+        assert_eq!(
+            within_budget(&moves, 6),
+            vec![
+                Move {
+                    from: 3,
+                    to: 0,
+                    count: 4
+                },
+                Move {
+                    from: 3,
+                    to: 1,
+                    count: 2
+                }
+            ]
+        );
+        assert!(within_budget(&moves, 0).is_empty());
+        assert_eq!(within_budget(&moves, 100), moves.to_vec());
     }
 
     #[test]

@@ -24,7 +24,8 @@ use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::model::unit_gradient;
-use crate::policy::{plan_moves, ControlKind, PeerAgent};
+use crate::policy::proactive::within_budget;
+use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::{OnlineHistory, Timing};
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 
@@ -723,7 +724,20 @@ impl ComputeState {
         let own: Vec<u32> = (0..self.cx.plan.workers)
             .map(|w| self.cx.own_units(w))
             .collect();
-        let moves = plan_moves(&own, &predicted, config);
+        let mut moves = plan_moves(&own, &predicted, config);
+        if let PolicyPlan::ProactiveClone { budget, .. } = self.cx.plan.policy {
+            // Clones: the predicted-slow worker keeps its units; the first copy
+            // to finish wins and the other side skips or discards its copy.
+            let total: u32 = own.iter().sum();
+            moves = within_budget(&moves, (f64::from(total) * budget).floor() as u32);
+            let mine: Vec<(u32, ControlKind)> = moves
+                .into_iter()
+                .filter(|m| m.from == self.worker)
+                .map(|m| (m.to, ControlKind::Clone { count: m.count }))
+                .collect();
+            send_all(self.worker, epoch, &self.holdings, mine, emit);
+            return 0;
+        }
         let planned_in = moves
             .iter()
             .filter(|m| m.to == self.worker)

@@ -158,6 +158,8 @@ pub struct PolicySection {
     pub floor: Option<f64>,
     /// proactive, forestall: least gain of a move, in receiver unit times.
     pub min_gain: Option<f64>,
+    /// proactive-clone: at most this share of an iteration's units is cloned.
+    pub clone_budget: Option<f64>,
 }
 
 /// `[predictor]`.

@@ -49,11 +49,12 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "speculate",
     "backup-workers",
     "proactive",
+    "proactive-clone",
     "forestall",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.
-pub const PLANNED_POLICIES: &[&str] = &["proactive-clone", "dpro-substitute"];
+pub const PLANNED_POLICIES: &[&str] = &["dpro-substitute"];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

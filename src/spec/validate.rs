@@ -8,7 +8,9 @@ use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
 use crate::model::AdamConfig;
-use crate::policy::proactive::{ProactiveConfig, DEFAULT_FLOOR, DEFAULT_MIN_GAIN};
+use crate::policy::proactive::{
+    ProactiveConfig, DEFAULT_CLONE_BUDGET, DEFAULT_FLOOR, DEFAULT_MIN_GAIN,
+};
 use crate::policy::reassign::{
     ReassignConfig, DEFAULT_CHECKPOINT, DEFAULT_FOLLOW_UP_UNITS, DEFAULT_GROUP_SIZE,
     DEFAULT_INITIAL_UNITS,
@@ -291,9 +293,18 @@ pub const DEFAULT_SLACK: u64 = 1;
 
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 11] = [
-        ("floor", s.floor.is_some(), "proactive or forestall"),
-        ("min_gain", s.min_gain.is_some(), "proactive or forestall"),
+    let knobs: [(&str, bool, &str); 12] = [
+        (
+            "floor",
+            s.floor.is_some(),
+            "proactive or proactive-clone or forestall",
+        ),
+        (
+            "min_gain",
+            s.min_gain.is_some(),
+            "proactive or proactive-clone or forestall",
+        ),
+        ("clone_budget", s.clone_budget.is_some(), "proactive-clone"),
         ("backups", s.backups.is_some(), "backup-workers"),
         ("slack", s.slack.is_some(), "ssp or flexrr"),
         (
@@ -374,7 +385,7 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
         "ssp" => Ok(PolicyPlan::Ssp {
             slack: s.slack.unwrap_or(DEFAULT_SLACK),
         }),
-        "proactive" | "forestall" => {
+        "proactive" | "proactive-clone" | "forestall" => {
             let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
             if !(0.0..1.0).contains(&floor) {
                 return Err(cx.invalid(
@@ -392,6 +403,12 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
                 ));
             }
             let proactive = ProactiveConfig { floor, min_gain };
+            if name == "proactive-clone" {
+                return Ok(PolicyPlan::ProactiveClone {
+                    proactive,
+                    budget: share("clone_budget", s.clone_budget, DEFAULT_CLONE_BUDGET)?,
+                });
+            }
             Ok(if name == "forestall" {
                 PolicyPlan::Forestall {
                     proactive,
@@ -803,9 +820,9 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, forestall, ideal";
-        planned_policy: "[policy]\nname = \"proactive-clone\"\n" =>
-            "job.toml:2: [policy] name: policy 'proactive-clone' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, forestall, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, forestall, ideal";
+        planned_policy: "[policy]\nname = \"dpro-substitute\"\n" =>
+            "job.toml:2: [policy] name: policy 'dpro-substitute' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, forestall, ideal";
         backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>
             "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>

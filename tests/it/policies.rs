@@ -26,6 +26,7 @@ fn every_policy_gives_the_bsp_parameters_for_every_worker_count() {
             "rapid-reassign",
             "speculate",
             "proactive",
+            "proactive-clone",
             "forestall",
             "ideal",
         ] {

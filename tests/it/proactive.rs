@@ -117,6 +117,57 @@ fn a_predictor_on_bsp_only_records_predictions() {
     assert_eq!(run(&none).digest, out.digest);
 }
 
+/// Clones of the predicted straggler's units on the others: every unit is
+/// computed at least once, at most the budget twice, and the reduction counts
+/// each once (BSP's parameters).
+#[test]
+fn proactive_clone_clones_within_its_budget_and_counts_every_unit_once() {
+    // `extra` lands in [policy]
+    let p = plan(&job("proactive-clone", "clone_budget = 0.2"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
+    for u in &trace.units {
+        ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default()
+            .push(u.action);
+    }
+    assert_eq!(ledger.len(), 8 * 32 * 8, "every unit is in the trace");
+    for t in 0..8u64 {
+        let twice = ledger
+            .iter()
+            .filter(|((it, _, _), v)| *it == t && v.len() > 1)
+            .count();
+        assert!(
+            twice <= 32 * 8 / 5,
+            "iteration {t}: {twice} units computed twice"
+        );
+        assert!(ledger
+            .iter()
+            .filter(|((it, _, _), _)| *it == t)
+            .all(|(_, v)| v.iter().filter(|a| **a != UnitAction::Clone).count() <= 1));
+    }
+    let clones = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Clone && u.iteration >= 2)
+        .count();
+    assert!(clones > 0, "the predicted straggler's units were cloned");
+    assert!(trace
+        .units
+        .iter()
+        .filter(|u| u.iteration < 1)
+        .all(|u| u.action == UnitAction::Assigned));
+    let mut bsp = p.clone();
+    bsp.policy = PolicyPlan::Bsp;
+    bsp.pace_ns_per_row = 0;
+    bsp.control_delay = 0;
+    bsp.predictor = None;
+    assert_eq!(run(&bsp).digest, out.digest);
+}
+
 #[test]
 fn predictor_settings_are_checked() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -154,6 +205,14 @@ fn predictor_settings_are_checked() {
         (
             "[policy]\nname = \"bsp\"\nmin_gain = 1\n",
             "min_gain: does not apply to policy 'bsp'",
+        ),
+        (
+            "[policy]\nname = \"proactive-clone\"\nclone_budget = 0\n",
+            "clone_budget: must be in (0, 1]",
+        ),
+        (
+            "[policy]\nname = \"proactive\"\nclone_budget = 0.5\n",
+            "clone_budget: does not apply to policy 'proactive'",
         ),
         (
             "[policy]\nname = \"dpro-substitute\"\n",
