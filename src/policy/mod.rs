@@ -13,6 +13,7 @@
 //! | `backup-workers` | — | use the first N − b workers' gradients, drop the rest (lossy, recorded) |
 //! | `proactive` | [`proactive`] | DPro-SM: before each iteration, move units from predicted-slow to predicted-fast workers (greedy LPT) |
 //! | `proactive-clone` | [`proactive`] | DPro-SM / Dolly: the same plan, but the predicted-slow worker's units are cloned on the predicted-fast ones (it keeps them too), within a budget; first copy wins |
+//! | `dpro-substitute` | — | DPro-SM: a worker predicted to straggle computes only a floor of its partitions; the shard owners use its other units' last gradients (lossy, recorded as dropped partitions) |
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
@@ -66,6 +67,15 @@ pub enum PolicyPlan {
         /// At most this share of an iteration's units is cloned.
         budget: f64,
     },
+    /// DPro-SM's substitution: a worker predicted slower than `threshold` ×
+    /// the median computes only `floor` of its partitions; the other units'
+    /// last gradients stand in for them (lossy).
+    DproSubstitute {
+        /// Share of its partitions a predicted straggler still computes.
+        floor: f64,
+        /// Predicted time per unit over the median that calls a straggler.
+        threshold: f64,
+    },
     /// `proactive` plus rapid reassignment within the iteration.
     Forestall {
         /// Proactive knobs.
@@ -89,9 +99,16 @@ impl PolicyPlan {
             PolicyPlan::Flexrr { .. } => "flexrr",
             PolicyPlan::Proactive(_) => "proactive",
             PolicyPlan::ProactiveClone { .. } => "proactive-clone",
+            PolicyPlan::DproSubstitute { .. } => "dpro-substitute",
             PolicyPlan::Forestall { .. } => "forestall",
             PolicyPlan::Ideal => "ideal",
         }
+    }
+
+    /// Whether the policy acts on predictions at every iteration boundary (and
+    /// so waits for every worker's timing of the iteration before).
+    pub fn predicts(&self) -> bool {
+        self.proactive().is_some() || matches!(self, PolicyPlan::DproSubstitute { .. })
     }
 
     /// The proactive knobs, if the policy moves work before an iteration.
@@ -107,7 +124,11 @@ impl PolicyPlan {
     /// Whether the policy keeps BSP semantics (every unit counted exactly once per
     /// iteration, fixed reduction order): its parameters equal `bsp`'s bit for bit.
     pub fn keeps_bsp_semantics(&self) -> bool {
-        self.slack() == 0 && !matches!(self, PolicyPlan::BackupWorkers { .. })
+        self.slack() == 0
+            && !matches!(
+                self,
+                PolicyPlan::BackupWorkers { .. } | PolicyPlan::DproSubstitute { .. }
+            )
     }
 
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).

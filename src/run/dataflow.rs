@@ -187,6 +187,9 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                 units_per_owner,
             });
         }
+        if let PolicyPlan::DproSubstitute { .. } = cx.plan.policy {
+            reducer = reducer.with_substitution();
+        }
         let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
         let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
         let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
@@ -250,6 +253,13 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                             version: t + 1,
                             shard: index,
                             values: reduced.values.clone(),
+                        });
+                    }
+                    let substituted = reducer.take_substituted(t);
+                    if index == 0 && !substituted.is_empty() {
+                        let _ = reduce_sink.send(SinkEvent::Dropped {
+                            iteration: t,
+                            partitions: substituted,
                         });
                     }
                     if index == 0 {

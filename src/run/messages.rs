@@ -36,6 +36,9 @@ pub struct GradSlice {
     pub loss_sum: f64,
     /// Σ over the unit's rows of the gradient, for this shard's coordinates.
     pub values: Vec<f64>,
+    /// dpro-substitute: not computed; the shard owner uses this unit's last
+    /// gradient instead (`values` is empty).
+    pub substitute: bool,
 }
 
 impl GradSlice {

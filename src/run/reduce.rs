@@ -69,6 +69,18 @@ pub struct ShardReducer {
     reduced_through: Option<u64>,
     duplicates: u64,
     backup: Option<BackupRule>,
+    /// dpro-substitute: every unit's last reduced gradient, loss and rows.
+    last: Option<Vec<Option<(Vec<f64>, f64, u32)>>>,
+    /// dpro-substitute: partitions with substituted units, per iteration.
+    substituted: BTreeMap<u64, std::collections::BTreeSet<u32>>,
+}
+
+fn slots_substituted(
+    substituted: &mut BTreeMap<u64, std::collections::BTreeSet<u32>>,
+    iteration: u64,
+    partition: u32,
+) {
+    substituted.entry(iteration).or_default().insert(partition);
 }
 
 impl ShardReducer {
@@ -91,7 +103,26 @@ impl ShardReducer {
             reduced_through: None,
             duplicates: 0,
             backup: None,
+            last: None,
+            substituted: BTreeMap::new(),
         }
+    }
+
+    /// Keeps every unit's last gradient, for substitution (dpro-substitute).
+    pub fn with_substitution(mut self) -> Self {
+        self.last = Some(vec![
+            None;
+            (self.partitions * self.units_per_partition) as usize
+        ]);
+        self
+    }
+
+    /// The partitions of `iteration` whose units were substituted (taken once).
+    pub fn take_substituted(&mut self, iteration: u64) -> Vec<u32> {
+        self.substituted
+            .remove(&iteration)
+            .map(|s| s.into_iter().collect())
+            .unwrap_or_default()
     }
 
     /// Reduces only what the first `rule.keep` workers deliver (lossy).
@@ -167,24 +198,30 @@ impl ShardReducer {
                 b.units_per_owner.clone(),
             )
         });
+        if self.slots(slice.iteration).grads[index].is_some() {
+            self.duplicates += 1;
+            return Offer::Duplicate;
+        }
+        let entry = if slice.substitute {
+            slots_substituted(&mut self.substituted, slice.iteration, slice.partition);
+            // The unit's last reduced gradient (none yet: it adds nothing).
+            self.last
+                .as_ref()
+                .and_then(|l| l[index].clone())
+                .unwrap_or_else(|| (vec![0.0; self.range.len()], 0.0, 0))
+        } else {
+            (slice.values, slice.loss_sum, slice.rows)
+        };
         let slots = self.slots(slice.iteration);
-        match &mut slots.grads[index] {
-            Some(_) => {
-                self.duplicates += 1;
-                Offer::Duplicate
-            }
-            slot @ None => {
-                *slot = Some((slice.values, slice.loss_sum, slice.rows));
-                slots.filled += 1;
-                if let Some((o, totals)) = owner {
-                    slots.per_owner[o as usize] += 1;
-                    if slots.per_owner[o as usize] == totals[o as usize] {
-                        slots.completed.push(o);
-                    }
-                }
-                Offer::Accepted
+        slots.grads[index] = Some(entry);
+        slots.filled += 1;
+        if let Some((o, totals)) = owner {
+            slots.per_owner[o as usize] += 1;
+            if slots.per_owner[o as usize] == totals[o as usize] {
+                slots.completed.push(o);
             }
         }
+        Offer::Accepted
     }
 
     /// Whether every unit of `iteration` has arrived.
@@ -217,6 +254,13 @@ impl ShardReducer {
         let mut total = vec![0.0; self.values.len()];
         let mut loss_sum = 0.0;
         let mut rows = 0u64;
+        if let Some(last) = self.last.as_mut() {
+            for (l, g) in last.iter_mut().zip(&slots.grads) {
+                if g.is_some() {
+                    l.clone_from(g);
+                }
+            }
+        }
         let mut grads = slots.grads.into_iter();
         for p in 0..self.partitions as usize {
             let keep = slots.included.as_ref().is_none_or(|inc| inc[p]);
@@ -281,6 +325,7 @@ mod tests {
             rows: 1,
             loss_sum: values[0],
             values,
+            substitute: false,
         }
     }
 
@@ -315,6 +360,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_substituted_unit_reuses_its_last_gradient() {
+        let mut r = ShardReducer::new(0..2, 2, 2, 4, config()).with_substitution();
+        let mut plain = ShardReducer::new(0..2, 2, 2, 4, config());
+        for (p, u, g) in grads() {
+            r.offer(slice(0, p, u, g.clone()));
+            plain.offer(slice(0, p, u, g));
+        }
+        r.try_reduce(0).expect("complete");
+        plain.try_reduce(0).expect("complete");
+        // iteration 1: unit (1, 1) is substituted by its iteration-0 gradient
+        for (p, u, g) in grads() {
+            let mut s = slice(1, p, u, g.clone());
+            if (p, u) == (1, 1) {
+                s.values = Vec::new();
+                s.substitute = true;
+            }
+            r.offer(s);
+            plain.offer(slice(1, p, u, g));
+        }
+        let a = r.try_reduce(1).expect("complete");
+        let b = plain.try_reduce(1).expect("complete");
+        assert_eq!(a.values, b.values, "same gradient as last time");
+        assert_eq!(r.take_substituted(1), vec![1]);
+        assert!(r.take_substituted(1).is_empty());
     }
 
     #[test]

@@ -599,7 +599,7 @@ impl ComputeState {
             return false;
         };
         // A proactive plan for t needs every worker's timing of t − 1.
-        let planned = self.cx.plan.policy.proactive().is_none()
+        let planned = !self.cx.plan.policy.predicts()
             || self.next_iteration == 0
             || self.next_iteration >= self.cx.plan.iterations
             || self
@@ -718,6 +718,18 @@ impl ComputeState {
         };
         let predicted = history.predict(predictor.as_predictor());
         epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
+        if let PolicyPlan::DproSubstitute { floor, threshold } = self.cx.plan.policy {
+            substitute_if_predicted_slow(
+                &self.cx,
+                self.worker,
+                epoch,
+                &predicted,
+                floor,
+                threshold,
+                emit,
+            );
+            return 0;
+        }
         let Some(config) = self.cx.plan.policy.proactive() else {
             return 0;
         };
@@ -809,6 +821,57 @@ impl ComputeState {
             gt_delay_us: epoch.delay_us,
         }
     }
+}
+
+/// dpro-substitute: when this worker's predicted time per unit is over
+/// `threshold` × the median prediction, it keeps only the units of the first
+/// `floor` share of its partitions (at least one) and tells every shard owner
+/// to use the other units' last gradients.
+fn substitute_if_predicted_slow(
+    cx: &JobContext,
+    worker: u32,
+    epoch: &mut Epoch,
+    predicted: &[Option<f64>],
+    floor: f64,
+    threshold: f64,
+    emit: &mut Emit<'_>,
+) {
+    let mut known: Vec<f64> = predicted.iter().flatten().copied().collect();
+    let Some(mine) = predicted.get(worker as usize).copied().flatten() else {
+        return;
+    };
+    known.sort_by(f64::total_cmp);
+    let median = known[known.len() / 2];
+    if !(median > 0.0 && mine > threshold * median) {
+        return;
+    }
+    let partitions = cx.assignment(worker);
+    let keep =
+        ((partitions.len() as f64 * floor).ceil() as usize).clamp(1, partitions.len().max(1));
+    let kept: Vec<u32> = partitions[..keep.min(partitions.len())].to_vec();
+    let (stay, skip): (Vec<UnitRows>, Vec<UnitRows>) = epoch
+        .own
+        .drain(..)
+        .partition(|u| kept.contains(&u.key.partition));
+    epoch.own = stay.into();
+    let iteration = epoch.iteration;
+    let markers: Vec<GradSlice> = skip
+        .iter()
+        .flat_map(|u| {
+            (0..cx.shards.len() as u32).map(move |owner| GradSlice {
+                owner,
+                iteration,
+                partition: u.key.partition,
+                unit: u.key.unit,
+                executor: worker,
+                rows: u.rows.len() as u32,
+                loss_sum: 0.0,
+                values: Vec::new(),
+                substitute: true,
+            })
+        })
+        .collect();
+    (emit.grads)(&epoch.caps.0, markers);
 }
 
 /// Tells `peer` that the copy of `key` computed here came first.
@@ -944,6 +1007,7 @@ fn compute_unit(
             rows,
             loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
             values: gradient.grad[range.clone()].to_vec(),
+            substitute: false,
         })
         .collect();
     let end_us = cx.now_us();

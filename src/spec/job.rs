@@ -160,6 +160,9 @@ pub struct PolicySection {
     pub min_gain: Option<f64>,
     /// proactive-clone: at most this share of an iteration's units is cloned.
     pub clone_budget: Option<f64>,
+    /// dpro-substitute: predicted time per unit over the median that calls a
+    /// straggler.
+    pub threshold: Option<f64>,
 }
 
 /// `[predictor]`.

@@ -50,11 +50,12 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "backup-workers",
     "proactive",
     "proactive-clone",
+    "dpro-substitute",
     "forestall",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.
-pub const PLANNED_POLICIES: &[&str] = &["dpro-substitute"];
+pub const PLANNED_POLICIES: &[&str] = &[];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

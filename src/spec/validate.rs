@@ -293,12 +293,13 @@ pub const DEFAULT_SLACK: u64 = 1;
 
 fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 12] = [
+    let knobs: [(&str, bool, &str); 13] = [
         (
             "floor",
             s.floor.is_some(),
-            "proactive or proactive-clone or forestall",
+            "proactive or proactive-clone or forestall or dpro-substitute",
         ),
+        ("threshold", s.threshold.is_some(), "dpro-substitute"),
         (
             "min_gain",
             s.min_gain.is_some(),
@@ -385,6 +386,25 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
         "ssp" => Ok(PolicyPlan::Ssp {
             slack: s.slack.unwrap_or(DEFAULT_SLACK),
         }),
+        "dpro-substitute" => {
+            let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
+            if !(0.0..1.0).contains(&floor) {
+                return Err(cx.invalid(
+                    "policy",
+                    "floor",
+                    format!("must be in [0, 1) (got {floor})"),
+                ));
+            }
+            let threshold = s.threshold.unwrap_or(1.5);
+            if !(threshold.is_finite() && threshold > 1.0) {
+                return Err(cx.invalid(
+                    "policy",
+                    "threshold",
+                    format!("must be a number above 1 (got {threshold})"),
+                ));
+            }
+            Ok(PolicyPlan::DproSubstitute { floor, threshold })
+        }
         "proactive" | "proactive-clone" | "forestall" => {
             let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
             if !(0.0..1.0).contains(&floor) {
@@ -496,7 +516,7 @@ fn validate_predictor(
     let name = match s.name.as_deref() {
         Some(name) => name,
         // A proactive policy cannot work without one.
-        None if policy.proactive().is_some() => "sustained",
+        None if policy.predicts() => "sustained",
         None => {
             if let Some(key) = [
                 ("alpha", s.alpha.is_some()),
@@ -820,9 +840,9 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, forestall, ideal";
-        planned_policy: "[policy]\nname = \"dpro-substitute\"\n" =>
-            "job.toml:2: [policy] name: policy 'dpro-substitute' is not implemented yet; available: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, forestall, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, ideal";
+        substitute_threshold: "[policy]\nname = \"dpro-substitute\"\nthreshold = 0.5\n" =>
+            "job.toml:3: [policy] threshold: must be a number above 1 (got 0.5)";
         backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>
             "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>

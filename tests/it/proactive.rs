@@ -168,6 +168,50 @@ fn proactive_clone_clones_within_its_budget_and_counts_every_unit_once() {
     assert_eq!(run(&bsp).digest, out.digest);
 }
 
+/// DPro-SM's substitution: the predicted straggler computes a floor of its
+/// partitions and the others' last gradients stand in; the iteration rows name
+/// the substituted partitions, every other unit is computed exactly once, and
+/// the result differs from BSP's (lossy) while training still progresses.
+#[test]
+fn dpro_substitute_replaces_the_predicted_stragglers_gradients_and_records_it() {
+    let p = plan(&job("dpro-substitute", ""));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let owned_by_1: Vec<u32> = (0..32)
+        .filter(|&q| trace.units.iter().any(|u| u.partition == q && u.owner == 1))
+        .collect();
+    for it in &trace.iterations {
+        let dropped: Vec<u32> = it
+            .dropped_partitions
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().expect("partition"))
+            .collect();
+        if it.iteration == 0 {
+            assert!(dropped.is_empty(), "no history, no substitution");
+            continue;
+        }
+        // the straggler keeps ⌈10 %⌉ of its 8 partitions: 7 substituted
+        assert_eq!(dropped.len(), 7, "iteration {}: {dropped:?}", it.iteration);
+        assert!(dropped.iter().all(|q| owned_by_1.contains(q)));
+        let mut seen: BTreeMap<(u32, u32), u32> = BTreeMap::new();
+        for u in trace.units.iter().filter(|u| u.iteration == it.iteration) {
+            *seen.entry((u.partition, u.unit)).or_default() += 1;
+        }
+        assert!(seen.keys().all(|(q, _)| !dropped.contains(q)));
+        assert_eq!(seen.len(), (32 - 7) * 8, "iteration {}", it.iteration);
+        assert!(seen.values().all(|&n| n == 1));
+    }
+    let losses: Vec<f64> = trace.iterations.iter().map(|i| i.train_loss).collect();
+    assert!(losses.iter().all(|l| l.is_finite()));
+    assert!(losses.last() < losses.first(), "{losses:?}");
+    let mut bsp = p.clone();
+    bsp.policy = PolicyPlan::Bsp;
+    bsp.predictor = None;
+    assert_ne!(run(&bsp).digest, out.digest, "substitution is lossy");
+}
+
 #[test]
 fn predictor_settings_are_checked() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -215,8 +259,12 @@ fn predictor_settings_are_checked() {
             "clone_budget: does not apply to policy 'proactive'",
         ),
         (
-            "[policy]\nname = \"dpro-substitute\"\n",
-            "policy 'dpro-substitute' is not implemented yet",
+            "[policy]\nname = \"dpro-substitute\"\nthreshold = 1\n",
+            "threshold: must be a number above 1",
+        ),
+        (
+            "[policy]\nname = \"bsp\"\nthreshold = 2\n",
+            "threshold: does not apply to policy 'bsp'",
         ),
     ];
     for (i, (text, expected)) in cases.iter().enumerate() {
