@@ -32,9 +32,12 @@ pub struct Reduced {
     pub rows: f64,
 }
 
+/// One unit's gradient slice, loss sum and rows.
+type UnitGrad = (Vec<f64>, f64, u32);
+
 #[derive(Debug)]
 struct Slots {
-    grads: Vec<Option<(Vec<f64>, f64, u32)>>,
+    grads: Vec<Option<UnitGrad>>,
     filled: usize,
     /// Units received per owner (backup workers).
     per_owner: Vec<u32>,
@@ -70,7 +73,7 @@ pub struct ShardReducer {
     duplicates: u64,
     backup: Option<BackupRule>,
     /// dpro-substitute: every unit's last reduced gradient, loss and rows.
-    last: Option<Vec<Option<(Vec<f64>, f64, u32)>>>,
+    last: Option<Vec<Option<UnitGrad>>>,
     /// dpro-substitute: partitions with substituted units, per iteration.
     substituted: BTreeMap<u64, std::collections::BTreeSet<u32>>,
 }
