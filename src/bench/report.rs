@@ -231,7 +231,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                 100.0 * mean_of(group, |r| r.work_cloned),
                 mean_of(group, |r| r.test_accuracy),
                 if !group.iter().all(|r| r.bsp_semantics) {
-                    "n/a (stale reads)"
+                    "n/a (not BSP)"
                 } else if group.iter().all(|r| r.digest_matches) {
                     "yes"
                 } else {

@@ -67,13 +67,13 @@ pub enum PolicyPlan {
         /// At most this share of an iteration's units is cloned.
         budget: f64,
     },
-    /// DPro-SM's substitution: a worker predicted slower than `threshold` ×
-    /// the median computes only `floor` of its partitions; the other units'
-    /// last gradients stand in for them (lossy).
+    /// DPro-SM's substitution: a worker predicted to finish later than
+    /// `threshold` × the median worker computes only `floor` of its
+    /// partitions; the other units' last gradients stand in for them (lossy).
     DproSubstitute {
         /// Share of its partitions a predicted straggler still computes.
         floor: f64,
-        /// Predicted time per unit over the median that calls a straggler.
+        /// Predicted completion time over the median that calls a straggler.
         threshold: f64,
     },
     /// `proactive` plus rapid reassignment within the iteration.

@@ -823,10 +823,10 @@ impl ComputeState {
     }
 }
 
-/// dpro-substitute: when this worker's predicted time per unit is over
-/// `threshold` × the median prediction, it keeps only the units of the first
-/// `floor` share of its partitions (at least one) and tells every shard owner
-/// to use the other units' last gradients.
+/// dpro-substitute: when this worker's predicted completion time (its units ×
+/// its predicted time per unit) is over `threshold` × the median worker's, it
+/// keeps only the units of the first `floor` share of its partitions (at least
+/// one) and tells every shard owner to use the other units' last gradients.
 fn substitute_if_predicted_slow(
     cx: &JobContext,
     worker: u32,
@@ -836,12 +836,20 @@ fn substitute_if_predicted_slow(
     threshold: f64,
     emit: &mut Emit<'_>,
 ) {
-    let mut known: Vec<f64> = predicted.iter().flatten().copied().collect();
-    let Some(mine) = predicted.get(worker as usize).copied().flatten() else {
+    let finish = |w: usize| {
+        predicted
+            .get(w)
+            .copied()
+            .flatten()
+            .map(|t| t * f64::from(cx.own_units(w as u32)))
+    };
+    let mut known: Vec<f64> = (0..predicted.len()).filter_map(finish).collect();
+    let Some(mine) = finish(worker as usize) else {
         return;
     };
     known.sort_by(f64::total_cmp);
-    let median = known[known.len() / 2];
+    // The lower median: with half the workers slow, the upper one is slow too.
+    let median = known[(known.len() - 1) / 2];
     if !(median > 0.0 && mine > threshold * median) {
         return;
     }

@@ -160,8 +160,8 @@ pub struct PolicySection {
     pub min_gain: Option<f64>,
     /// proactive-clone: at most this share of an iteration's units is cloned.
     pub clone_budget: Option<f64>,
-    /// dpro-substitute: predicted time per unit over the median that calls a
-    /// straggler.
+    /// dpro-substitute: predicted completion time over the median that calls
+    /// a straggler.
     pub threshold: Option<f64>,
 }
 

@@ -366,6 +366,18 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
             Err(cx.invalid("policy", key, format!("must be in (0, 1] (got {v})")))
         }
     };
+    let floor = || -> Result<f64> {
+        let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
+        if (0.0..1.0).contains(&floor) {
+            Ok(floor)
+        } else {
+            Err(cx.invalid(
+                "policy",
+                "floor",
+                format!("must be in [0, 1) (got {floor})"),
+            ))
+        }
+    };
     match name {
         "bsp" => Ok(PolicyPlan::Bsp),
         "ideal" => Ok(PolicyPlan::Ideal),
@@ -387,14 +399,7 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
             slack: s.slack.unwrap_or(DEFAULT_SLACK),
         }),
         "dpro-substitute" => {
-            let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
-            if !(0.0..1.0).contains(&floor) {
-                return Err(cx.invalid(
-                    "policy",
-                    "floor",
-                    format!("must be in [0, 1) (got {floor})"),
-                ));
-            }
+            let floor = floor()?;
             let threshold = s.threshold.unwrap_or(1.5);
             if !(threshold.is_finite() && threshold > 1.0) {
                 return Err(cx.invalid(
@@ -406,14 +411,7 @@ fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<
             Ok(PolicyPlan::DproSubstitute { floor, threshold })
         }
         "proactive" | "proactive-clone" | "forestall" => {
-            let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
-            if !(0.0..1.0).contains(&floor) {
-                return Err(cx.invalid(
-                    "policy",
-                    "floor",
-                    format!("must be in [0, 1) (got {floor})"),
-                ));
-            }
+            let floor = floor()?;
             let min_gain = s.min_gain.unwrap_or(DEFAULT_MIN_GAIN);
             if !(min_gain.is_finite() && min_gain >= 0.0) {
                 return Err(cx.invalid(
