@@ -1,0 +1,98 @@
+//! Criterion bench of what online prediction costs at one iteration boundary:
+//! every worker's predicted time per unit for 64 workers from the histories a
+//! run keeps ([`OnlineHistory`], 50 iterations of timings), for each online
+//! predictor. The budget is 1 ms, so the predictor never becomes the straggler.
+//!
+//! Run: `cargo bench --bench boundary`.
+
+// criterion_group! defines an undocumented function.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use forestall::predict::{
+    worker_series, Ewma, LstmPredictor, LstmSettings, OnlineHistory, OnlinePredictor, Sustained,
+    Timing, WorkerSeries,
+};
+use forestall::trace::{TraceSet, WorkerRecord};
+
+const WORKERS: u32 = 64;
+const ITERATIONS: u64 = 50;
+
+/// Worker `w`'s busy time in iteration `t` for 100 units: every 8th worker
+/// is 3× slower on odd iterations, the rest wobble by a few percent.
+fn busy_us(w: u32, t: u64) -> u64 {
+    let wobble = 1.0 + 0.02 * (((u64::from(w) * 31 + t * 17) % 7) as f64 - 3.0);
+    let ratio = if w % 8 == 0 && t % 2 == 1 {
+        3.0
+    } else {
+        wobble
+    };
+    (10_000.0 * ratio) as u64
+}
+
+fn history() -> OnlineHistory {
+    let mut h = OnlineHistory::new(WORKERS);
+    for t in 0..ITERATIONS {
+        for w in 0..WORKERS {
+            h.record(
+                t,
+                w,
+                Timing {
+                    units: 100,
+                    busy_us: busy_us(w, t),
+                },
+            );
+        }
+    }
+    h
+}
+
+/// The same timings as a trace, to train the LSTM on.
+fn series() -> Vec<WorkerSeries> {
+    let trace = TraceSet {
+        units: Vec::new(),
+        workers: (0..ITERATIONS)
+            .flat_map(|t| {
+                (0..WORKERS).map(move |w| WorkerRecord::single_unit(t, w, 0, busy_us(w, t)))
+            })
+            .collect(),
+        iterations: Vec::new(),
+        stamps: Vec::new(),
+    };
+    worker_series(&trace).expect("series")
+}
+
+fn boundary(c: &mut Criterion) {
+    let h = history();
+    let lstm = LstmPredictor::train(
+        &series(),
+        &|s: &WorkerSeries| s.steps.len(),
+        &LstmSettings {
+            max_epochs: 3,
+            ..LstmSettings::default()
+        },
+        Vec::new(),
+        |_, _| {},
+    )
+    .expect("lstm trains");
+    let predictors = [
+        ("last", OnlinePredictor::Last),
+        ("ewma", OnlinePredictor::Ewma(Ewma::default())),
+        (
+            "sustained",
+            OnlinePredictor::Sustained(Sustained::default()),
+        ),
+        ("lstm", OnlinePredictor::Lstm(Arc::new(lstm))),
+    ];
+    let mut group = c.benchmark_group("boundary_64_workers");
+    for (name, p) in &predictors {
+        group.bench_function(*name, |b| b.iter(|| black_box(h.predict(p.as_predictor()))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, boundary);
+criterion_main!(benches);
