@@ -25,7 +25,7 @@ const ITERATIONS: u64 = 50;
 /// is 3× slower on odd iterations, the rest wobble by a few percent.
 fn busy_us(w: u32, t: u64) -> u64 {
     let wobble = 1.0 + 0.02 * (((u64::from(w) * 31 + t * 17) % 7) as f64 - 3.0);
-    let ratio = if w % 8 == 0 && t % 2 == 1 {
+    let ratio = if w.is_multiple_of(8) && t % 2 == 1 {
         3.0
     } else {
         wobble
