@@ -18,19 +18,13 @@ use forestall::predict::{
 };
 use forestall::trace::{TraceSet, WorkerRecord};
 
-const WORKERS: u32 = 64;
-const ITERATIONS: u64 = 50;
+mod common;
 
-/// Worker `w`'s busy time in iteration `t` for 100 units: every 8th worker
-/// is 3× slower on odd iterations, the rest wobble by a few percent.
+use common::{ratio, ITERATIONS, WORKERS};
+
+/// Worker `w`'s busy time in iteration `t` for 100 units of 100 µs × ratio.
 fn busy_us(w: u32, t: u64) -> u64 {
-    let wobble = 1.0 + 0.02 * (((u64::from(w) * 31 + t * 17) % 7) as f64 - 3.0);
-    let ratio = if w.is_multiple_of(8) && t % 2 == 1 {
-        3.0
-    } else {
-        wobble
-    };
-    (10_000.0 * ratio) as u64
+    (10_000.0 * ratio(w, t)) as u64
 }
 
 fn history() -> OnlineHistory {

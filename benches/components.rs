@@ -12,6 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod common;
+
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::data::{load_dataset, Partitioning};
@@ -92,19 +94,13 @@ fn main() {
     write_s.sort_by(f64::total_cmp);
     read_s.sort_by(f64::total_cmp);
 
-    // 64 workers × 50 iterations of history; every 8th worker straggles (3×)
-    // on every other iteration, the rest wobble by a few percent.
-    let series: Vec<WorkerSeries> = (0..64u32)
+    // 64 workers × 50 iterations of history (see `common::ratio`).
+    let series: Vec<WorkerSeries> = (0..common::WORKERS)
         .map(|w| WorkerSeries {
             worker: w,
-            steps: (0..50u64)
+            steps: (0..common::ITERATIONS)
                 .map(|t| {
-                    let wobble = 1.0 + 0.02 * (((w as u64 * 31 + t * 17) % 7) as f64 - 3.0);
-                    let ratio = if w % 8 == 0 && t % 2 == 1 {
-                        3.0
-                    } else {
-                        wobble
-                    };
+                    let ratio = common::ratio(w, t);
                     Step {
                         iteration: t,
                         unit_us: 100.0 * ratio,

@@ -221,9 +221,8 @@ fn check_unseen(model: &LstmPredictor, traces: &[PathBuf], tail_from: f64) -> an
             let scored = std::fs::canonicalize(trace_dir(dir)).ok();
             if seen.is_some() && seen == scored && trained.share > tail_from + 1e-9 {
                 bail!(
-                    "{} was trained on {:.0} % of {}, which overlaps the scored tail from {:.0} %: \
+                    "the model was trained on {:.0} % of {}, which overlaps the scored tail from {:.0} %: \
                      score other traces, or train with --train-until {} or less",
-                    "the model",
                     100.0 * trained.share,
                     dir.display(),
                     100.0 * tail_from,

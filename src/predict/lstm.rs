@@ -800,11 +800,14 @@ mod tests {
         s.steps.len()
     }
 
+    fn fit(series: &[WorkerSeries], settings: &LstmSettings) -> LstmPredictor {
+        LstmPredictor::train(series, &all, settings, Vec::new(), |_, _| {}).expect("trains")
+    }
+
     #[test]
     fn learns_a_cycle_that_last_cannot_follow() {
         let series = cyclic(4, 60);
-        let model =
-            LstmPredictor::train(&series, &all, &quick(), Vec::new(), |_, _| {}).expect("trains");
+        let model = fit(&series, &quick());
         let r = model.card().report.clone();
         assert!(r.validation_mae < 0.5 * r.validation_mae_last, "{r:?}");
         // Prediction after …, 1, 1 is 2; after …, 2 is 1.
@@ -822,8 +825,7 @@ mod tests {
             max_epochs: 2,
             ..quick()
         };
-        let model =
-            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
+        let model = fit(&series, &settings);
         let device = Device::flex();
         let net = model.to_net(&device);
         let card = model.card();
@@ -843,10 +845,8 @@ mod tests {
             max_epochs: 3,
             ..quick()
         };
-        let a =
-            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
-        let b =
-            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
+        let a = fit(&series, &settings);
+        let b = fit(&series, &settings);
         assert_eq!(a.cell, b.cell);
         let dir = tempfile::tempdir().expect("tempdir");
         a.save(dir.path()).expect("saves");
@@ -862,8 +862,7 @@ mod tests {
             max_epochs: 1,
             ..quick()
         };
-        let model =
-            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
+        let model = fit(&series, &settings);
         let dir = tempfile::tempdir().expect("tempdir");
         model.save(dir.path()).expect("saves");
         let card = dir.path().join(CARD_FILE);
@@ -912,8 +911,7 @@ mod tests {
             max_epochs: 1,
             ..quick()
         };
-        let mut model =
-            LstmPredictor::train(&series, &all, &settings, Vec::new(), |_, _| {}).expect("trains");
+        let mut model = fit(&series, &settings);
         model.cell.head_b = f32::NAN;
         let h = &series[0].steps[..10];
         assert_eq!(model.predict(h, 1), vec![h[9].ratio]);

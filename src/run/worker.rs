@@ -62,8 +62,6 @@ pub struct PendingVersion {
 
 /// A unit a peer handed over.
 struct Given {
-    /// Moved by the proactive plan: counted as the receiver's own.
-    planned: bool,
     rows: UnitRows,
     /// The unit's rows, when they came with the message (not held here).
     payload: Option<Arc<LocalRows>>,
@@ -255,7 +253,8 @@ impl ComputeState {
         // Peers' units first (someone waits for them), then the own list,
         // then planned units that came with their rows.
         let next = match epoch.given_to_me.pop_front() {
-            Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration, g.planned)),
+            // A peer's unit does not count toward this worker's own progress.
+            Some(g) => Some((g.rows, g.payload, g.action, g.from, g.iteration, false)),
             None => match epoch.own.pop_front() {
                 Some(u) => Some((
                     u,
@@ -498,7 +497,6 @@ impl ComputeState {
                         continue;
                     }
                     let given = Given {
-                        planned,
                         rows,
                         payload: if held { None } else { payload.clone() },
                         action,

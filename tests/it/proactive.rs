@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use forestall::policy::PolicyPlan;
+use forestall::spec::JobPlan;
 use forestall::trace::{read_trace_dir, UnitAction};
 
 use crate::common::{forestall, plan, run, run_in};
@@ -35,6 +36,16 @@ control_delay = 5
 {predictor}
 "#
     )
+}
+
+/// The digest of the same job under `bsp` (no predictor, native speed).
+fn bsp_digest(p: &JobPlan) -> String {
+    let mut bsp = p.clone();
+    bsp.policy = PolicyPlan::Bsp;
+    bsp.pace_ns_per_row = 0;
+    bsp.control_delay = 0;
+    bsp.predictor = None;
+    run(&bsp).digest
 }
 
 #[test]
@@ -93,12 +104,7 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
             assert!(w.predicted_unit_us.is_some(), "{policy}: {w:?}");
         }
         // ... and the parameters are BSP's.
-        let mut bsp = p.clone();
-        bsp.policy = PolicyPlan::Bsp;
-        bsp.pace_ns_per_row = 0;
-        bsp.control_delay = 0;
-        bsp.predictor = None;
-        assert_eq!(run(&bsp).digest, out.digest, "{policy}");
+        assert_eq!(bsp_digest(&p), out.digest, "{policy}");
     }
 }
 
@@ -160,12 +166,7 @@ fn proactive_clone_clones_within_its_budget_and_counts_every_unit_once() {
         .iter()
         .filter(|u| u.iteration < 1)
         .all(|u| u.action == UnitAction::Assigned));
-    let mut bsp = p.clone();
-    bsp.policy = PolicyPlan::Bsp;
-    bsp.pace_ns_per_row = 0;
-    bsp.control_delay = 0;
-    bsp.predictor = None;
-    assert_eq!(run(&bsp).digest, out.digest);
+    assert_eq!(bsp_digest(&p), out.digest);
 }
 
 /// DPro-SM's substitution: the predicted straggler computes a floor of its
@@ -206,10 +207,7 @@ fn dpro_substitute_replaces_the_predicted_stragglers_gradients_and_records_it() 
     let losses: Vec<f64> = trace.iterations.iter().map(|i| i.train_loss).collect();
     assert!(losses.iter().all(|l| l.is_finite()));
     assert!(losses.last() < losses.first(), "{losses:?}");
-    let mut bsp = p.clone();
-    bsp.policy = PolicyPlan::Bsp;
-    bsp.predictor = None;
-    assert_ne!(run(&bsp).digest, out.digest, "substitution is lossy");
+    assert_ne!(bsp_digest(&p), out.digest, "substitution is lossy");
 }
 
 #[test]
