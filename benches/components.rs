@@ -17,7 +17,7 @@ mod common;
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::data::{load_dataset, Partitioning};
-use forestall::model::unit_gradient;
+use forestall::workload::unit_gradient;
 use forestall::predict::{
     Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Predictor, Step, Sustained, SvmStraggler,
     WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,

@@ -14,7 +14,7 @@
 //! 4. [`run`]: the timely dataflow. One training iteration is one timely epoch;
 //!    compute operators process one unit per activation, gradients travel to
 //!    parameter-shard owners that reduce them in partition order.
-//! 5. [`model`]: logistic regression's per-unit gradients and the per-coordinate
+//! 5. [`workload`]: what a model computes (logistic regression, softmax, the CNN) and the per-coordinate
 //!    Adam optimiser that shard owners step.
 //! 6. [`trace`]: the timing records and their Parquet part files.
 //! 7. [`report`]: summaries for people (text) and machines (JSON lines).
@@ -33,7 +33,7 @@ pub mod data;
 pub mod fsutil;
 pub mod import;
 pub mod inject;
-pub mod model;
+pub mod workload;
 pub mod policy;
 pub mod predict;
 pub mod report;

@@ -203,7 +203,7 @@ pub fn run_pipeline(
                 time_per_iteration_ms: total / plan.iterations as f64,
                 load_ms: plain.load_us as f64 / 1000.0,
                 median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
-                test_accuracy: crate::model::evaluate(
+                test_accuracy: crate::workload::evaluate(
                     &dataset.rows,
                     &dataset.labels,
                     &plain.params,

@@ -29,7 +29,7 @@ pub use sink::{Observer, SinkEvent};
 
 use crate::data::Dataset;
 use crate::inject::{CpuDisruptor, Pattern};
-use crate::model::Evaluation;
+use crate::workload::Evaluation;
 use crate::spec::{hex, DisruptorMode, JobPlan};
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
 

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use crate::data::{DataRow, Dataset, LocalRows};
-use crate::model::{unit_gradient, Adam};
+use crate::workload::{unit_gradient, Adam};
 use crate::spec::JobPlan;
 
 /// What the plain loop produced.

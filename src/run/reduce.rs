@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::messages::GradSlice;
-use crate::model::{Adam, AdamConfig};
+use crate::workload::{Adam, AdamConfig};
 
 /// What became of an offered slice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

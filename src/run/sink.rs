@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::detect::LaggardReport;
 use crate::data::Dataset;
-use crate::model::{evaluate, Evaluation};
+use crate::workload::{evaluate, Evaluation};
 use crate::trace::{IterationRecord, TraceError, TraceWriter, UnitRecord, WorkerRecord};
 
 /// What workers tell the sink.

@@ -23,7 +23,7 @@ use super::messages::{Control, GradSlice, Progress};
 use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
-use crate::model::unit_gradient;
+use crate::workload::unit_gradient;
 use crate::policy::proactive::within_budget;
 use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::{OnlineHistory, Timing};

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::data::DataConfig;
 use crate::inject::Pattern;
-use crate::model::AdamConfig;
+use crate::workload::AdamConfig;
 use crate::policy::PolicyPlan;
 
 /// Default number of training iterations.

@@ -7,7 +7,7 @@ use super::plan::*;
 use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
-use crate::model::AdamConfig;
+use crate::workload::AdamConfig;
 use crate::policy::proactive::{
     ProactiveConfig, DEFAULT_CLONE_BUDGET, DEFAULT_FLOOR, DEFAULT_MIN_GAIN,
 };

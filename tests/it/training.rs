@@ -2,7 +2,7 @@
 //! of the trained model against linfa's reference solution.
 
 use forestall::inject::Pattern;
-use forestall::model::evaluate;
+use forestall::workload::evaluate;
 use linfa::prelude::*;
 use linfa_logistic::LogisticRegression;
 use ndarray::{Array1, Array2};
