@@ -16,7 +16,8 @@ mod common;
 
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
-use forestall::data::{load_dataset, Partitioning};
+use forestall::data::Partitioning;
+use forestall::workload::load_workload;
 use forestall::workload::unit_gradient;
 use forestall::predict::{
     Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Predictor, Step, Sustained, SvmStraggler,
@@ -41,7 +42,8 @@ fn median_secs(samples: usize, mut f: impl FnMut()) -> f64 {
 fn main() {
     let out = std::env::args().skip_while(|a| a != "--out").nth(1);
     let plan = validate(&parse_job("", None).expect("empty job"), "", None).expect("defaults");
-    let data = Arc::new(load_dataset(&plan.data).expect("Adult loads"));
+    let workload = load_workload(&plan).expect("Adult loads");
+    let data = workload.data();
     let parts = Partitioning::new(&data.train, 48, 4, 1.0, 1);
     let units: Vec<_> = (0..48).flat_map(|p| parts.units(0, p)).collect();
     let params = vec![0.01; data.dims()];

@@ -14,10 +14,10 @@ use std::sync::Arc;
 pub use results::BenchRow;
 pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
-use crate::data::{load_dataset, Dataset};
+use crate::workload::{load_workload, Workload};
 use crate::inject::Pattern;
 use crate::report::RunSummary;
-use crate::run::{params_digest, plain::train_plain, run_job};
+use crate::run::{params_digest, plain::train_plain, run_job, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
 
@@ -121,6 +121,23 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
     Ok((spec, runs))
 }
 
+/// Seconds from the first iteration's start until parameters of test accuracy
+/// ≥ `target` existed: the start of the first evaluated iteration that reaches
+/// it (its accuracy is that of the parameters it started from), or the end of
+/// the last iteration when only the final model does.
+pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
+    let first_start = out.iterations.first()?.start_us;
+    let at = out
+        .iterations
+        .iter()
+        .find(|r| r.test_accuracy.is_some_and(|a| a >= target))
+        .map(|r| r.start_us)
+        .or_else(|| {
+            (out.eval.accuracy >= target).then(|| out.iterations.last().map_or(0, |r| r.end_us))
+        })?;
+    Some(at.saturating_sub(first_start) as f64 / 1e6)
+}
+
 /// Runs every planned run in order, writing each run's trace under
 /// `out_dir/traces/<sweep>/<index>`; `progress` is called after each run.
 pub fn run_pipeline(
@@ -129,19 +146,21 @@ pub fn run_pipeline(
     git_revision: &str,
     mut progress: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>, BenchError> {
-    let mut datasets: HashMap<PathBuf, Arc<Dataset>> = HashMap::new();
+    // Runs on the same data and model share one loaded workload.
+    let mut workloads: HashMap<String, Arc<dyn Workload>> = HashMap::new();
     let mut first_digest: HashMap<String, String> = HashMap::new();
     let mut rows = Vec::new();
     for (i, (run, plan)) in runs.iter().enumerate() {
-        let dataset = match datasets.get(&plan.data.path) {
-            Some(d) => Arc::clone(d),
+        let data_key = format!("{:?} {:?}", plan.data, plan.model);
+        let workload = match workloads.get(&data_key) {
+            Some(w) => Arc::clone(w),
             None => {
-                let d = Arc::new(load_dataset(&plan.data).map_err(|source| BenchError::Data {
+                let w = load_workload(plan).map_err(|source| BenchError::Data {
                     sweep: run.sweep.clone(),
                     source,
-                })?);
-                datasets.insert(plan.data.path.clone(), Arc::clone(&d));
-                d
+                })?;
+                workloads.insert(data_key, Arc::clone(&w));
+                w
             }
         };
         let (delay_percent, probability) = match &plan.pattern {
@@ -181,13 +200,16 @@ pub fn run_pipeline(
             converged_iteration: None,
             converged_s: None,
             test_accuracy: 0.0,
+            workload: plan.model.kind().to_owned(),
+            target_accuracy: run.target_accuracy,
+            time_to_accuracy_s: None,
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: plan.policy.keeps_bsp_semantics(),
         };
         let key = plan.math_hash();
         if run.plain_reference {
-            let plain = train_plain(plan, &dataset);
+            let plain = train_plain(plan, workload.as_ref());
             let digest = params_digest(&plain.params);
             let mut walls: Vec<f64> = plain
                 .iteration_us
@@ -203,13 +225,7 @@ pub fn run_pipeline(
                 time_per_iteration_ms: total / plan.iterations as f64,
                 load_ms: plain.load_us as f64 / 1000.0,
                 median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
-                test_accuracy: crate::workload::evaluate(
-                    &dataset.rows,
-                    &dataset.labels,
-                    &plain.params,
-                    &dataset.test,
-                )
-                .accuracy,
+                test_accuracy: workload.evaluate(&plain.params).accuracy,
                 digest_matches: first_digest.get(&key).is_none_or(|d| *d == digest),
                 params_sha256: digest.clone(),
                 ..base.clone()
@@ -229,13 +245,13 @@ pub fn run_pipeline(
             seed: plan.seed,
         };
         let out =
-            run_job(plan, Arc::clone(&dataset), &trace_dir, stamp, None).map_err(|source| {
+            run_job(plan, Arc::clone(&workload), &trace_dir, stamp, None).map_err(|source| {
                 BenchError::Run {
                     sweep: run.sweep.clone(),
                     source,
                 }
             })?;
-        let summary = RunSummary::new(plan, &out, &trace_dir, dataset.test_positive_rate());
+        let summary = RunSummary::new(plan, &out, &trace_dir, workload.test_majority_rate());
         let load_us = out.iterations.first().map_or(0, |i| i.start_us);
         let row = BenchRow {
             time_per_iteration_ms: out.wall_us.saturating_sub(load_us) as f64
@@ -249,6 +265,9 @@ pub fn run_pipeline(
             converged_iteration: summary.converged_iteration,
             converged_s: summary.converged_s,
             test_accuracy: out.eval.accuracy,
+            time_to_accuracy_s: run
+                .target_accuracy
+                .and_then(|target| time_to_accuracy(&out, target)),
             digest_matches: !plan.policy.keeps_bsp_semantics()
                 || first_digest.get(&key).is_none_or(|d| *d == out.digest),
             params_sha256: out.digest.clone(),

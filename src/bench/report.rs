@@ -178,11 +178,11 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | digests equal |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | time to target acc s | digests equal |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
         let groups = group(&mine);
         for (key, group) in &groups {
@@ -215,9 +215,17 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                     "—".to_owned(),
                 )
             };
+            let reached: Vec<f64> = group.iter().filter_map(|r| r.time_to_accuracy_s).collect();
+            let to_target = match group[0].target_accuracy {
+                None => "—".to_owned(),
+                Some(_) if reached.len() == group.len() => {
+                    format!("{:.1}", reached.iter().sum::<f64>() / reached.len() as f64)
+                }
+                Some(_) => format!("{} of {} runs", reached.len(), group.len()),
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} |",
                 key.kind,
                 key.policy,
                 key.workers,

@@ -61,6 +61,14 @@ pub struct BenchRow {
     pub converged_s: Option<f64>,
     /// Final test accuracy.
     pub test_accuracy: f64,
+    /// The model kind trained.
+    pub workload: String,
+    /// The sweep's target test accuracy, if it has one.
+    pub target_accuracy: Option<f64>,
+    /// Seconds from the first iteration's start until parameters that reach
+    /// `target_accuracy` existed (the start of the first evaluated iteration at
+    /// or above it, or the run's end for the final model), if they did.
+    pub time_to_accuracy_s: Option<f64>,
     /// SHA-256 of the final parameters.
     pub params_sha256: String,
     /// Whether the parameters equal those of the first run with the same math
@@ -121,6 +129,19 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
             )),
         ),
         ("test_accuracy", f64s(|r| r.test_accuracy)),
+        ("workload", s(|r| &r.workload)),
+        (
+            "target_accuracy",
+            Arc::new(Float64Array::from(
+                rows.iter().map(|r| r.target_accuracy).collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "time_to_accuracy_s",
+            Arc::new(Float64Array::from(
+                rows.iter().map(|r| r.time_to_accuracy_s).collect::<Vec<_>>(),
+            )),
+        ),
         ("params_sha256", s(|r| &r.params_sha256)),
         (
             "bsp_semantics",

@@ -67,6 +67,9 @@ pub struct SweepSpec {
     /// Report time per iteration relative to this policy's runs in the same
     /// sweep with the same workers (e.g. "ideal").
     pub relative_to_policy: Option<String>,
+    /// Report the time each run took to reach this test accuracy
+    /// (`time_to_accuracy_s`), next to its time per iteration.
+    pub target_accuracy: Option<f64>,
 }
 
 /// One run of a sweep: the job and what to override in it.
@@ -80,6 +83,8 @@ pub struct RunSpec {
     pub overrides: Overrides,
     /// Also run the plain loop.
     pub plain_reference: bool,
+    /// Test accuracy whose time to reach is reported.
+    pub target_accuracy: Option<f64>,
 }
 
 impl SweepSpec {
@@ -126,6 +131,7 @@ impl SweepSpec {
                                         out: None,
                                     },
                                     plain_reference: self.reference.as_deref() == Some("plain"),
+                                    target_accuracy: self.target_accuracy,
                                 });
                             }
                         }

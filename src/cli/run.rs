@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::output::{print_stdout, progress_bar};
 use super::GlobalArgs;
-use crate::data::load_dataset;
+use crate::workload::{load_workload, ParamBlock};
 use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp, write_atomic};
 use crate::report::{json, RunSummary};
 use crate::run::{run_job, RunOutput};
@@ -126,7 +126,8 @@ struct Begin<'a> {
 
 #[derive(Serialize)]
 struct Model<'a> {
-    features: &'a [String],
+    kind: &'a str,
+    blocks: Vec<ParamBlock>,
     params: &'a [f64],
     params_sha256: &'a str,
     plan_hash: String,
@@ -137,10 +138,9 @@ struct Model<'a> {
 pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let PreparedRun { plan, out_dir } = prepare(&args.job, &args.overrides(), args.force)?;
     tracing::debug!(plan = %plan.to_json(), "resolved plan");
-    let dataset = Arc::new(
-        load_dataset(&plan.data)
-            .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?,
-    );
+    let workload = load_workload(&plan)
+        .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?;
+    let dataset = workload.data();
     if dataset.train.len() < plan.partitions as usize {
         bail!(
             "{}: [data] partitions = {} but the dataset has only {} training rows",
@@ -177,8 +177,10 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         ));
     } else if global.quiet == 0 {
         eprintln!(
-            "training {} on {} ({} train / {} test rows, {} features) with {} workers, pattern {}, policy {}",
+            "training {} ({}, {} parameters) on {} ({} train / {} test rows, {} features) with {} workers, pattern {}, policy {}",
             plan.name,
+            workload.kind(),
+            workload.param_count(),
             plan.data.path.display(),
             dataset.train.len(),
             dataset.test.len(),
@@ -211,7 +213,7 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     };
     let output: RunOutput = run_job(
         &plan,
-        Arc::clone(&dataset),
+        Arc::clone(&workload),
         &out_dir.join("trace"),
         stamp,
         Some(observer),
@@ -220,7 +222,8 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
 
     let model = Model {
-        features: &dataset.features.names,
+        kind: workload.kind(),
+        blocks: workload.param_blocks(),
         params: &output.params,
         params_sha256: &output.digest,
         plan_hash,
@@ -229,7 +232,7 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let model_json = serde_json::to_vec_pretty(&model).context("cannot encode the model")?;
     write_atomic(&out_dir.join("model.json"), &model_json)
         .with_context(|| format!("cannot write {}", out_dir.join("model.json").display()))?;
-    let summary = RunSummary::new(&plan, &output, &out_dir, dataset.test_positive_rate());
+    let summary = RunSummary::new(&plan, &output, &out_dir, workload.test_majority_rate());
     let summary_json = serde_json::to_vec_pretty(&summary).context("cannot encode the summary")?;
     write_atomic(&out_dir.join("summary.json"), &summary_json)
         .with_context(|| format!("cannot write {}", out_dir.join("summary.json").display()))?;

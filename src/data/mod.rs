@@ -112,6 +112,16 @@ pub enum DataError {
         /// Partitions asked for.
         partitions: u32,
     },
+    /// The model kind a job names cannot train on this dataset.
+    #[error("dataset {path} does not fit model kind {kind}: {problem}")]
+    Unfit {
+        /// The file.
+        path: PathBuf,
+        /// The `[model] kind`.
+        kind: &'static str,
+        /// What does not fit.
+        problem: String,
+    },
 }
 
 /// Result type of this module.
@@ -137,25 +147,36 @@ pub struct DataConfig {
     pub test_fraction: f64,
 }
 
-/// A featurised binary-classification dataset with its train/test split.
+/// Labelled sparse rows with their train/test split: every workload's data.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// Feature rows of every row of the file, train and test.
     pub rows: SparseRows,
-    /// 1.0 for the positive class, 0.0 otherwise, for every row.
+    /// The class of every row as a number: 1.0 / 0.0 for a binary label, the
+    /// class index for a multiclass one.
     pub labels: Vec<f64>,
     /// Indices of training rows, ascending.
     pub train: Vec<u32>,
     /// Indices of test rows, ascending.
     pub test: Vec<u32>,
-    /// The feature encoding learned from the training rows.
-    pub features: FeatureMap,
+    /// Name of every feature, by index (`bias`, `age`, `workclass=Private`, a pixel …).
+    pub feature_names: Vec<String>,
 }
 
 impl Dataset {
     /// Number of features, bias included.
     pub fn dims(&self) -> usize {
-        self.features.len()
+        self.feature_names.len()
+    }
+
+    /// Share of the test rows in their most frequent class.
+    pub fn test_majority_rate(&self) -> f64 {
+        let mut counts: std::collections::BTreeMap<u64, usize> = Default::default();
+        for &r in &self.test {
+            *counts.entry(self.labels[r as usize].to_bits()).or_default() += 1;
+        }
+        let most = counts.values().copied().max().unwrap_or(0);
+        most as f64 / self.test.len().max(1) as f64
     }
 
     /// Every row with its label, for reading by global row index.
@@ -165,26 +186,43 @@ impl Dataset {
             labels: &self.labels,
         }
     }
-
-    /// Share of positive labels among the test rows (the majority-class yardstick).
-    pub fn test_positive_rate(&self) -> f64 {
-        let n = self.test.len().max(1) as f64;
-        self.test
-            .iter()
-            .map(|&r| self.labels[r as usize])
-            .sum::<f64>()
-            / n
-    }
 }
 
-/// Loads, checks and featurises the dataset described by `config`.
+/// What the label column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelKind {
+    /// Two classes: `config.positive` (or the number 1) and one other value.
+    Binary,
+    /// Classes numbered 0..K−1 (integers); K ≥ 2.
+    Classes,
+}
+
+/// Loads, checks and featurises the binary-classification dataset described by `config`.
 pub fn load_dataset(config: &DataConfig) -> Result<Dataset> {
-    let table = read_parquet_table(&config.path)?;
-    build_dataset(&config.path, table, config)
+    load_dataset_with(config, LabelKind::Binary)
 }
 
-/// Builds a dataset from a table already in memory (`path` is only for messages).
-pub fn build_dataset(path: &Path, mut table: Table, config: &DataConfig) -> Result<Dataset> {
+/// Loads, checks and featurises the dataset described by `config`, reading
+/// its label as `kind` says.
+pub fn load_dataset_with(config: &DataConfig, kind: LabelKind) -> Result<Dataset> {
+    let table = read_parquet_table(&config.path)?;
+    build_dataset_with(&config.path, table, config, kind)
+}
+
+/// Builds a binary-classification dataset from a table already in memory
+/// (`path` is only for messages).
+pub fn build_dataset(path: &Path, table: Table, config: &DataConfig) -> Result<Dataset> {
+    build_dataset_with(path, table, config, LabelKind::Binary)
+}
+
+/// Builds a dataset from a table already in memory, reading its label as
+/// `kind` says (`path` is only for messages).
+pub fn build_dataset_with(
+    path: &Path,
+    mut table: Table,
+    config: &DataConfig,
+    kind: LabelKind,
+) -> Result<Dataset> {
     let err_path = || path.to_owned();
     for column in &config.drop {
         let Some(i) = table.names.iter().position(|n| n == column) else {
@@ -204,7 +242,10 @@ pub fn build_dataset(path: &Path, mut table: Table, config: &DataConfig) -> Resu
             label: config.label.clone(),
             columns: table.names.join(", "),
         })?;
-    let labels = binary_labels(path, config, label_column)?;
+    let labels = match kind {
+        LabelKind::Binary => binary_labels(path, config, label_column)?,
+        LabelKind::Classes => class_labels(path, config, label_column)?,
+    };
     for (name, column) in table.names.iter().zip(&table.columns) {
         check_values(path, name, column)?;
     }
@@ -217,8 +258,47 @@ pub fn build_dataset(path: &Path, mut table: Table, config: &DataConfig) -> Resu
         labels,
         train,
         test,
-        features,
+        feature_names: features.names,
     })
+}
+
+/// The most classes a multiclass label may have.
+pub const MAX_CLASSES: usize = 1000;
+
+fn class_labels(path: &Path, config: &DataConfig, column: &Column) -> Result<Vec<f64>> {
+    let label_err = |problem: String| DataError::Label {
+        path: path.to_owned(),
+        label: config.label.clone(),
+        problem,
+    };
+    let Column::Number(values) = column else {
+        return Err(DataError::Unfit {
+            path: path.to_owned(),
+            kind: "softmax",
+            problem: format!(
+                "label column '{}' holds text; softmax needs class numbers 0..K-1",
+                config.label
+            ),
+        });
+    };
+    let mut labels = Vec::with_capacity(values.len());
+    for (row, v) in values.iter().enumerate() {
+        let x = v.ok_or_else(|| label_err(format!("row {row} is null")))?;
+        if !(x >= 0.0 && x.fract() == 0.0 && x < MAX_CLASSES as f64) {
+            return Err(label_err(format!(
+                "row {row} is {x}, not a class number in 0..{MAX_CLASSES}"
+            )));
+        }
+        labels.push(x);
+    }
+    let classes = labels.iter().fold(0.0f64, |m, &y| m.max(y)) as usize + 1;
+    if classes < 2 {
+        return Err(label_err(format!(
+            "all {} rows are in class 0; softmax needs at least two classes",
+            labels.len()
+        )));
+    }
+    Ok(labels)
 }
 
 fn binary_labels(path: &Path, config: &DataConfig, column: &Column) -> Result<Vec<f64>> {
@@ -376,7 +456,7 @@ mod tests {
         let mut c = config();
         c.drop = vec!["x".into()];
         let d = build_dataset(Path::new("d.parquet"), t.clone(), &c).unwrap();
-        assert_eq!(d.features.names, ["bias"]);
+        assert_eq!(d.feature_names, ["bias"]);
         c.drop = vec!["id".into()];
         let err = build_dataset(Path::new("d.parquet"), t, &c).unwrap_err();
         assert_eq!(

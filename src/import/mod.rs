@@ -263,6 +263,8 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             units: rows.len() as u32,
             rows: 0,
             dropped_partitions: String::new(),
+            workload: "imported".into(),
+            test_metrics: Default::default(),
         });
         workers.extend(rows);
         start += longest;

@@ -13,19 +13,21 @@
 //! | `backup-workers` | — | use the first N − b workers' gradients, drop the rest (lossy, recorded) |
 //! | `proactive` | [`proactive`] | DPro-SM: before each iteration, move units from predicted-slow to predicted-fast workers (greedy LPT) |
 //! | `proactive-clone` | [`proactive`] | DPro-SM / Dolly: the same plan, but the predicted-slow worker's units are cloned on the predicted-fast ones (it keeps them too), within a budget; first copy wins |
-//! | `dpro-substitute` | — | DPro-SM: a worker predicted to straggle computes only a floor of its partitions; the shard owners use its other units' last gradients (lossy, recorded as dropped partitions) |
+//! | `dpro-substitute` | [`substitute`] | DPro-SM: a worker predicted to straggle computes only a floor of its partitions; the shard owners use its other units' last gradients (lossy, recorded as dropped partitions) |
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
 pub mod proactive;
 pub mod reassign;
 pub mod speculate;
+pub mod substitute;
 
 use serde::{Deserialize, Serialize};
 
-pub use proactive::{plan_moves, Move, ProactiveConfig};
+pub use proactive::{order_for_gifts, plan_moves, Move, ProactiveConfig};
 pub use reassign::{ControlKind, ReassignAgent, ReassignConfig};
 pub use speculate::{SpeculateAgent, SpeculateConfig};
+pub use substitute::substitution;
 
 /// The policy a job runs, with its knobs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

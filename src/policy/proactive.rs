@@ -144,6 +144,46 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
     moves
 }
 
+/// The order of a giver's own `units` before it executes its row of the plan.
+///
+/// `gifts` are the giver's moves in the order they are sent; each takes its
+/// `count` units from the end of the list. So each gift's units are put at the
+/// end, the first gift's last: first the units of partitions the receiver
+/// already holds (`holds(partition, receiver)`, from the end of the list, so
+/// their rows need not travel), then, if too few, the units that are last in
+/// what is left. Units no gift takes keep their order at the front.
+pub fn order_for_gifts<T>(
+    mut units: Vec<T>,
+    partition: impl Fn(&T) -> u32,
+    gifts: &[Move],
+    holds: impl Fn(u32, u32) -> bool,
+) -> Vec<T> {
+    let mut tail: Vec<T> = Vec::new();
+    for gift in gifts {
+        let count = gift.count as usize;
+        let mut picked = Vec::with_capacity(count);
+        // Descending, so removing one does not shift the next.
+        let held: Vec<usize> = (0..units.len())
+            .rev()
+            .filter(|&i| holds(partition(&units[i]), gift.to))
+            .take(count)
+            .collect();
+        for i in held {
+            picked.push(units.remove(i));
+        }
+        while picked.len() < count {
+            match units.pop() {
+                Some(u) => picked.push(u),
+                None => break,
+            }
+        }
+        picked.reverse();
+        tail.splice(0..0, picked);
+    }
+    units.extend(tail);
+    units
+}
+
 /// The predicted makespan of `own` units per worker after `moves`.
 pub fn predicted_makespan(own: &[u32], unit_us: &[Option<f64>], moves: &[Move]) -> f64 {
     let mut count: Vec<i64> = own.iter().map(|&u| i64::from(u)).collect();
@@ -226,6 +266,93 @@ mod tests {
         );
         assert!(within_budget(&moves, 0).is_empty());
         assert_eq!(within_budget(&moves, 100), moves.to_vec());
+    }
+
+    fn gift(to: u32, count: u32) -> Move {
+        Move { from: 9, to, count }
+    }
+
+    /// Executes `gifts` on `order` as the worker does: each takes its count
+    /// from the end of the list. Returns what every gift got, and what is left.
+    fn deal(mut order: Vec<(u32, u32)>, gifts: &[Move]) -> (Vec<Vec<(u32, u32)>>, Vec<(u32, u32)>) {
+        let dealt = gifts
+            .iter()
+            .map(|g| {
+                let mut taken: Vec<(u32, u32)> = (0..g.count).filter_map(|_| order.pop()).collect();
+                taken.reverse();
+                taken
+            })
+            .collect();
+        (dealt, order)
+    }
+
+    /// Units are (partition, unit); `held` lists (partition, receiver).
+    fn order(units: &[(u32, u32)], gifts: &[Move], held: &[(u32, u32)]) -> Vec<(u32, u32)> {
+        order_for_gifts(
+            units.to_vec(),
+            |u| u.0,
+            gifts,
+            |p, w| held.contains(&(p, w)),
+        )
+    }
+
+    #[test]
+    fn without_gifts_the_order_stays() {
+        let units = [(0, 0), (0, 1), (1, 0)];
+        assert_eq!(order(&units, &[], &[(0, 1)]), units.to_vec());
+        assert!(order(&[], &[gift(1, 3)], &[]).is_empty());
+    }
+
+    #[test]
+    fn a_receiver_gets_the_units_of_partitions_it_holds() {
+        let units = [(0, 0), (0, 1), (1, 0), (1, 1)];
+        let gifts = [gift(1, 2)];
+        let ordered = order(&units, &gifts, &[(0, 1)]);
+        assert_eq!(ordered, vec![(1, 0), (1, 1), (0, 0), (0, 1)]);
+        let (dealt, kept) = deal(ordered, &gifts);
+        assert_eq!(dealt, vec![vec![(0, 0), (0, 1)]]);
+        assert_eq!(kept, vec![(1, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn the_first_gift_takes_the_last_units() {
+        let units = [(0, 0), (1, 0), (2, 0), (2, 1)];
+        // worker 1 holds partition 0, worker 2 partition 1
+        let gifts = [gift(1, 1), gift(2, 1)];
+        let ordered = order(&units, &gifts, &[(0, 1), (1, 2)]);
+        assert_eq!(ordered, vec![(2, 0), (2, 1), (1, 0), (0, 0)]);
+        let (dealt, kept) = deal(ordered, &gifts);
+        assert_eq!(dealt, vec![vec![(0, 0)], vec![(1, 0)]]);
+        assert_eq!(kept, vec![(2, 0), (2, 1)]);
+    }
+
+    #[test]
+    fn too_few_held_units_are_made_up_from_the_end() {
+        // the receiver holds nothing: the last units go, in their order
+        let units = [(0, 0), (0, 1), (1, 0)];
+        assert_eq!(order(&units, &[gift(1, 2)], &[]), units.to_vec());
+        // it holds one unit's partition: that one, then the last two others
+        let units = [(0, 0), (1, 0), (1, 1), (2, 0)];
+        let ordered = order(&units, &[gift(1, 3)], &[(0, 1)]);
+        assert_eq!(ordered, vec![(1, 0), (1, 1), (2, 0), (0, 0)]);
+        let (dealt, kept) = deal(ordered, &[gift(1, 3)]);
+        assert_eq!(dealt, vec![vec![(1, 1), (2, 0), (0, 0)]]);
+        assert_eq!(kept, vec![(1, 0)]);
+        // a gift larger than the list takes everything
+        let (dealt, kept) = deal(order(&units, &[gift(1, 9)], &[(1, 1)]), &[gift(1, 9)]);
+        assert_eq!(dealt[0].len(), 4);
+        assert!(kept.is_empty());
+    }
+
+    #[test]
+    fn held_units_go_only_to_the_receiver_that_holds_them() {
+        // both receivers hold partition 0; the first gift takes it, the
+        // second makes do with the end of what is left
+        let units = [(0, 0), (1, 0), (1, 1), (1, 2)];
+        let gifts = [gift(1, 1), gift(2, 2)];
+        let (dealt, kept) = deal(order(&units, &gifts, &[(0, 1), (0, 2)]), &gifts);
+        assert_eq!(dealt, vec![vec![(0, 0)], vec![(1, 1), (1, 2)]]);
+        assert_eq!(kept, vec![(1, 0)]);
     }
 
     #[test]

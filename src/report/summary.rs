@@ -1,5 +1,6 @@
 //! The summary printed at the end of `forestall run`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -14,6 +15,8 @@ use crate::trace::IterationRecord;
 pub struct RunSummary {
     /// Job name.
     pub job: String,
+    /// The model kind trained (`[model] kind`).
+    pub workload: String,
     /// Output directory.
     pub out_dir: String,
     /// Workers.
@@ -46,6 +49,9 @@ pub struct RunSummary {
     pub test_log_loss: f64,
     /// Accuracy of always predicting the majority class on the test rows.
     pub majority_accuracy: f64,
+    /// The workload's own final test metrics, as `test_<name>` (e.g. `test_auc`).
+    #[serde(flatten)]
+    pub test_metrics: BTreeMap<String, f64>,
     /// SHA-256 of the final parameters.
     pub params_sha256: String,
     /// First iteration at which the training loss changed less than 2 % over the
@@ -88,7 +94,7 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 
 impl RunSummary {
     /// Summarises a finished run.
-    pub fn new(plan: &JobPlan, out: &RunOutput, out_dir: &Path, test_positive_rate: f64) -> Self {
+    pub fn new(plan: &JobPlan, out: &RunOutput, out_dir: &Path, majority_rate: f64) -> Self {
         let converged = converged_at(&out.iterations, CONVERGENCE_WINDOW, CONVERGENCE_TOLERANCE);
         let walls: Vec<f64> = out
             .iterations
@@ -97,6 +103,7 @@ impl RunSummary {
             .collect();
         Self {
             job: plan.name.clone(),
+            workload: plan.model.kind().to_owned(),
             out_dir: out_dir.display().to_string(),
             workers: plan.workers,
             pattern: plan.pattern.name().to_owned(),
@@ -120,7 +127,13 @@ impl RunSummary {
                 .count() as u64,
             test_accuracy: out.eval.accuracy,
             test_log_loss: out.eval.log_loss,
-            majority_accuracy: test_positive_rate.max(1.0 - test_positive_rate),
+            majority_accuracy: majority_rate,
+            test_metrics: out
+                .eval
+                .metrics
+                .iter()
+                .map(|(name, value)| (format!("test_{name}"), *value))
+                .collect(),
             params_sha256: out.digest.clone(),
             converged_iteration: converged.map(|c| c.0),
             converged_s: converged.map(|c| c.1 as f64 / 1e6),
@@ -132,8 +145,8 @@ impl RunSummary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "job          {} ({} workers, pattern {}, policy {})",
-            self.job, self.workers, self.pattern, self.policy
+            "job          {} ({}, {} workers, pattern {}, policy {})",
+            self.job, self.workload, self.workers, self.pattern, self.policy
         );
         let _ = writeln!(
             s,
@@ -158,9 +171,14 @@ impl RunSummary {
             "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
             self.ideal_iteration_s, self.iteration_s
         );
+        let own: String = self
+            .test_metrics
+            .iter()
+            .map(|(name, value)| format!(", {} {value:.4}", name.trim_start_matches("test_")))
+            .collect();
         let _ = writeln!(
             s,
-            "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}",
+            "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}{own}",
             self.test_accuracy, self.majority_accuracy, self.test_log_loss
         );
         let _ = match (self.converged_iteration, self.converged_s) {
@@ -192,6 +210,8 @@ mod tests {
                 train_loss: l,
                 test_loss: None,
                 test_accuracy: None,
+                test_metrics: BTreeMap::new(),
+                workload: "logistic".into(),
                 laggard: None,
                 lag_us: 0,
                 median_busy_us: 0,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::placement::place_partitions;
 use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
+use crate::workload::Workload;
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
@@ -44,8 +45,10 @@ pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
 pub struct JobContext {
     /// The validated job.
     pub plan: JobPlan,
-    /// The featurised data.
-    pub dataset: Arc<Dataset>,
+    /// The model and its data.
+    pub workload: Arc<dyn Workload>,
+    /// The parameters of version 0 (the workload's seeded initialisation).
+    pub initial_params: Arc<Vec<f64>>,
     /// Partitions and units.
     pub partitioning: Partitioning,
     /// Owner (data holder) of each partition.
@@ -71,9 +74,13 @@ pub struct JobContext {
 impl JobContext {
     /// Lays the job out for `plan.workers` workers, predicting online with
     /// `predictor` (see [`online_predictor`]).
-    pub fn new(plan: JobPlan, dataset: Arc<Dataset>, predictor: Option<OnlinePredictor>) -> Self {
+    pub fn new(
+        plan: JobPlan,
+        workload: Arc<dyn Workload>,
+        predictor: Option<OnlinePredictor>,
+    ) -> Self {
         let workers = plan.workers;
-        let partitioning = partitioning_for(&plan, &dataset);
+        let partitioning = partitioning_for(&plan, workload.data());
         // `ideal` runs the same job with the injection off.
         let pattern = match plan.policy {
             PolicyPlan::Ideal => Pattern::None,
@@ -95,7 +102,8 @@ impl JobContext {
                 h
             })
             .collect();
-        let dims = dataset.dims();
+        let dims = workload.param_count();
+        let initial_params = Arc::new(workload.init_params(plan.seed));
         let shards = (0..workers as usize)
             .map(|s| even_range(dims, workers as usize, s))
             .collect();
@@ -103,7 +111,8 @@ impl JobContext {
             threads_per_process: workers,
             holders,
             plan,
-            dataset,
+            workload,
+            initial_params,
             partitioning,
             owners,
             shards,

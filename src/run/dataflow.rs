@@ -36,7 +36,7 @@ use super::oplog::register_clock;
 use super::placement::{owned_inputs, placement_flow};
 use super::reduce::{BackupRule, ShardReducer};
 use super::sink::SinkEvent;
-use super::worker::{ComputeState, Emit, PendingVersion};
+use super::worker::{Caps, ComputeState, Emit, PendingVersion};
 use crate::policy::PolicyPlan;
 
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
@@ -44,6 +44,14 @@ type Builder<D> = CapacityContainerBuilder<Vec<D>>;
 /// The compute operator's inputs: parameters, control, rows, placement.
 const ROWS_INPUT: usize = 2;
 const PLACEMENT_INPUT: usize = 3;
+
+/// The reduce operator's capabilities for an open iteration `t`.
+struct ReduceCaps {
+    /// The next parameter version, at `t`.
+    params: Capability<u64>,
+    /// Shard 0's drop decisions (backup workers), at `t`.
+    decisions: Capability<u64>,
+}
 
 /// Builds the dataflow on `worker`; timely runs it to completion afterwards.
 pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: Sender<SinkEvent>) {
@@ -82,12 +90,14 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         let owners = cx.owners.clone();
         let mut rows_in = builder.new_input_connection(
             deliveries,
-            Exchange::new(|d: &Delivery| u64::from((d.0).1 .0)),
+            Exchange::new(|&((_, (holder, _)), _, _): &Delivery| u64::from(holder)),
             std::iter::empty(),
         );
         let mut placement_in = builder.new_input_connection(
             placement,
-            Exchange::new(move |u: &PlacementUpdate| u64::from(owners[(u.0).0 as usize])),
+            Exchange::new(move |&((partition, _), _, _): &PlacementUpdate| {
+                u64::from(owners[partition as usize])
+            }),
             std::iter::empty(),
         );
         let mut grads_out = OutputBuilder::<u64, Builder<GradSlice>>::from(grads_out);
@@ -101,7 +111,12 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             let control_cap = caps.pop().expect("four outputs");
             let done_cap = caps.pop().expect("four outputs");
             let grad_cap = caps.pop().expect("four outputs");
-            state.initial = Some((grad_cap, done_cap, control_cap, placement_cap));
+            state.initial = Some(Caps {
+                grads: grad_cap,
+                progress: done_cap,
+                control: control_cap,
+                placement: placement_cap,
+            });
             move |frontiers| {
                 rows_in.for_each(|_cap, data| {
                     for ((partition, (_, block)), time, diff) in data.drain(..) {
@@ -127,12 +142,12 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         .pending
                         .entry(version)
                         .or_insert_with(|| PendingVersion {
-                            caps: (
-                                cap.delayed(&version, 0),
-                                cap.delayed(&version, 1),
-                                cap.delayed(&version, 2),
-                                cap.delayed(&(version + 1), 3),
-                            ),
+                            caps: Caps {
+                                grads: cap.delayed(&version, 0),
+                                progress: cap.delayed(&version, 1),
+                                control: cap.delayed(&version, 2),
+                                placement: cap.delayed(&(version + 1), 3),
+                            },
                             shards: vec![None; shards],
                             received: 0,
                         });
@@ -169,12 +184,15 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
 
         // reduce: this worker owns shard `index`
         let workers = cx.plan.workers;
+        let range = cx.shards[index as usize].clone();
         let mut reducer = ShardReducer::new(
-            cx.shards[index as usize].clone(),
+            range.clone(),
             cx.plan.partitions,
             cx.plan.units_per_partition,
             cx.partitioning.rows_per_iteration(),
             cx.plan.optimizer,
+            cx.initial_params[range.clone()].to_vec(),
+            range.map(|j| cx.workload.penalised(j)).collect(),
         );
         if let PolicyPlan::BackupWorkers { backups } = cx.plan.policy {
             let mut units_per_owner = vec![0; workers as usize];
@@ -205,14 +223,16 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         let mut decisions_out = OutputBuilder::<u64, Builder<DropDecision>>::from(decisions_out);
         let reduce_sink = sink.clone();
         builder.build(move |_caps| {
-            let mut open: BTreeMap<u64, (Capability<u64>, Capability<u64>)> = BTreeMap::new();
+            let mut open: BTreeMap<u64, ReduceCaps> = BTreeMap::new();
             move |_frontiers| {
                 grads_in.for_each(|cap, data| {
                     for slice in data.drain(..) {
                         let t = slice.iteration;
                         if reducer.offer(slice) == super::reduce::Offer::Accepted {
-                            open.entry(t)
-                                .or_insert_with(|| (cap.delayed(&t, 0), cap.delayed(&t, 1)));
+                            open.entry(t).or_insert_with(|| ReduceCaps {
+                                params: cap.delayed(&t, 0),
+                                decisions: cap.delayed(&t, 1),
+                            });
                         }
                     }
                 });
@@ -225,7 +245,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                     let mut out = decisions_out.activate();
                     for (&t, caps) in &open {
                         if let Some(dropped) = reducer.decide(t) {
-                            let mut session = out.session(&caps.1);
+                            let mut session = out.session(&caps.decisions);
                             for target in 1..workers {
                                 session.give(DropDecision {
                                     target,
@@ -246,7 +266,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         break;
                     };
                     let caps = open.remove(&t).expect("present");
-                    let mut session = out.session(&caps.0);
+                    let mut session = out.session(&caps.params);
                     for target in 0..workers {
                         session.give(ShardParams {
                             target,

@@ -27,9 +27,8 @@ pub use context::JobContext;
 pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
-use crate::data::Dataset;
 use crate::inject::{CpuDisruptor, Pattern};
-use crate::workload::Evaluation;
+use crate::workload::{Evaluation, Workload};
 use crate::spec::{hex, DisruptorMode, JobPlan};
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
 
@@ -96,12 +95,12 @@ pub fn params_digest(params: &[f64]) -> String {
     hex(&h.finalize())
 }
 
-/// Trains `plan` on `dataset` with `plan.workers` timely worker threads, writing
+/// Trains `plan`'s `workload` with `plan.workers` timely worker threads, writing
 /// the trace under `trace_dir`. `observer` sees each iteration's row as it
 /// completes.
 pub fn run_job(
     plan: &JobPlan,
-    dataset: Arc<Dataset>,
+    workload: Arc<dyn Workload>,
     trace_dir: &Path,
     stamp: TraceStamp,
     observer: Option<Observer>,
@@ -110,7 +109,7 @@ pub fn run_job(
         context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
     let cx = Arc::new(JobContext::new(
         plan.clone(),
-        Arc::clone(&dataset),
+        Arc::clone(&workload),
         predictor,
     ));
     let writer = TraceWriter::try_new(trace_dir, 0, stamp)?;
@@ -122,10 +121,10 @@ pub fn run_job(
         rows_per_iteration: cx.partitioning.rows_per_iteration(),
         units_per_iteration: plan.partitions * plan.units_per_partition,
     };
-    let sink_data = Arc::clone(&dataset);
+    let sink_workload = Arc::clone(&workload);
     let sink_thread = std::thread::Builder::new()
         .name("forestall-sink".into())
-        .spawn(move || sink::run_sink(receiver, writer, sink_data, sink_config, observer))
+        .spawn(move || sink::run_sink(receiver, writer, sink_workload, sink_config, observer))
         .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
 
     // Real disruptors: one CPU-burning thread per emulated machine, burning

@@ -12,7 +12,7 @@ use crate::data::{DataRow, RowBlock};
 /// The rows and initial holders `worker` puts into the placement collection:
 /// those of the partitions it owns, as if it had loaded them from storage.
 pub fn owned_inputs(cx: &JobContext, worker: u32) -> (Vec<RowUpdate>, Vec<PlacementUpdate>) {
-    let source = cx.dataset.source();
+    let source = cx.workload.data().source();
     let owned: Vec<u32> = (0..cx.plan.partitions)
         .filter(|&p| cx.owners[p as usize] == worker)
         .collect();

@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
-use crate::data::{DataRow, Dataset, LocalRows};
-use crate::workload::{unit_gradient, Adam};
+use crate::data::{DataRow, LocalRows};
 use crate::spec::JobPlan;
+use crate::workload::{Adam, Workload};
 
 /// What the plain loop produced.
 #[derive(Debug, Clone)]
@@ -16,18 +16,25 @@ pub struct PlainOutput {
     pub params: Vec<f64>,
     /// Wall time of each iteration, µs.
     pub iteration_us: Vec<u64>,
+    /// Mean training loss of each iteration, at the parameters it started from.
+    pub train_loss: Vec<f64>,
     /// Time to build the row store before the first iteration, µs.
     pub load_us: u64,
 }
 
-/// Trains `plan` on `dataset` in a plain loop (no injection, no pacing).
-pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
+/// Trains `plan`'s `workload` in a plain loop (no injection, no pacing).
+pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
+    let dataset = workload.data();
     let partitioning = super::context::partitioning_for(plan, dataset);
-    let dims = dataset.dims();
+    let dims = workload.param_count();
     let rows = partitioning.rows_per_iteration() as f64;
-    let mut params = vec![0.0; dims];
-    let mut adam = Adam::new(plan.optimizer, 0, dims);
+    let mut params = workload.init_params(plan.seed);
+    let mut adam = Adam::new(
+        plan.optimizer,
+        (0..dims).map(|j| workload.penalised(j)).collect(),
+    );
     let mut iteration_us = Vec::with_capacity(plan.iterations as usize);
+    let mut train_loss = Vec::with_capacity(plan.iterations as usize);
     // The rows laid out as a worker's store holds them (partition by partition,
     // ascending rows), so the overhead benchmark compares like with like.
     let loading = Instant::now();
@@ -44,24 +51,30 @@ pub fn train_plain(plan: &JobPlan, dataset: &Dataset) -> PlainOutput {
     for t in 0..plan.iterations {
         let started = Instant::now();
         let mut total = vec![0.0; dims];
+        let mut loss = 0.0;
         for p in 0..plan.partitions {
             let mut partial = vec![0.0; dims];
+            let mut partial_loss = 0.0;
             for unit in partitioning.units(t, p) {
-                let g = unit_gradient(&store, &params, &unit.rows);
+                let g = workload.unit_gradient(&store, &params, &unit.rows);
                 for (acc, x) in partial.iter_mut().zip(&g.grad) {
                     *acc += x;
                 }
+                partial_loss += g.loss_sum;
             }
             for (acc, x) in total.iter_mut().zip(&partial) {
                 *acc += x;
             }
+            loss += partial_loss;
         }
         adam.step(&mut params, &total, rows);
+        train_loss.push(loss / rows);
         iteration_us.push(started.elapsed().as_micros() as u64);
     }
     PlainOutput {
         params,
         iteration_us,
+        train_loss,
         load_us,
     }
 }

@@ -32,8 +32,16 @@ pub struct Reduced {
     pub rows: f64,
 }
 
-/// One unit's gradient slice, loss sum and rows.
-type UnitGrad = (Vec<f64>, f64, u32);
+/// One unit's contribution to the shard's reduction.
+#[derive(Debug, Clone)]
+struct UnitGrad {
+    /// The unit's gradient sum over the shard's coordinates.
+    values: Vec<f64>,
+    /// Σ of the unit's row losses (shard 0 only).
+    loss_sum: f64,
+    /// Rows in the unit.
+    rows: u32,
+}
 
 #[derive(Debug)]
 struct Slots {
@@ -87,17 +95,21 @@ fn slots_substituted(
 }
 
 impl ShardReducer {
-    /// The owner of coordinates `range`, starting from zeros.
+    /// The owner of coordinates `range`, starting from `initial` (the shard's
+    /// slice of version 0); `penalised` marks the coordinates with L2 penalty.
     pub fn new(
         range: Range<usize>,
         partitions: u32,
         units_per_partition: u32,
         rows_per_iteration: u64,
         optimizer: AdamConfig,
+        initial: Vec<f64>,
+        penalised: Vec<bool>,
     ) -> Self {
+        assert_eq!(initial.len(), range.len(), "initial values cover the shard");
         Self {
-            values: vec![0.0; range.len()],
-            adam: Adam::new(optimizer, range.start, range.len()),
+            values: initial,
+            adam: Adam::new(optimizer, penalised),
             range,
             partitions,
             units_per_partition,
@@ -211,9 +223,17 @@ impl ShardReducer {
             self.last
                 .as_ref()
                 .and_then(|l| l[index].clone())
-                .unwrap_or_else(|| (vec![0.0; self.range.len()], 0.0, 0))
+                .unwrap_or_else(|| UnitGrad {
+                    values: vec![0.0; self.range.len()],
+                    loss_sum: 0.0,
+                    rows: 0,
+                })
         } else {
-            (slice.values, slice.loss_sum, slice.rows)
+            UnitGrad {
+                values: slice.values,
+                loss_sum: slice.loss_sum,
+                rows: slice.rows,
+            }
         };
         let slots = self.slots(slice.iteration);
         slots.grads[index] = Some(entry);
@@ -274,12 +294,12 @@ impl ShardReducer {
                 if !keep {
                     continue;
                 }
-                let (g, loss, unit_rows) = unit?;
-                for (acc, x) in partial.iter_mut().zip(&g) {
+                let unit = unit?;
+                for (acc, x) in partial.iter_mut().zip(&unit.values) {
                     *acc += x;
                 }
-                partial_loss += loss;
-                rows += u64::from(unit_rows);
+                partial_loss += unit.loss_sum;
+                rows += u64::from(unit.rows);
             }
             if !keep {
                 continue;
@@ -347,7 +367,7 @@ mod tests {
         let mut first: Option<Reduced> = None;
         let orders: [[usize; 4]; 4] = [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]];
         for order in orders {
-            let mut r = ShardReducer::new(0..2, 2, 2, 4, config());
+            let mut r = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true]);
             for &i in &order {
                 let (p, u, g) = grads()[i].clone();
                 assert!(r.try_reduce(0).is_none());
@@ -367,8 +387,9 @@ mod tests {
 
     #[test]
     fn a_substituted_unit_reuses_its_last_gradient() {
-        let mut r = ShardReducer::new(0..2, 2, 2, 4, config()).with_substitution();
-        let mut plain = ShardReducer::new(0..2, 2, 2, 4, config());
+        let mut r = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true])
+            .with_substitution();
+        let mut plain = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true]);
         for (p, u, g) in grads() {
             r.offer(slice(0, p, u, g.clone()));
             plain.offer(slice(0, p, u, g));
@@ -394,7 +415,7 @@ mod tests {
 
     #[test]
     fn duplicates_are_counted_once() {
-        let mut r = ShardReducer::new(0..2, 2, 2, 4, config());
+        let mut r = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true]);
         for (p, u, g) in grads() {
             assert_eq!(r.offer(slice(0, p, u, g.clone())), Offer::Accepted);
             assert_eq!(r.offer(slice(0, p, u, g)), Offer::Duplicate);
@@ -415,8 +436,10 @@ mod tests {
             owners: vec![0, 1],
             units_per_owner: vec![2, 2],
         };
-        let mut r0 = ShardReducer::new(0..2, 2, 2, 4, config()).with_backup(rule.clone());
-        let mut r1 = ShardReducer::new(0..2, 2, 2, 4, config()).with_backup(rule);
+        let mut r0 = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true])
+            .with_backup(rule.clone());
+        let mut r1 = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true])
+            .with_backup(rule);
         // worker 1 delivers first
         for (p, u, g) in grads().into_iter().filter(|(p, _, _)| *p == 1) {
             r0.offer(slice(0, p, u, g.clone()));
@@ -440,7 +463,7 @@ mod tests {
 
     #[test]
     fn incomplete_iteration_is_not_reduced() {
-        let mut r = ShardReducer::new(0..2, 2, 2, 4, config());
+        let mut r = ShardReducer::new(0..2, 2, 2, 4, config(), vec![0.0; 2], vec![false, true]);
         for (p, u, g) in grads().into_iter().take(3) {
             r.offer(slice(0, p, u, g));
         }

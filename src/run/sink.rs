@@ -11,8 +11,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use super::detect::LaggardReport;
-use crate::data::Dataset;
-use crate::workload::{evaluate, Evaluation};
+use crate::workload::{Evaluation, Workload};
 use crate::trace::{IterationRecord, TraceError, TraceWriter, UnitRecord, WorkerRecord};
 
 /// What workers tell the sink.
@@ -102,7 +101,7 @@ pub struct SinkConfig {
 pub fn run_sink(
     events: Receiver<SinkEvent>,
     mut writer: TraceWriter,
-    dataset: Arc<Dataset>,
+    workload: Arc<dyn Workload>,
     config: SinkConfig,
     mut observer: Option<Observer>,
 ) -> Result<SinkOutput, TraceError> {
@@ -168,20 +167,10 @@ pub fn run_sink(
             }
             SinkEvent::Params { version, values } => {
                 if version >= config.iterations {
-                    out.final_eval = Some(evaluate(
-                        &dataset.rows,
-                        &dataset.labels,
-                        &values,
-                        &dataset.test,
-                    ));
+                    out.final_eval = Some(workload.evaluate(&values));
                     out.final_params = Some(values);
                 } else if wants_eval(version) {
-                    pending.entry(version).or_default().eval = Some(evaluate(
-                        &dataset.rows,
-                        &dataset.labels,
-                        &values,
-                        &dataset.test,
-                    ));
+                    pending.entry(version).or_default().eval = Some(workload.evaluate(&values));
                 }
             }
         }
@@ -199,12 +188,14 @@ pub fn run_sink(
             };
             let row = IterationRecord {
                 iteration: next_row,
+                workload: workload.kind().to_owned(),
                 start_us: report.start_us,
                 end_us: report.end_us,
                 wall_us: report.end_us.saturating_sub(report.start_us),
                 train_loss: p.loss.unwrap_or(f64::NAN),
-                test_loss: p.eval.map(|e| e.log_loss),
-                test_accuracy: p.eval.map(|e| e.accuracy),
+                test_loss: p.eval.as_ref().map(|e| e.log_loss),
+                test_accuracy: p.eval.as_ref().map(|e| e.accuracy),
+                test_metrics: p.eval.map(|e| e.metrics).unwrap_or_default(),
                 laggard: report.laggard,
                 lag_us: report.lag_us,
                 median_busy_us: report.median_busy_us,

@@ -79,8 +79,10 @@ pub struct DataSection {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// Model kind; only "logistic" exists.
+    /// Model kind: logistic, softmax or cnn.
     pub kind: Option<String>,
+    /// cnn: how the loss weighs the classes (balanced or none).
+    pub class_weighting: Option<String>,
     /// Adam step size.
     pub learning_rate: Option<f64>,
     /// L2 penalty on the weights (not the bias).

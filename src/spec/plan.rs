@@ -23,6 +23,10 @@ pub const DEFAULT_UNITS_PER_PARTITION: u32 = 4;
 pub const DEFAULT_TEST_FRACTION: f64 = 1.0 / 3.0;
 /// Default Adam step size.
 pub const DEFAULT_LEARNING_RATE: f64 = 0.05;
+/// Default Adam step size of softmax regression.
+pub const DEFAULT_SOFTMAX_LEARNING_RATE: f64 = 0.01;
+/// Default Adam step size of the CNN (the seeds' 0.001).
+pub const DEFAULT_CNN_LEARNING_RATE: f64 = 0.001;
 /// Default L2 penalty.
 pub const DEFAULT_L2: f64 = 1e-4;
 /// Default extra holders of every partition.
@@ -56,6 +60,49 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
 ];
 /// Policy names from the design that are not implemented yet.
 pub const PLANNED_POLICIES: &[&str] = &[];
+
+/// Model kinds a job can name in `[model] kind`.
+pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn"];
+
+/// The model a job trains (`[model] kind`), with its own knobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ModelPlan {
+    /// Binary logistic regression on a table's featurised columns.
+    Logistic,
+    /// Multinomial logistic regression; the label column holds the classes 0..K−1.
+    Softmax,
+    /// The seeds' CNN (convolutions, then an LSTM over the feature map) on
+    /// square grey images from a NumPy `.npz`.
+    Cnn {
+        /// How the loss weighs the classes against the training set's imbalance.
+        class_weighting: ClassWeighting,
+    },
+}
+
+impl ModelPlan {
+    /// The kind's name as in job files.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Logistic => "logistic",
+            Self::Softmax => "softmax",
+            Self::Cnn { .. } => "cnn",
+        }
+    }
+}
+
+/// How a classifier's loss weighs the classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClassWeighting {
+    /// Every image weighs 1.
+    None,
+    /// A class of n_c of the N training images weighs N / (classes · n_c), so
+    /// each class carries the same total weight (scikit-learn's "balanced").
+    /// Choose it when the training classes are skewed (PneumoniaMNIST's copy here
+    /// is 90 % pneumonia).
+    Balanced,
+}
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -115,6 +162,8 @@ pub struct JobPlan {
     pub batch_fraction: f64,
     /// Extra holders of every partition besides its owner.
     pub replicas: u32,
+    /// The model and its knobs.
+    pub model: ModelPlan,
     /// Optimiser.
     pub optimizer: AdamConfig,
     /// Evaluate on test rows every this many iterations.

@@ -24,6 +24,62 @@ use crate::policy::PolicyPlan;
 /// under `data/`.
 pub const DEFAULT_DATASET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/adult.parquet");
 
+/// What a job of each model kind uses when it does not say.
+struct ModelDefaults {
+    dataset: &'static str,
+    label: &'static str,
+    positive: &'static str,
+    learning_rate: f64,
+    l2: f64,
+}
+
+impl ModelDefaults {
+    fn of(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "logistic" => Self {
+                dataset: DEFAULT_DATASET,
+                label: "income",
+                positive: ">50K",
+                learning_rate: DEFAULT_LEARNING_RATE,
+                l2: DEFAULT_L2,
+            },
+            "softmax" => Self {
+                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist.parquet"),
+                label: "label",
+                positive: "",
+                learning_rate: DEFAULT_SOFTMAX_LEARNING_RATE,
+                l2: DEFAULT_L2,
+            },
+            "cnn" => Self {
+                dataset: concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../shared/datasets/pneumoniamnist.npz"
+                ),
+                label: "",
+                positive: "",
+                learning_rate: DEFAULT_CNN_LEARNING_RATE,
+                l2: 0.0,
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// "dataset file … does not exist", with the command that fetches it when
+/// forestall knows one.
+fn missing_dataset_message(path: &Path) -> String {
+    match fetch_hint(path) {
+        Some(command) => format!(
+            "dataset file {} does not exist; `{command}` fetches it",
+            path.display()
+        ),
+        None => format!("dataset file {} does not exist", path.display()),
+    }
+}
+
+// TEMP until data::fetch lands
+fn fetch_hint(_: &Path) -> Option<String> { None }
+
 const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
 
 /// Where a value came from, to point at it in messages.
@@ -129,16 +185,66 @@ pub fn validate_with(
         return Err(cx.invalid("job", "iterations", "must be at least 1 (got 0)"));
     }
 
+    // model (first: the data's defaults depend on it)
+    let kind = spec.model.kind.as_deref().unwrap_or("logistic");
+    let defaults = ModelDefaults::of(kind).ok_or_else(|| {
+        cx.invalid(
+            "model",
+            "kind",
+            format!("unknown model '{kind}'; accepted: {}", MODEL_KINDS.join(", ")),
+        )
+    })?;
+    let model = match kind {
+        "softmax" => ModelPlan::Softmax,
+        "cnn" => ModelPlan::Cnn {
+            class_weighting: match spec.model.class_weighting.as_deref() {
+                None | Some("balanced") => ClassWeighting::Balanced,
+                Some("none") => ClassWeighting::None,
+                Some(other) => {
+                    return Err(cx.invalid(
+                        "model",
+                        "class_weighting",
+                        format!("unknown weighting '{other}'; accepted: balanced, none"),
+                    ))
+                }
+            },
+        },
+        _ => ModelPlan::Logistic,
+    };
+    if spec.model.class_weighting.is_some() && kind != "cnn" {
+        return Err(cx.invalid(
+            "model",
+            "class_weighting",
+            format!("applies to model kind cnn only (this job trains {kind})"),
+        ));
+    }
+    if kind == "cnn" {
+        // The images' file holds the labels and its own train/test split.
+        let table_keys = [
+            ("label", spec.data.label.is_some()),
+            ("positive", spec.data.positive.is_some()),
+            ("drop", spec.data.drop.is_some()),
+            ("test_fraction", spec.data.test_fraction.is_some()),
+        ];
+        if let Some((key, _)) = table_keys.iter().find(|(_, set)| *set) {
+            return Err(cx.invalid(
+                "data",
+                key,
+                "does not apply to model kind cnn: its .npz file holds the labels and the train/test split",
+            ));
+        }
+    }
+
     // data
     let data_path = match &spec.data.path {
         Some(p) => base_dir.join(p),
-        None => PathBuf::from(DEFAULT_DATASET),
+        None => PathBuf::from(defaults.dataset),
     };
     if !data_path.is_file() {
         return Err(cx.invalid(
             "data",
             "path",
-            format!("dataset file {} does not exist", data_path.display()),
+            missing_dataset_message(&data_path),
         ));
     }
     let test_fraction = spec.data.test_fraction.unwrap_or(DEFAULT_TEST_FRACTION);
@@ -169,17 +275,7 @@ pub fn validate_with(
         ));
     }
 
-    // model
-    if let Some(kind) = &spec.model.kind {
-        if kind != "logistic" {
-            return Err(cx.invalid(
-                "model",
-                "kind",
-                format!("unknown model '{kind}'; accepted: logistic"),
-            ));
-        }
-    }
-    let learning_rate = spec.model.learning_rate.unwrap_or(DEFAULT_LEARNING_RATE);
+    let learning_rate = spec.model.learning_rate.unwrap_or(defaults.learning_rate);
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         return Err(cx.invalid(
             "model",
@@ -187,7 +283,7 @@ pub fn validate_with(
             format!("must be a positive number (got {learning_rate})"),
         ));
     }
-    let l2 = spec.model.l2.unwrap_or(DEFAULT_L2);
+    let l2 = spec.model.l2.unwrap_or(defaults.l2);
     if !(l2.is_finite() && l2 >= 0.0) {
         return Err(cx.invalid("model", "l2", format!("must be ≥ 0 (got {l2})")));
     }
@@ -257,8 +353,16 @@ pub fn validate_with(
         iterations,
         data: DataConfig {
             path: data_path,
-            label: spec.data.label.clone().unwrap_or_else(|| "income".into()),
-            positive: spec.data.positive.clone().unwrap_or_else(|| ">50K".into()),
+            label: spec
+                .data
+                .label
+                .clone()
+                .unwrap_or_else(|| defaults.label.into()),
+            positive: spec
+                .data
+                .positive
+                .clone()
+                .unwrap_or_else(|| defaults.positive.into()),
             drop: spec.data.drop.clone().unwrap_or_default(),
             test_fraction,
         },
@@ -266,6 +370,7 @@ pub fn validate_with(
         units_per_partition,
         batch_fraction,
         replicas,
+        model,
         optimizer: AdamConfig {
             learning_rate,
             beta1: 0.9,

@@ -515,6 +515,8 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
             units: units.value(i),
             rows: rows.value(i),
             dropped_partitions: dropped.value(i).to_owned(),
+            workload: "logistic".to_owned(),
+            test_metrics: Default::default(),
         })
         .collect())
 }

@@ -188,4 +188,9 @@ pub struct IterationRecord {
     /// Backup workers: partitions whose gradients were dropped this iteration,
     /// comma-separated in ascending order ("" when none).
     pub dropped_partitions: String,
+    /// The `[model] kind` the run trained (an import names its source).
+    pub workload: String,
+    /// The workload's own test metrics of those parameters when evaluated
+    /// this iteration (e.g. `auc`), by name; empty otherwise.
+    pub test_metrics: std::collections::BTreeMap<String, f64>,
 }

@@ -84,6 +84,8 @@ pub(crate) fn iteration(iteration: u64, laggard: Option<u32>) -> IterationRecord
         } else {
             "3,7".into()
         },
+        workload: "logistic".into(),
+        test_metrics: Default::default(),
     }
 }
 

@@ -64,6 +64,7 @@ pub struct TraceStamp {
 ///     test_loss: None, test_accuracy: None, laggard: None, lag_us: 0,
 ///     median_busy_us: 45, barrier_wait_us: 12, units: 8, rows: 512,
 ///     dropped_partitions: String::new(),
+///     workload: "logistic".into(), test_metrics: Default::default(),
 /// };
 /// let part = writer.write_iterations(&[row.clone()])?;
 /// assert!(part.is_some_and(|p| p.ends_with("iterations/part-p000-00000.parquet")));

@@ -4,16 +4,70 @@
 //! iteration's row count after reducing in partition order. Every loop runs in
 //! row order so a unit's result depends only on its rows and the parameters.
 
-use crate::data::{RowSource, SparseRows};
+use super::{Evaluation, ParamBlock, UnitGradient, Workload};
+use crate::data::{load_dataset, DataConfig, DataError, Dataset, RowSource, SparseRows};
 
-/// A unit's contribution: the gradient sum of the log-loss over its rows and the
-/// loss sum itself, both at the parameters the iteration started from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UnitGradient {
-    /// Σ over rows of ∂loss/∂w, one entry per feature.
-    pub grad: Vec<f64>,
-    /// Σ over rows of the log-loss.
-    pub loss_sum: f64,
+/// Binary logistic regression on a table's featurised rows (`[model] kind =
+/// "logistic"`): one weight per feature, zeros to start, the bias unpenalised.
+#[derive(Debug, Clone)]
+pub struct LogisticRegression {
+    data: Dataset,
+}
+
+impl LogisticRegression {
+    /// Loads and featurises the table `config` names.
+    pub fn load(config: &DataConfig) -> Result<Self, DataError> {
+        Ok(Self::new(load_dataset(config)?))
+    }
+
+    /// The workload over a dataset already loaded.
+    pub fn new(data: Dataset) -> Self {
+        Self { data }
+    }
+}
+
+impl Workload for LogisticRegression {
+    fn kind(&self) -> &'static str {
+        "logistic"
+    }
+
+    fn data(&self) -> &Dataset {
+        &self.data
+    }
+
+    fn param_count(&self) -> usize {
+        self.data.dims()
+    }
+
+    fn param_blocks(&self) -> Vec<ParamBlock> {
+        self.data
+            .feature_names
+            .iter()
+            .enumerate()
+            .map(|(j, name)| ParamBlock {
+                name: name.clone(),
+                offset: j,
+                len: 1,
+                shape: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn init_params(&self, _seed: u64) -> Vec<f64> {
+        vec![0.0; self.param_count()]
+    }
+
+    fn penalised(&self, coordinate: usize) -> bool {
+        coordinate != 0
+    }
+
+    fn unit_gradient(&self, source: &dyn RowSource, params: &[f64], rows: &[u32]) -> UnitGradient {
+        unit_gradient(source, params, rows)
+    }
+
+    fn evaluate(&self, params: &[f64]) -> Evaluation {
+        evaluate(&self.data.rows, &self.data.labels, params, &self.data.test)
+    }
 }
 
 /// `log(1 + e^z)` without overflow.
@@ -45,7 +99,7 @@ fn margin(idx: &[u32], val: &[f64], params: &[f64]) -> f64 {
 }
 
 /// Gradient and loss sums of the log-loss over `rows` of `source` at `params`.
-pub fn unit_gradient(source: &impl RowSource, params: &[f64], rows: &[u32]) -> UnitGradient {
+pub fn unit_gradient(source: &(impl RowSource + ?Sized), params: &[f64], rows: &[u32]) -> UnitGradient {
     let mut grad = vec![0.0; params.len()];
     let mut loss_sum = 0.0;
     for &r in rows {
@@ -59,15 +113,6 @@ pub fn unit_gradient(source: &impl RowSource, params: &[f64], rows: &[u32]) -> U
         }
     }
     UnitGradient { grad, loss_sum }
-}
-
-/// Test-set quality of a parameter vector.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Evaluation {
-    /// Mean log-loss.
-    pub log_loss: f64,
-    /// Share of rows whose predicted class (p ≥ 0.5) is right.
-    pub accuracy: f64,
 }
 
 /// Mean log-loss and accuracy of `params` on `rows`.
@@ -84,10 +129,7 @@ pub fn evaluate(features: &SparseRows, labels: &[f64], params: &[f64], rows: &[u
         }
     }
     let n = rows.len().max(1) as f64;
-    Evaluation {
-        log_loss: loss / n,
-        accuracy: right as f64 / n,
-    }
+    Evaluation::new(loss / n, right as f64 / n)
 }
 
 #[cfg(test)]

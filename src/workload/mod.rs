@@ -1,8 +1,121 @@
 //! What a job trains: the workloads behind one seam, and the per-coordinate Adam
 //! optimiser that shard owners step.
+//!
+//! The runtime, the policies, the placement, the reduction and the trace writer
+//! know a model only through [`Workload`]: its rows (every workload's data is
+//! labelled sparse rows, [`Dataset`]), its flat parameter vector, what one unit
+//! of rows computes ([`UnitGradient`]: a gradient *sum* and a loss sum), which
+//! coordinates the L2 penalty touches, and how parameters score on the test
+//! rows ([`Evaluation`]). [`load_workload`] builds the one a plan names.
+//!
+//! Adding a workload means a file here and a line in [`load_workload`] and in
+//! `spec` (its `[model] kind`); nothing in `run/`, `policy/` or `trace/`.
 
 pub mod logistic;
 pub mod optim;
 
-pub use logistic::{evaluate, unit_gradient, Evaluation, UnitGradient};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+pub use logistic::{evaluate, unit_gradient, LogisticRegression};
 pub use optim::{Adam, AdamConfig};
+
+use crate::data::{DataError, Dataset, RowSource};
+use crate::spec::{JobPlan, ModelPlan};
+
+/// A unit's contribution: the gradient sum of the loss over its rows and the
+/// loss sum itself, both at the parameters the iteration started from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitGradient {
+    /// Σ over rows of ∂loss/∂w, one entry per parameter.
+    pub grad: Vec<f64>,
+    /// Σ over rows of the loss.
+    pub loss_sum: f64,
+}
+
+/// Test-set quality of a parameter vector.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Evaluation {
+    /// Mean loss (log-loss or cross-entropy) on the test rows.
+    pub log_loss: f64,
+    /// Share of test rows whose predicted class is right.
+    pub accuracy: f64,
+    /// The workload's own metrics by name (e.g. `auc`), reported as `test_<name>`.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl Evaluation {
+    /// An evaluation with no metrics of the workload's own.
+    pub fn new(log_loss: f64, accuracy: f64) -> Self {
+        Self {
+            log_loss,
+            accuracy,
+            metrics: BTreeMap::new(),
+        }
+    }
+}
+
+/// Everything the runtime needs from a model. Implementations are pure: a
+/// unit's result depends only on its rows and the parameters, and every loop
+/// runs in a fixed order, so the trained parameters are bit-identical whatever
+/// the worker count, placement or policy.
+pub trait Workload: Send + Sync + Debug {
+    /// The `[model] kind` this workload answers to.
+    fn kind(&self) -> &'static str;
+
+    /// The loaded data: rows, labels and the train/test split.
+    fn data(&self) -> &Dataset;
+
+    /// Length of the flat parameter vector that the shards split.
+    fn param_count(&self) -> usize;
+
+    /// Names of the parameters' blocks in flat order: (name, first coordinate,
+    /// length), written to `model.json`.
+    fn param_blocks(&self) -> Vec<ParamBlock>;
+
+    /// The parameters every run starts from, a pure function of `seed`.
+    fn init_params(&self, seed: u64) -> Vec<f64>;
+
+    /// Whether the L2 penalty applies to `coordinate` (not to biases).
+    fn penalised(&self, coordinate: usize) -> bool;
+
+    /// Gradient and loss sums over `rows` of `source` at `params`.
+    fn unit_gradient(&self, source: &dyn RowSource, params: &[f64], rows: &[u32]) -> UnitGradient;
+
+    /// Quality of `params` on the test rows.
+    fn evaluate(&self, params: &[f64]) -> Evaluation;
+
+    /// Share of the test rows in their most frequent class: the accuracy of
+    /// always guessing it, the yardstick next to `accuracy`.
+    fn test_majority_rate(&self) -> f64 {
+        self.data().test_majority_rate()
+    }
+}
+
+/// A named block of the flat parameter vector.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ParamBlock {
+    /// Name (a feature, a class's weights, a layer's tensor).
+    pub name: String,
+    /// First coordinate.
+    pub offset: usize,
+    /// Coordinates.
+    pub len: usize,
+    /// The tensor's shape, where it is one.
+    pub shape: Vec<usize>,
+}
+
+/// Loads the data of `plan` and builds the workload its `[model] kind` names.
+pub fn load_workload(plan: &JobPlan) -> Result<Arc<dyn Workload>, DataError> {
+    Ok(match &plan.model {
+        ModelPlan::Logistic => Arc::new(LogisticRegression::load(&plan.data)?),
+        other => {
+            return Err(DataError::Unfit {
+                path: plan.data.path.clone(),
+                kind: other.kind(),
+                problem: "not wired yet".into(),
+            })
+        }
+    })
+}

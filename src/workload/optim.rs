@@ -15,7 +15,8 @@ pub struct AdamConfig {
     pub beta2: f64,
     /// Added to the root of the second moment.
     pub epsilon: f64,
-    /// L2 penalty `l2/2 · ‖w‖²` on every weight but the bias (feature 0).
+    /// L2 penalty `l2/2 · ‖w‖²` on the coordinates the workload penalises
+    /// (every weight but the biases).
     pub l2: f64,
 }
 
@@ -23,18 +24,20 @@ pub struct AdamConfig {
 #[derive(Debug, Clone)]
 pub struct Adam {
     config: AdamConfig,
-    first: usize,
+    penalised: Vec<bool>,
     m: Vec<f64>,
     v: Vec<f64>,
     steps: i32,
 }
 
 impl Adam {
-    /// State for coordinates `first..first + len`.
-    pub fn new(config: AdamConfig, first: usize, len: usize) -> Self {
+    /// State for a shard of `penalised.len()` coordinates, of which those
+    /// marked in `penalised` carry the L2 penalty.
+    pub fn new(config: AdamConfig, penalised: Vec<bool>) -> Self {
+        let len = penalised.len();
         Self {
             config,
-            first,
+            penalised,
             m: vec![0.0; len],
             v: vec![0.0; len],
             steps: 0,
@@ -50,7 +53,7 @@ impl Adam {
         let bias2 = 1.0 - c.beta2.powi(self.steps);
         for (k, (w, g_sum)) in params.iter_mut().zip(grad_sum).enumerate() {
             let mut g = g_sum / rows;
-            if self.first + k != 0 {
+            if self.penalised[k] {
                 g += c.l2 * *w;
             }
             self.m[k] = c.beta1 * self.m[k] + (1.0 - c.beta1) * g;
@@ -80,7 +83,7 @@ mod tests {
     /// the sign of its gradient: m̂ = g, v̂ = g², so Δw = -lr · g / (|g| + ε).
     #[test]
     fn first_step_is_learning_rate_times_sign() {
-        let mut adam = Adam::new(config(), 0, 2);
+        let mut adam = Adam::new(config(), vec![false, true]);
         let mut w = vec![0.0, 0.0];
         adam.step(&mut w, &[4.0, -2.0], 2.0);
         assert!((w[0] + 0.1).abs() < 1e-7);
@@ -95,8 +98,7 @@ mod tests {
                 l2: 0.01,
                 ..config()
             },
-            0,
-            4,
+            vec![false, true, true, true],
         );
         let mut w = vec![0.5, -0.5, 1.0, 2.0];
         let mut left = Adam::new(
@@ -104,16 +106,14 @@ mod tests {
                 l2: 0.01,
                 ..config()
             },
-            0,
-            1,
+            vec![false],
         );
         let mut right = Adam::new(
             AdamConfig {
                 l2: 0.01,
                 ..config()
             },
-            1,
-            3,
+            vec![true, true, true],
         );
         let mut w2 = w.clone();
         for g in grads {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use forestall::data::{load_dataset, Dataset};
+use forestall::workload::{load_workload, Workload};
 use forestall::run::{run_job, RunOutput};
 use forestall::spec::{parse_job, validate, JobPlan};
 use forestall::trace::TraceStamp;
@@ -19,13 +19,10 @@ pub fn plan(text: &str) -> JobPlan {
     validate(&spec, text, None).expect("test job is valid")
 }
 
-/// The Adult dataset, loaded once per test binary.
-pub fn adult() -> Arc<Dataset> {
-    static DATA: OnceLock<Arc<Dataset>> = OnceLock::new();
-    Arc::clone(DATA.get_or_init(|| {
-        let p = plan("");
-        Arc::new(load_dataset(&p.data).expect("Adult loads"))
-    }))
+/// Logistic regression on the Adult dataset, loaded once per test binary.
+pub fn adult() -> Arc<dyn Workload> {
+    static DATA: OnceLock<Arc<dyn Workload>> = OnceLock::new();
+    Arc::clone(DATA.get_or_init(|| load_workload(&plan("")).expect("Adult loads")))
 }
 
 /// Runs `plan` on the Adult data with its trace in `dir`.

@@ -360,7 +360,8 @@ fn moved_partitions_stay_with_their_new_holder() {
     let out = run_in(&p, dir.path());
     assert_eq!(out.digest, run(&plan(&job)).digest, "BSP's parameters");
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let data = crate::common::adult();
+    let workload = crate::common::adult();
+    let data = workload.data();
     let nnz = data.rows.indices.len() as f64 / data.rows.rows() as f64;
     let reassigned_rows: u64 = trace
         .units

@@ -102,7 +102,8 @@ fn quickstart_model_matches_linfa_reference() {
         out.eval.accuracy
     );
 
-    let data = adult();
+    let workload = adult();
+    let data = workload.data();
     let dims = data.dims();
     let dense = |rows: &[u32]| {
         let mut x = Array2::<f64>::zeros((rows.len(), dims - 1));
@@ -169,7 +170,7 @@ fn quickstart_model_matches_linfa_reference() {
 fn dataflow_matches_the_plain_loop_bit_for_bit() {
     for workers in [1, 3] {
         let p = with(&format!("[workers]\ncount = {workers}\n"));
-        let plain = forestall::run::plain::train_plain(&p, &adult());
+        let plain = forestall::run::plain::train_plain(&p, adult().as_ref());
         let out = run(&p);
         assert_eq!(out.params, plain.params, "{workers} workers");
         assert_eq!(plain.iteration_us.len(), 12);

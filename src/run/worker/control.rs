@@ -1,0 +1,324 @@
+//! The control protocol: the messages peers exchange between units (progress,
+//! offers, assignments, clones, done notices, timings), read and answered here.
+
+use std::sync::Arc;
+
+use super::epoch::{Epoch, Given};
+use super::{ComputeState, Emit};
+use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
+use crate::policy::ControlKind;
+use crate::predict::Timing;
+use crate::run::holdings::Holdings;
+use crate::run::messages::Control;
+use crate::trace::UnitAction;
+
+impl ComputeState {
+    /// The control messages to read now. With `control_delay = N` each message
+    /// first waits a seeded random 0..=N activations, so messages from
+    /// different peers are read in shuffled orders (a test of exactly-once).
+    pub(super) fn release(&mut self, incoming: Vec<Control>) -> Vec<Control> {
+        let max = self.cx.plan.control_delay;
+        if max == 0 && self.held.is_empty() {
+            return incoming;
+        }
+        for message in incoming {
+            self.received += 1;
+            let wait = crate::rng::hash_words(&[
+                self.cx.plan.seed,
+                u64::from(self.worker),
+                u64::from(message.from),
+                message.iteration,
+                self.received,
+            ]) % (u64::from(max) + 1);
+            self.held.push((wait as u32, message));
+        }
+        let mut ready = Vec::new();
+        let mut waiting = Vec::new();
+        for (wait, message) in self.held.drain(..) {
+            if wait == 0 {
+                ready.push(message);
+            } else {
+                waiting.push((wait - 1, message));
+            }
+        }
+        self.held = waiting;
+        ready
+    }
+
+    /// Takes one control message: timings go to the history, messages of a
+    /// later iteration wait, units handed over join the lists, and the agent
+    /// answers the rest.
+    pub(super) fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
+        if let ControlKind::Timing { units, busy_us } = message.kind {
+            if let Some(history) = self.history.as_mut() {
+                history.record(message.iteration, message.from, Timing { units, busy_us });
+            }
+            return;
+        }
+        let current = self.epoch.as_ref().map(|e| e.iteration);
+        if current.is_none_or(|t| message.iteration > t) {
+            // A report from a later iteration (SSP) also says the peer is done
+            // with ours: it is ahead, and may take units of this iteration.
+            if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
+                (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
+            {
+                let total = agent.own_total_hint();
+                let ahead = ControlKind::Progress {
+                    done: total,
+                    total,
+                    unit_us: *unit_us,
+                };
+                let left = epoch.own.len();
+                let out = agent.on_message(message.from, &ahead, left);
+                send_all(self.worker, epoch, &self.holdings, out, emit);
+            }
+            if !self.finished {
+                self.early_control.push(message);
+            }
+            return;
+        }
+        let older = current != Some(message.iteration);
+        if older {
+            if let Some(agent) = self.agent.as_mut() {
+                agent.on_earlier(message.iteration, message.from, &message.kind);
+            }
+            if let ControlKind::Decline = message.kind {
+                self.offer_help(emit); // try another peer
+            }
+        }
+        if older
+            && !matches!(
+                message.kind,
+                ControlKind::Assign { .. }
+                    | ControlKind::Clone { .. }
+                    | ControlKind::Planned { .. }
+                    | ControlKind::Done
+            )
+        {
+            return; // a report or offer about an iteration this worker has left
+        }
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        let mut agent = self.agent.as_mut();
+        match message.kind {
+            ControlKind::Assign { .. }
+            | ControlKind::Clone { .. }
+            | ControlKind::Planned { .. } => {
+                let action = match message.kind {
+                    ControlKind::Clone { .. } => UnitAction::Clone,
+                    _ => UnitAction::Reassigned,
+                };
+                let payload = (!message.rows.is_empty()).then(|| {
+                    epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
+                    Arc::new(LocalRows::from_rows(&message.rows))
+                });
+                for key in &message.units {
+                    let rows = self.cx.unit_rows(message.iteration, *key);
+                    // Rows held here are read from the store; the message
+                    // carries only the rows of units this worker does not hold.
+                    let held = self.holdings.holds(key.partition);
+                    if !held {
+                        assert!(
+                            payload
+                                .as_ref()
+                                .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
+                            "worker {} was handed unit {key:?} without its rows",
+                            self.worker
+                        );
+                        // From the next iteration on, hold the partition: its
+                        // rows travel once, as diffs of the placement.
+                        if self.holdings.request(key.partition) {
+                            (emit.placement)(
+                                &epoch.caps.placement,
+                                ((key.partition, self.worker), epoch.iteration + 1, 1),
+                            );
+                        }
+                    }
+                    let planned = matches!(message.kind, ControlKind::Planned { .. });
+                    if planned && held {
+                        epoch.own.push_back(rows);
+                        continue;
+                    }
+                    let given = Given {
+                        rows,
+                        payload: if held { None } else { payload.clone() },
+                        action,
+                        from: message.from,
+                        iteration: message.iteration,
+                    };
+                    if planned {
+                        epoch.planned_in.push_back(given);
+                    } else {
+                        epoch.given_to_me.push_back(given);
+                    }
+                }
+                epoch.idle_reported = false;
+                if older {
+                    return;
+                }
+            }
+            ControlKind::Done => {
+                // A peer finished these first: skip our copies.
+                for key in &message.units {
+                    let before = epoch.own.len() + epoch.given_to_me.len();
+                    epoch.own.retain(|u| u.key != *key);
+                    let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
+                    epoch.given_to_me.retain(|g| {
+                        !(g.rows.key == *key
+                            && g.action == UnitAction::Clone
+                            && g.from == message.from
+                            && g.iteration == message.iteration)
+                    });
+                    let skipped = epoch.own.len() + epoch.given_to_me.len() < before;
+                    if skipped {
+                        epoch.units_cancelled += 1;
+                    }
+                    if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
+                        if let Some(agent) = agent.as_mut() {
+                            let out = agent.on_own_unit_done(epoch.unit_us());
+                            send_all(self.worker, epoch, &self.holdings, out, emit);
+                        }
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
+        let left = epoch
+            .own
+            .iter()
+            .filter(|u| !epoch.cloned_out.contains_key(&u.key))
+            .count();
+        let Some(agent) = agent else {
+            return;
+        };
+        let out = agent.on_message(message.from, &message.kind, left);
+        send_all(self.worker, epoch, &self.holdings, out, emit);
+        if let ControlKind::Decline = message.kind {
+            self.offer_help(emit); // try another peer
+        }
+    }
+
+    /// With nothing left to compute, offers help to a peer that is behind in the
+    /// oldest open iteration (peer policies only).
+    pub(super) fn offer_help(&mut self, emit: &mut Emit<'_>) {
+        let oldest_open = self.latest.as_ref().map_or(0, |l| l.version);
+        let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_mut()) else {
+            return;
+        };
+        if epoch.has_units() {
+            return;
+        }
+        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), oldest_open) {
+            let cap = if iteration == epoch.iteration {
+                Some(epoch.caps.control.clone())
+            } else {
+                self.latest
+                    .as_ref()
+                    .and_then(|l| l.caps.control.try_delayed(&iteration))
+            };
+            if let Some(cap) = cap {
+                epoch.control_sent += 1;
+                (emit.control)(
+                    &cap,
+                    Control {
+                        to,
+                        from: self.worker,
+                        iteration,
+                        kind,
+                        units: Vec::new(),
+                        rows: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Tells `peer` that the copy of `key` computed here came first.
+pub(super) fn send_done(
+    worker: u32,
+    epoch: &mut Epoch,
+    peer: u32,
+    key: UnitKey,
+    emit: &mut Emit<'_>,
+) {
+    epoch.control_sent += 1;
+    (emit.control)(
+        &epoch.caps.control,
+        Control {
+            to: peer,
+            from: worker,
+            iteration: epoch.iteration,
+            kind: ControlKind::Done,
+            units: vec![key],
+            rows: Vec::new(),
+        },
+    );
+}
+
+/// Sends the agent's messages. An `Assign` takes its units from the end of the
+/// worker's own list first, so they are no longer this worker's to compute; a
+/// `Clone` names units from the end that are not cloned yet and keeps them.
+///
+/// Units go with their rows unless the receiver is a settled holder of them.
+pub(super) fn send_all(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    out: Vec<(u32, ControlKind)>,
+    emit: &mut Emit<'_>,
+) {
+    for (to, kind) in out {
+        let units: Vec<UnitRows> = match kind {
+            ControlKind::Assign { count } | ControlKind::Planned { count } => {
+                let mut taken: Vec<UnitRows> =
+                    (0..count).filter_map(|_| epoch.own.pop_back()).collect();
+                taken.reverse();
+                epoch.units_given += taken.len() as u32;
+                if taken.is_empty() {
+                    continue;
+                }
+                taken
+            }
+            ControlKind::Clone { count } => {
+                let mut picked: Vec<UnitRows> = epoch
+                    .own
+                    .iter()
+                    .rev()
+                    .filter(|u| !epoch.cloned_out.contains_key(&u.key))
+                    .take(count as usize)
+                    .cloned()
+                    .collect();
+                picked.reverse();
+                for u in &picked {
+                    epoch.cloned_out.insert(u.key, to);
+                }
+                epoch.units_given += picked.len() as u32;
+                if picked.is_empty() {
+                    continue;
+                }
+                picked
+            }
+            _ => Vec::new(),
+        };
+        let rows = units
+            .iter()
+            .filter(|u| !holdings.settled_holder(u.key.partition, to))
+            .flat_map(|u| holdings.ship(&u.rows))
+            .collect();
+        epoch.control_sent += 1;
+        (emit.control)(
+            &epoch.caps.control,
+            Control {
+                to,
+                from: worker,
+                iteration: epoch.iteration,
+                kind,
+                units: units.iter().map(|u| u.key).collect(),
+                rows,
+            },
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! What a worker holds of an iteration: its capabilities, parameters and units.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use timely::dataflow::operators::Capability;
+
+use crate::data::{LocalRows, UnitKey, UnitRows};
+use crate::trace::{UnitAction, UnitRecord};
+
+/// The capabilities of one iteration `t`: gradients, progress, control (at
+/// `t`), and placement requests (at `t + 1`).
+pub struct Caps {
+    /// Gradient slices, at `t`.
+    pub grads: Capability<u64>,
+    /// Progress reports, at `t`.
+    pub progress: Capability<u64>,
+    /// Control messages, at `t`.
+    pub control: Capability<u64>,
+    /// Requests to hold a partition, at `t + 1`.
+    pub placement: Capability<u64>,
+}
+
+impl Caps {
+    /// The capabilities of a later iteration `iteration`.
+    pub(super) fn delayed(&self, iteration: u64) -> Caps {
+        Caps {
+            grads: self.grads.delayed(&iteration),
+            progress: self.progress.delayed(&iteration),
+            control: self.control.delayed(&iteration),
+            placement: self.placement.delayed(&(iteration + 1)),
+        }
+    }
+}
+
+/// A unit a peer handed over.
+pub(super) struct Given {
+    pub(super) rows: UnitRows,
+    /// The unit's rows, when they came with the message (not held here).
+    pub(super) payload: Option<Arc<LocalRows>>,
+    pub(super) action: UnitAction,
+    pub(super) from: u32,
+    pub(super) iteration: u64,
+}
+
+/// The unit a worker computes next, and whether it counts toward the worker's
+/// own progress (a peer's unit does not).
+pub(super) struct NextUnit {
+    pub(super) unit: Given,
+    pub(super) counts_as_own: bool,
+}
+
+/// The newest complete parameter version a worker holds.
+pub(super) struct Latest {
+    pub(super) version: u64,
+    pub(super) caps: Caps,
+    pub(super) params: Arc<Vec<f64>>,
+}
+
+/// The iteration a worker is in.
+pub(super) struct Epoch {
+    pub(super) iteration: u64,
+    pub(super) caps: Caps,
+    pub(super) params: Arc<Vec<f64>>,
+    /// The parameter version the iteration computes with (SSP: ≥ iteration − slack).
+    pub(super) params_version: u64,
+    pub(super) own: VecDeque<UnitRows>,
+    /// Units from peers: rows, reassigned or clone, from whom, their iteration.
+    pub(super) given_to_me: VecDeque<Given>,
+    /// Units the proactive plan gave this worker whose rows came with them
+    /// (computed after the own units; planned units of partitions held here
+    /// join the own list, where rapid reassignment can pass them on).
+    pub(super) planned_in: VecDeque<Given>,
+    /// Own units cloned to a peer, and to whom.
+    pub(super) cloned_out: BTreeMap<UnitKey, u32>,
+    pub(super) units_cancelled: u32,
+    pub(super) ready_us: u64,
+    pub(super) last_end_us: u64,
+    pub(super) compute_us: u64,
+    pub(super) rows: u64,
+    pub(super) bytes_sent: u64,
+    pub(super) bytes_moved: u64,
+    pub(super) units_given: u32,
+    pub(super) control_sent: u32,
+    pub(super) max_slowdown: f64,
+    pub(super) delay_us: u64,
+    /// How late the previous unit's sleep woke up.
+    pub(super) oversleep: Duration,
+    pub(super) operator_us_at_start: u64,
+    pub(super) units: Vec<UnitRecord>,
+    pub(super) units_done: u32,
+    /// Whether the worker reported being idle since it last had work.
+    pub(super) idle_reported: bool,
+    /// Whether this iteration's timing went to the peers (online prediction).
+    pub(super) timing_sent: bool,
+    /// What the online predictor expected of this worker, µs per unit.
+    pub(super) predicted_unit_us: Option<f64>,
+}
+
+impl Epoch {
+    pub(super) fn has_units(&self) -> bool {
+        !self.own.is_empty() || !self.given_to_me.is_empty() || !self.planned_in.is_empty()
+    }
+
+    /// Mean time per unit so far this iteration, µs (0 before the first unit).
+    pub(super) fn unit_us(&self) -> u64 {
+        self.last_end_us.saturating_sub(self.ready_us) / u64::from(self.units_done.max(1))
+    }
+
+    /// Takes the unit `worker` computes next: peers' units first (someone
+    /// waits for them), then the own list, then planned units that came with
+    /// their rows.
+    pub(super) fn next_unit(&mut self, worker: u32) -> Option<NextUnit> {
+        if let Some(unit) = self.given_to_me.pop_front() {
+            return Some(NextUnit {
+                unit,
+                counts_as_own: false,
+            });
+        }
+        if let Some(rows) = self.own.pop_front() {
+            return Some(NextUnit {
+                unit: Given {
+                    rows,
+                    payload: None,
+                    action: UnitAction::Assigned,
+                    from: worker,
+                    iteration: self.iteration,
+                },
+                counts_as_own: true,
+            });
+        }
+        self.planned_in.pop_front().map(|unit| NextUnit {
+            unit,
+            counts_as_own: true,
+        })
+    }
+}

@@ -1,0 +1,432 @@
+//! One worker's side of an iteration: which units it computes, in what order,
+//! and what it tells its peers — the state behind the compute operator.
+//!
+//! A worker holds the capabilities of iteration `t` from the moment it has every
+//! shard of parameter version `t` until it has every shard of version `t + 1`.
+//! In between it computes its own units, then units peers gave it, one per
+//! activation, and answers control messages between units; it cannot be asked
+//! for work of `t` after `t + 1` is complete, because `t + 1` needs every unit of
+//! `t`.
+//!
+//! This module holds the iteration lifecycle (assembling parameter versions,
+//! beginning, reporting and abandoning iterations); [`control`] the control
+//! protocol, [`compute`] unit compute and pacing, [`plan`] the predictive
+//! policies' decisions applied at an iteration's start, and [`epoch`] what a
+//! worker holds of an iteration.
+
+mod compute;
+mod control;
+mod epoch;
+mod plan;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use timely::dataflow::operators::Capability;
+
+use self::compute::compute_unit;
+use self::control::{send_all, send_done};
+pub use self::epoch::Caps;
+use self::epoch::{Epoch, Given, Latest};
+use super::context::JobContext;
+use super::holdings::{Holdings, PlacementUpdate};
+use super::messages::{Control, GradSlice, Progress};
+use super::oplog::OperatorClock;
+use super::sink::SinkEvent;
+use crate::data::UnitRows;
+use crate::policy::{ControlKind, PeerAgent};
+use crate::predict::{OnlineHistory, Timing};
+use crate::trace::{UnitAction, WorkerRecord};
+
+/// Where the compute operator's output goes.
+pub struct Emit<'a> {
+    /// Gradient slices, to the shard owners.
+    pub grads: &'a mut dyn FnMut(&Capability<u64>, Vec<GradSlice>),
+    /// Progress, to worker 0.
+    pub progress: &'a mut dyn FnMut(&Capability<u64>, Progress),
+    /// Control messages, to peers.
+    pub control: &'a mut dyn FnMut(&Capability<u64>, Control),
+    /// Requests to hold a partition, to the placement collection.
+    pub placement: &'a mut dyn FnMut(&Capability<u64>, PlacementUpdate),
+}
+
+/// A parameter version whose shards are arriving.
+pub struct PendingVersion {
+    /// Capabilities at the version's time.
+    pub caps: Caps,
+    /// Shards received so far.
+    pub shards: Vec<Option<Vec<f64>>>,
+    /// How many.
+    pub received: usize,
+}
+
+/// The compute operator's state on one worker.
+pub struct ComputeState {
+    worker: u32,
+    /// The job.
+    pub cx: Arc<JobContext>,
+    sink: Sender<SinkEvent>,
+    clock: Option<Rc<RefCell<OperatorClock>>>,
+    /// Capabilities for iteration 0, from the operator's construction.
+    pub initial: Option<Caps>,
+    /// Versions whose shards are arriving.
+    pub pending: BTreeMap<u64, PendingVersion>,
+    /// Control messages for iterations this worker has not begun.
+    early_control: Vec<Control>,
+    /// Testing (`control_delay`): messages held back, with activations left.
+    held: Vec<(u32, Control)>,
+    received: u64,
+    next_iteration: u64,
+    latest: Option<Latest>,
+    finished: bool,
+    epoch: Option<Epoch>,
+    agent: Option<PeerAgent>,
+    /// The rows this worker holds, and who holds its partitions.
+    pub holdings: Holdings,
+    /// Every worker's timings so far (online prediction only).
+    history: Option<OnlineHistory>,
+}
+
+impl ComputeState {
+    /// The state of `worker`.
+    pub fn new(
+        worker: u32,
+        cx: Arc<JobContext>,
+        sink: Sender<SinkEvent>,
+        clock: Option<Rc<RefCell<OperatorClock>>>,
+    ) -> Self {
+        let agent = cx.peer_agent(worker);
+        let sizes = (0..cx.plan.partitions)
+            .map(|p| cx.partitioning.partition_rows(p).len())
+            .collect();
+        let holdings = Holdings::new(cx.workload.data().rows.rows(), sizes);
+        let history = cx
+            .predictor
+            .as_ref()
+            .map(|_| OnlineHistory::new(cx.plan.workers));
+        Self {
+            history,
+            holdings,
+            worker,
+            cx,
+            sink,
+            clock,
+            initial: None,
+            pending: BTreeMap::new(),
+            early_control: Vec::new(),
+            held: Vec::new(),
+            received: 0,
+            next_iteration: 0,
+            latest: None,
+            finished: false,
+            epoch: None,
+            agent,
+        }
+    }
+
+    /// Whether the operator should be scheduled again without new input.
+    pub fn has_work(&self) -> bool {
+        self.epoch.as_ref().is_some_and(Epoch::has_units)
+            || self.can_begin()
+            || !self.held.is_empty()
+    }
+
+    fn operator_us(&self) -> u64 {
+        self.clock.as_ref().map_or(0, |c| c.borrow().total_us())
+    }
+
+    /// One activation: take control messages, begin the next iteration if its
+    /// parameters are complete, then compute at most one unit.
+    pub fn step(&mut self, control: Vec<Control>, emit: &mut Emit<'_>) {
+        for message in self.release(control) {
+            self.on_control(message, emit);
+        }
+        self.assemble_versions();
+        self.abandon_closed_iteration();
+        if self.can_begin() {
+            self.begin(emit);
+        }
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        epoch.bytes_moved += self.holdings.take_moved_bytes();
+        if let Some(next) = epoch.next_unit(self.worker) {
+            let Given {
+                rows: unit,
+                payload,
+                action,
+                from,
+                iteration,
+            } = next.unit;
+            epoch.idle_reported = false;
+            // A worker computes only rows it holds, or rows shipped with the unit.
+            let source = payload.as_deref().unwrap_or(self.holdings.store());
+            let (record, slices) = compute_unit(
+                &self.cx,
+                self.worker,
+                epoch,
+                source,
+                &unit,
+                action,
+                iteration,
+            );
+            epoch.bytes_sent += record.bytes_sent;
+            epoch.units.push(record);
+            epoch.units_done += 1;
+            if iteration == epoch.iteration {
+                (emit.grads)(&epoch.caps.grads, slices);
+            } else if let Some(cap) = self
+                .latest
+                .as_ref()
+                .and_then(|l| l.caps.grads.try_delayed(&iteration))
+            {
+                // A peer's unit of an earlier iteration (SSP): emit at its time.
+                (emit.grads)(&cap, slices);
+            }
+            // First copy of a cloned unit: tell the other side to skip it.
+            let twin = match action {
+                UnitAction::Clone => Some(from),
+                _ => epoch.cloned_out.remove(&unit.key),
+            };
+            if let Some(peer) = twin {
+                send_done(self.worker, epoch, peer, unit.key, emit);
+            }
+            if next.counts_as_own {
+                if let Some(agent) = self.agent.as_mut() {
+                    let out = agent.on_own_unit_done(epoch.unit_us());
+                    send_all(self.worker, epoch, &self.holdings, out, emit);
+                }
+            }
+        }
+        if !epoch.has_units() && !epoch.idle_reported {
+            self.report_idle(emit);
+            self.offer_help(emit);
+        }
+    }
+
+    /// Tells worker 0 that this worker has nothing left of the current iteration
+    /// (as of now) and hands its unit records to the sink.
+    fn report_idle(&mut self, emit: &mut Emit<'_>) {
+        if self.epoch.as_ref().is_none_or(|e| e.idle_reported) {
+            return;
+        }
+        let record = self.worker_record();
+        let epoch = self.epoch.as_mut().expect("checked above");
+        epoch.idle_reported = true;
+        if let (Some(history), false) = (self.history.as_mut(), epoch.timing_sent) {
+            // Every worker learns every worker's first report of the iteration,
+            // so all compute the same predictions (and proactive plans).
+            epoch.timing_sent = true;
+            let (units, busy_us) = (record.units, record.busy_us);
+            history.record(epoch.iteration, self.worker, Timing { units, busy_us });
+            for to in (0..self.cx.plan.workers).filter(|&w| w != self.worker) {
+                epoch.control_sent += 1;
+                (emit.control)(
+                    &epoch.caps.control,
+                    Control {
+                        to,
+                        from: self.worker,
+                        iteration: epoch.iteration,
+                        kind: ControlKind::Timing { units, busy_us },
+                        units: Vec::new(),
+                        rows: Vec::new(),
+                    },
+                );
+            }
+        }
+        (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
+        let units = std::mem::take(&mut epoch.units);
+        let _ = self.sink.send(SinkEvent::Units(units));
+    }
+
+    /// A newer complete version means the current iteration was reduced without
+    /// what is left of it here (a lossy policy dropped it, or the originals of
+    /// these clones came first): drop the leftovers.
+    fn abandon_closed_iteration(&mut self) {
+        let (Some(epoch), Some(latest)) = (self.epoch.as_mut(), self.latest.as_ref()) else {
+            return;
+        };
+        if latest.version > epoch.iteration && epoch.has_units() {
+            let closed = latest.version;
+            let before = epoch.own.len() + epoch.given_to_me.len();
+            epoch.own.clear();
+            epoch.planned_in.clear();
+            epoch.given_to_me.retain(|g| g.iteration >= closed);
+            epoch.units_cancelled += (before - epoch.own.len() - epoch.given_to_me.len()) as u32;
+        }
+    }
+
+    /// Takes every parameter version whose shards are all here, in order; the
+    /// newest becomes `latest` (dropping the capabilities of the one before).
+    fn assemble_versions(&mut self) {
+        if let Some(caps) = self.initial.take() {
+            self.install(0, caps, Arc::clone(&self.cx.initial_params));
+        }
+        while let Some((&v, p)) = self.pending.first_key_value() {
+            if p.received < p.shards.len() {
+                break;
+            }
+            let p = self.pending.remove(&v).expect("present");
+            let mut params = Vec::with_capacity(self.cx.dims);
+            for shard in p.shards.into_iter().flatten() {
+                params.extend_from_slice(&shard);
+            }
+            self.install(v, p.caps, Arc::new(params));
+        }
+    }
+
+    fn install(&mut self, version: u64, caps: Caps, params: Arc<Vec<f64>>) {
+        if self.worker == 0 {
+            let _ = self.sink.send(SinkEvent::Params {
+                version,
+                values: Arc::clone(&params),
+            });
+        }
+        self.latest = Some(Latest {
+            version,
+            caps,
+            params,
+        });
+    }
+
+    /// Whether the next iteration may begin: the current one has nothing left
+    /// and the newest parameters are at most `slack` versions behind it.
+    fn can_begin(&self) -> bool {
+        let idle = self.epoch.as_ref().is_none_or(|e| !e.has_units());
+        let Some(latest) = &self.latest else {
+            return false;
+        };
+        // A proactive plan for t needs every worker's timing of t − 1.
+        let planned = !self.cx.plan.policy.predicts()
+            || self.next_iteration == 0
+            || self.next_iteration >= self.cx.plan.iterations
+            || self
+                .history
+                .as_ref()
+                .is_none_or(|h| h.complete(self.next_iteration - 1));
+        idle && !self.finished
+            && planned
+            && self.holdings.ready()
+            && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
+                || latest.version >= self.cx.plan.iterations)
+    }
+
+    fn begin(&mut self, emit: &mut Emit<'_>) {
+        // An iteration left without going idle (its leftovers were abandoned)
+        // still reports, so its records are not lost.
+        self.report_idle(emit);
+        let latest = self.latest.as_ref().expect("checked by can_begin");
+        let iteration = self.next_iteration.min(self.cx.plan.iterations);
+        if latest.version >= self.cx.plan.iterations {
+            // The final version: every iteration is reduced; report the last
+            // barrier and let every capability go.
+            let ready_us = self.cx.now_us();
+            (emit.progress)(
+                &latest.caps.progress,
+                Progress::Ready {
+                    worker: self.worker,
+                    iteration: self.cx.plan.iterations,
+                    ready_us,
+                },
+            );
+            self.finished = true;
+            self.epoch = None;
+            self.latest = None;
+            return;
+        }
+        if iteration >= self.cx.plan.iterations {
+            return; // all iterations done here; waiting for the final version
+        }
+        let caps = latest.caps.delayed(iteration);
+        let params = Arc::clone(&latest.params);
+        let params_version = latest.version;
+        self.next_iteration += 1;
+        let version = iteration;
+        let ready_us = self.cx.now_us();
+        (emit.progress)(
+            &caps.progress,
+            Progress::Ready {
+                worker: self.worker,
+                iteration,
+                ready_us,
+            },
+        );
+        // The previous iteration's capabilities drop here.
+        self.epoch = None;
+        let own: VecDeque<UnitRows> = self
+            .cx
+            .assignment(self.worker)
+            .iter()
+            .flat_map(|&p| self.cx.partitioning.units(version, p))
+            .collect();
+        self.epoch = Some(Epoch {
+            iteration: version,
+            caps,
+            params,
+            params_version,
+            own,
+            given_to_me: VecDeque::new(),
+            planned_in: VecDeque::new(),
+            cloned_out: BTreeMap::new(),
+            units_cancelled: 0,
+            ready_us,
+            last_end_us: ready_us,
+            compute_us: 0,
+            rows: 0,
+            bytes_sent: 0,
+            bytes_moved: 0,
+            units_given: 0,
+            control_sent: 0,
+            max_slowdown: 1.0,
+            delay_us: 0,
+            oversleep: Duration::ZERO,
+            operator_us_at_start: self.operator_us(),
+            units: Vec::new(),
+            units_done: 0,
+            idle_reported: false,
+            timing_sent: false,
+            predicted_unit_us: None,
+        });
+        let planned_in = self.plan_ahead(emit);
+        if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
+            agent.begin(version, epoch.own.len() as u32 + planned_in);
+        }
+        let early: Vec<Control> = std::mem::take(&mut self.early_control);
+        for message in early {
+            self.on_control(message, emit);
+        }
+    }
+
+    /// The worker's record of the current iteration as it stands.
+    fn worker_record(&self) -> WorkerRecord {
+        let operator_now = self.operator_us();
+        let epoch = self.epoch.as_ref().expect("called within an iteration");
+        let finish_us = epoch.last_end_us;
+        WorkerRecord {
+            iteration: epoch.iteration,
+            worker: self.worker,
+            process: self.cx.process_of(self.worker),
+            units: epoch.units_done,
+            rows: epoch.rows,
+            ready_us: epoch.ready_us,
+            finish_us,
+            compute_us: epoch.compute_us,
+            busy_us: finish_us.saturating_sub(epoch.ready_us),
+            barrier_wait_us: 0,
+            operator_us: operator_now.saturating_sub(epoch.operator_us_at_start),
+            bytes_sent: epoch.bytes_sent,
+            bytes_moved: epoch.bytes_moved,
+            units_given: epoch.units_given,
+            control_sent: epoch.control_sent,
+            units_cancelled: epoch.units_cancelled,
+            params_version: epoch.params_version,
+            predicted_unit_us: epoch.predicted_unit_us,
+            gt_slowdown: epoch.max_slowdown,
+            gt_delay_us: epoch.delay_us,
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! At an iteration's start: the predictive policies' decisions (the proactive
+//! plan, its clones, dpro-substitute), made in `policy/` and applied here.
+
+use super::control::send_all;
+use super::epoch::Epoch;
+use super::{ComputeState, Emit};
+use crate::data::UnitRows;
+use crate::policy::proactive::within_budget;
+use crate::policy::{order_for_gifts, plan_moves, substitution, ControlKind, Move, PolicyPlan};
+use crate::run::context::JobContext;
+use crate::run::messages::GradSlice;
+
+impl ComputeState {
+    /// At the start of an iteration: predict every worker's time per unit from
+    /// the timings so far and, under a proactive policy, give this worker's
+    /// share of the planned moves (units of partitions the receiver holds
+    /// first). Returns how many units the plan gives this worker.
+    pub(super) fn plan_ahead(&mut self, emit: &mut Emit<'_>) -> u32 {
+        let (Some(history), Some(predictor), Some(epoch)) = (
+            self.history.as_ref(),
+            self.cx.predictor.as_ref(),
+            self.epoch.as_mut(),
+        ) else {
+            return 0;
+        };
+        let predicted = history.predict(predictor.as_predictor());
+        epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
+        let own: Vec<u32> = (0..self.cx.plan.workers)
+            .map(|w| self.cx.own_units(w))
+            .collect();
+        if let PolicyPlan::DproSubstitute { floor, threshold } = self.cx.plan.policy {
+            let partitions = self.cx.assignment(self.worker);
+            if let Some(kept) =
+                substitution(&predicted, &own, partitions, self.worker, floor, threshold)
+            {
+                substitute(&self.cx, self.worker, epoch, &kept, emit);
+            }
+            return 0;
+        }
+        let Some(config) = self.cx.plan.policy.proactive() else {
+            return 0;
+        };
+        let mut moves = plan_moves(&own, &predicted, config);
+        if let PolicyPlan::ProactiveClone { budget, .. } = self.cx.plan.policy {
+            // Clones: the predicted-slow worker keeps its units; the first copy
+            // to finish wins and the other side skips or discards its copy.
+            let total: u32 = own.iter().sum();
+            moves = within_budget(&moves, (f64::from(total) * budget).floor() as u32);
+            let mine: Vec<(u32, ControlKind)> = moves
+                .into_iter()
+                .filter(|m| m.from == self.worker)
+                .map(|m| (m.to, ControlKind::Clone { count: m.count }))
+                .collect();
+            send_all(self.worker, epoch, &self.holdings, mine, emit);
+            return 0;
+        }
+        let planned_in = moves
+            .iter()
+            .filter(|m| m.to == self.worker)
+            .map(|m| m.count)
+            .sum();
+        let gifts: Vec<Move> = moves
+            .into_iter()
+            .filter(|m| m.from == self.worker)
+            .collect();
+        // `send_all` gives units from the end of the list: put the units each
+        // receiver already holds there, in the order the moves are sent.
+        let holdings = &self.holdings;
+        let units: Vec<UnitRows> = epoch.own.drain(..).collect();
+        epoch.own = order_for_gifts(
+            units,
+            |u| u.key.partition,
+            &gifts,
+            |partition, to| holdings.settled_holder(partition, to),
+        )
+        .into();
+        let mine: Vec<(u32, ControlKind)> = gifts
+            .iter()
+            .map(|m| (m.to, ControlKind::Planned { count: m.count }))
+            .collect();
+        send_all(self.worker, epoch, holdings, mine, emit);
+        planned_in
+    }
+}
+
+/// dpro-substitute, when [`substitution`] predicts this worker slow: it keeps
+/// only the units of the `kept` partitions and tells every shard owner to use
+/// the other units' last gradients.
+fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emit: &mut Emit<'_>) {
+    let (stay, skip): (Vec<UnitRows>, Vec<UnitRows>) = epoch
+        .own
+        .drain(..)
+        .partition(|u| kept.contains(&u.key.partition));
+    epoch.own = stay.into();
+    let iteration = epoch.iteration;
+    let markers: Vec<GradSlice> = skip
+        .iter()
+        .flat_map(|u| {
+            (0..cx.shards.len() as u32).map(move |owner| GradSlice {
+                owner,
+                iteration,
+                partition: u.key.partition,
+                unit: u.key.unit,
+                executor: worker,
+                rows: u.rows.len() as u32,
+                loss_sum: 0.0,
+                values: Vec::new(),
+                substitute: true,
+            })
+        })
+        .collect();
+    (emit.grads)(&epoch.caps.grads, markers);
+}
