@@ -9,7 +9,6 @@
 //! `forestall bench pipelines/baseline.toml` instead.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 mod common;

@@ -268,26 +268,38 @@ mod tests {
         assert_eq!(within_budget(&moves, 100), moves.to_vec());
     }
 
+    /// A unit as (partition, unit).
+    type Unit = (u32, u32);
+
+    /// What every gift got, and what is left.
+    struct Dealt {
+        gifts: Vec<Vec<Unit>>,
+        kept: Vec<Unit>,
+    }
+
     fn gift(to: u32, count: u32) -> Move {
         Move { from: 9, to, count }
     }
 
     /// Executes `gifts` on `order` as the worker does: each takes its count
-    /// from the end of the list. Returns what every gift got, and what is left.
-    fn deal(mut order: Vec<(u32, u32)>, gifts: &[Move]) -> (Vec<Vec<(u32, u32)>>, Vec<(u32, u32)>) {
+    /// from the end of the list.
+    fn deal(mut order: Vec<Unit>, gifts: &[Move]) -> Dealt {
         let dealt = gifts
             .iter()
             .map(|g| {
-                let mut taken: Vec<(u32, u32)> = (0..g.count).filter_map(|_| order.pop()).collect();
+                let mut taken: Vec<Unit> = (0..g.count).filter_map(|_| order.pop()).collect();
                 taken.reverse();
                 taken
             })
             .collect();
-        (dealt, order)
+        Dealt {
+            gifts: dealt,
+            kept: order,
+        }
     }
 
     /// Units are (partition, unit); `held` lists (partition, receiver).
-    fn order(units: &[(u32, u32)], gifts: &[Move], held: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    fn order(units: &[Unit], gifts: &[Move], held: &[Unit]) -> Vec<Unit> {
         order_for_gifts(
             units.to_vec(),
             |u| u.0,
@@ -309,7 +321,7 @@ mod tests {
         let gifts = [gift(1, 2)];
         let ordered = order(&units, &gifts, &[(0, 1)]);
         assert_eq!(ordered, vec![(1, 0), (1, 1), (0, 0), (0, 1)]);
-        let (dealt, kept) = deal(ordered, &gifts);
+        let Dealt { gifts: dealt, kept } = deal(ordered, &gifts);
         assert_eq!(dealt, vec![vec![(0, 0), (0, 1)]]);
         assert_eq!(kept, vec![(1, 0), (1, 1)]);
     }
@@ -321,7 +333,7 @@ mod tests {
         let gifts = [gift(1, 1), gift(2, 1)];
         let ordered = order(&units, &gifts, &[(0, 1), (1, 2)]);
         assert_eq!(ordered, vec![(2, 0), (2, 1), (1, 0), (0, 0)]);
-        let (dealt, kept) = deal(ordered, &gifts);
+        let Dealt { gifts: dealt, kept } = deal(ordered, &gifts);
         assert_eq!(dealt, vec![vec![(0, 0)], vec![(1, 0)]]);
         assert_eq!(kept, vec![(2, 0), (2, 1)]);
     }
@@ -335,11 +347,12 @@ mod tests {
         let units = [(0, 0), (1, 0), (1, 1), (2, 0)];
         let ordered = order(&units, &[gift(1, 3)], &[(0, 1)]);
         assert_eq!(ordered, vec![(1, 0), (1, 1), (2, 0), (0, 0)]);
-        let (dealt, kept) = deal(ordered, &[gift(1, 3)]);
+        let Dealt { gifts: dealt, kept } = deal(ordered, &[gift(1, 3)]);
         assert_eq!(dealt, vec![vec![(1, 1), (2, 0), (0, 0)]]);
         assert_eq!(kept, vec![(1, 0)]);
         // a gift larger than the list takes everything
-        let (dealt, kept) = deal(order(&units, &[gift(1, 9)], &[(1, 1)]), &[gift(1, 9)]);
+        let Dealt { gifts: dealt, kept } =
+            deal(order(&units, &[gift(1, 9)], &[(1, 1)]), &[gift(1, 9)]);
         assert_eq!(dealt[0].len(), 4);
         assert!(kept.is_empty());
     }
@@ -350,7 +363,7 @@ mod tests {
         // second makes do with the end of what is left
         let units = [(0, 0), (1, 0), (1, 1), (1, 2)];
         let gifts = [gift(1, 1), gift(2, 2)];
-        let (dealt, kept) = deal(order(&units, &gifts, &[(0, 1), (0, 2)]), &gifts);
+        let Dealt { gifts: dealt, kept } = deal(order(&units, &gifts, &[(0, 1), (0, 2)]), &gifts);
         assert_eq!(dealt, vec![vec![(0, 0)], vec![(1, 1), (1, 2)]]);
         assert_eq!(kept, vec![(1, 0)]);
     }

@@ -79,9 +79,13 @@ fn run_writes_plan_model_summary_and_trace() {
     let model: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("model.json")).expect("model"))
             .expect("json");
+    assert_eq!(model["kind"], "logistic");
+    let blocks = model["blocks"].as_array().expect("parameter blocks");
+    assert_eq!(blocks[0]["name"], "bias");
+    let covered: u64 = blocks.iter().filter_map(|b| b["len"].as_u64()).sum();
     assert_eq!(
         model["params"].as_array().map(Vec::len),
-        model["features"].as_array().map(Vec::len)
+        Some(covered as usize)
     );
 }
 

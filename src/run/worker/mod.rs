@@ -9,9 +9,9 @@
 //! `t`.
 //!
 //! This module holds the iteration lifecycle (assembling parameter versions,
-//! beginning, reporting and abandoning iterations); [`control`] the control
-//! protocol, [`compute`] unit compute and pacing, [`plan`] the predictive
-//! policies' decisions applied at an iteration's start, and [`epoch`] what a
+//! beginning, reporting and abandoning iterations); `control` the control
+//! protocol, `compute` unit compute and pacing, `plan` the predictive
+//! policies' decisions applied at an iteration's start, and `epoch` what a
 //! worker holds of an iteration.
 
 mod compute;
