@@ -4,6 +4,8 @@
 //! Most callers use [`load_dataset`] and then [`Partitioning`].
 
 pub mod features;
+pub mod images;
+pub mod npz;
 pub mod partition;
 pub mod rows;
 pub mod table;

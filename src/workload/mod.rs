@@ -11,6 +11,7 @@
 //! Adding a workload means a file here and a line in [`load_workload`] and in
 //! `spec` (its `[model] kind`); nothing in `run/`, `policy/` or `trace/`.
 
+pub mod cnn;
 pub mod logistic;
 pub mod optim;
 
@@ -110,6 +111,10 @@ pub struct ParamBlock {
 pub fn load_workload(plan: &JobPlan) -> Result<Arc<dyn Workload>, DataError> {
     Ok(match &plan.model {
         ModelPlan::Logistic => Arc::new(LogisticRegression::load(&plan.data)?),
+        ModelPlan::Cnn { class_weighting } => Arc::new(cnn::CnnClassifier::load(
+            &plan.data.path,
+            *class_weighting,
+        )?),
         other => {
             return Err(DataError::Unfit {
                 path: plan.data.path.clone(),

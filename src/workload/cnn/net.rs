@@ -1,0 +1,583 @@
+//! The seeds' CNN in burn, as a pure function of a flat parameter vector.
+//!
+//! ConvLSTM-D-Accel (CNN features into an LSTM) adapted to 28 × 28 images:
+//! three 5 × 5 convolutions of 32, 64 and 128 filters with ReLU ("same"
+//! padding), 2 × 2 max-pooling after the first two, the 7 × 7 × 128 feature map
+//! read as a sequence of 49 steps of 128 features by an LSTM of 64, and a dense
+//! output whose sigmoid is P(class 1).
+//!
+//! The runtime keeps parameters as one flat `f64` vector split into shards, so
+//! every call builds the burn module from that vector (in the fixed order of
+//! [`CnnNet::layout`]), runs on the calling thread (burn's `flex` CPU backend
+//! without its rayon feature never spawns a thread: each timely worker's burn
+//! work stays on that worker's thread), and returns the gradient flattened in
+//! the same order. Same parameters and batch, same bits, on any thread.
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{Initializer, Linear, LinearConfig, Lstm, LstmConfig, PaddingConfig2d};
+use burn::optim::GradientsParams;
+use burn::tensor::activation::{relu, sigmoid};
+use burn::tensor::{Device, Tensor, TensorData};
+
+/// Keys the initial parameters' generator.
+const INIT_STREAM: u64 = 0x434E_4E49; // "CNNI"
+
+/// The net's topology.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CnnConfig {
+    /// Images are `side` × `side` pixels, one channel.
+    pub side: usize,
+    /// Convolution kernel size (square).
+    pub kernel: usize,
+    /// Filters of the three convolutions.
+    pub filters: [usize; 3],
+    /// Whether a 2 × 2 max-pool follows each convolution.
+    pub pool_after: [bool; 3],
+    /// Hidden units of the LSTM that reads the feature map.
+    pub lstm_hidden: usize,
+}
+
+impl CnnConfig {
+    /// The PneumoniaMNIST net: 28 × 28, 5 × 5 kernels, 32/64/128 filters, pools
+    /// after the first two convolutions (so the LSTM reads 7 × 7 = 49 steps),
+    /// LSTM of 64.
+    pub fn pneumonia() -> Self {
+        Self {
+            side: 28,
+            kernel: 5,
+            filters: [32, 64, 128],
+            pool_after: [true, true, false],
+            lstm_hidden: 64,
+        }
+    }
+
+    /// Side of the last feature map.
+    pub fn map_side(&self) -> usize {
+        self.pool_after
+            .iter()
+            .fold(self.side, |s, &pool| if pool { s / 2 } else { s })
+    }
+}
+
+/// The burn module.
+#[derive(Module, Debug)]
+pub(super) struct Net {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    conv3: Conv2d,
+    pool: MaxPool2d,
+    lstm: Lstm,
+    head: Linear,
+}
+
+impl Net {
+    /// The module with every parameter zero: a template whose tensors are
+    /// then replaced (zeros draw nothing from burn's process-wide generator).
+    fn zeros(config: &CnnConfig, device: &Device) -> Self {
+        let k = [config.kernel, config.kernel];
+        let conv = |c_in: usize, c_out: usize| {
+            Conv2dConfig::new([c_in, c_out], k)
+                .with_padding(PaddingConfig2d::Same)
+                .with_initializer(Initializer::Zeros)
+                .init(device)
+        };
+        let [f1, f2, f3] = config.filters;
+        Self {
+            conv1: conv(1, f1),
+            conv2: conv(f1, f2),
+            conv3: conv(f2, f3),
+            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            lstm: LstmConfig::new(f3, config.lstm_hidden, true)
+                .with_initializer(Initializer::Zeros)
+                .init(device),
+            head: LinearConfig::new(config.lstm_hidden, 1)
+                .with_initializer(Initializer::Zeros)
+                .init(device),
+        }
+    }
+
+    /// Logits of P(class 1).
+    ///
+    /// # Shapes
+    /// - `images`: `[batch, 1, side, side]`
+    /// - returns: `[batch, 1]`
+    pub(super) fn forward(&self, images: Tensor<4>, config: &CnnConfig) -> Tensor<2> {
+        let mut x = images;
+        for (conv, &pool) in [&self.conv1, &self.conv2, &self.conv3]
+            .into_iter()
+            .zip(&config.pool_after)
+        {
+            x = relu(conv.forward(x)); // [batch, filters, s, s]
+            if pool {
+                x = self.pool.forward(x); // [batch, filters, s/2, s/2]
+            }
+        }
+        let [batch, channels, h, w] = x.dims();
+        // Each position of the map is one step; its channels are the features.
+        let seq = x.reshape([batch, channels, h * w]).swap_dims(1, 2); // [batch, seq, feat]
+        let (_, state) = self.lstm.forward(seq, None);
+        self.head.forward(state.hidden) // [batch, 1]
+    }
+}
+
+/// Σ_i w_i · BCE(σ(z_i), y_i) on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|).
+///
+/// # Shapes
+/// - `z`, `y`, `w`: `[n, 1]`; returns `[1]`
+pub(super) fn weighted_bce_sum(z: Tensor<2>, y: Tensor<2>, w: Tensor<2>) -> Tensor<1> {
+    let bce = z.clone().clamp_min(0.0) - z.clone() * y + z.abs().neg().exp().log1p();
+    (bce * w).sum()
+}
+
+/// One named tensor of the flat parameter vector.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ParamSlot {
+    /// Module path and role, e.g. `conv1.weight`, `lstm.input_gate.input_transform.bias`.
+    pub name: String,
+    /// The tensor's shape.
+    pub shape: Vec<usize>,
+    /// Its first coordinate in the flat vector.
+    pub offset: usize,
+}
+
+/// A batch that does not match the net.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CnnError {
+    /// Pixels, labels and weights disagree on the batch size.
+    #[error("a batch of {labels} labels and {weights} weights needs {expected} pixels ({side} × {side} per image), got {pixels}")]
+    BatchShape {
+        /// Pixels given.
+        pixels: usize,
+        /// Pixels expected.
+        expected: usize,
+        /// Labels given.
+        labels: usize,
+        /// Weights given.
+        weights: usize,
+        /// Image side.
+        side: usize,
+    },
+    /// The parameter vector has the wrong length.
+    #[error("the net has {expected} parameters, got {found}")]
+    Params {
+        /// The net's count.
+        expected: usize,
+        /// Given.
+        found: usize,
+    },
+}
+
+/// The gradient of a batch's weighted loss sum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchGradient {
+    /// ∂(Σ_i w_i · BCE_i)/∂θ, one entry per parameter, in layout order.
+    pub grad: Vec<f64>,
+    /// Σ_i w_i · BCE_i.
+    pub loss_sum: f64,
+}
+
+/// The CNN as functions of a flat parameter vector.
+#[derive(Debug, Clone)]
+pub struct CnnNet {
+    config: CnnConfig,
+    layout: Vec<ParamSlot>,
+    count: usize,
+}
+
+/// Reads every float parameter in visit order.
+struct Reader {
+    path: Vec<String>,
+    slots: Vec<ParamSlot>,
+    values: Vec<f64>,
+    grads: Option<GradientsParams>,
+    count: usize,
+}
+
+impl ModuleVisitor for Reader {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_owned());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let tensor = param.val();
+        let shape = tensor.dims().to_vec();
+        let len: usize = shape.iter().product();
+        // The path ends with the parameter's own field name (`weight`, `bias`).
+        let name: Vec<&str> = self
+            .path
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        self.slots.push(ParamSlot {
+            name: name.join("."),
+            shape,
+            offset: self.count,
+        });
+        self.count += len;
+        let source = match &self.grads {
+            Some(grads) => grads.get::<D>(param.id),
+            None => Some(tensor),
+        };
+        match source {
+            Some(t) => self.values.extend(
+                t.into_data()
+                    .convert::<f32>()
+                    .as_slice::<f32>()
+                    .expect("converted to f32")
+                    .iter()
+                    .map(|&v| f64::from(v)),
+            ),
+            // A parameter the loss does not reach has a zero gradient.
+            None => self.values.extend(std::iter::repeat_n(0.0, len)),
+        }
+    }
+}
+
+/// Replaces every float parameter, in visit order, from a flat vector.
+struct Loader<'a> {
+    values: &'a [f64],
+    at: usize,
+    device: Device,
+}
+
+impl ModuleMapper for Loader<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let shape: [usize; D] = param.val().dims();
+        let len: usize = shape.iter().product();
+        let data: Vec<f32> = self.values[self.at..self.at + len]
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        self.at += len;
+        Param::from_tensor(Tensor::from_data(
+            TensorData::new(data, shape),
+            &self.device,
+        ))
+    }
+}
+
+impl CnnNet {
+    /// The net of `config`.
+    pub fn new(config: CnnConfig) -> Self {
+        let net = Net::zeros(&config, &Device::flex());
+        let mut reader = Reader {
+            path: Vec::new(),
+            slots: Vec::new(),
+            values: Vec::new(),
+            grads: None,
+            count: 0,
+        };
+        net.visit(&mut reader);
+        Self {
+            config,
+            layout: reader.slots,
+            count: reader.count,
+        }
+    }
+
+    /// Its topology.
+    pub fn config(&self) -> &CnnConfig {
+        &self.config
+    }
+
+    /// Length of the flat parameter vector.
+    pub fn param_count(&self) -> usize {
+        self.count
+    }
+
+    /// The named tensors in flat order.
+    pub fn layout(&self) -> &[ParamSlot] {
+        &self.layout
+    }
+
+    /// The initial parameters, a pure function of `seed`: every weight and
+    /// bias uniform in ±1/√fan_in (PyTorch's default for convolutions and
+    /// dense layers; ±1/√hidden for the LSTM), drawn tensor by tensor from our
+    /// own keyed generator rather than burn's process-wide one, so concurrent
+    /// jobs cannot disturb it.
+    pub fn init_params(&self, seed: u64) -> Vec<f64> {
+        let mut values = Vec::with_capacity(self.count);
+        let mut fan_in = 1;
+        for (i, slot) in self.layout.iter().enumerate() {
+            if slot.shape.len() > 1 {
+                // conv [out, in, k, k]: in·k·k; linear [in, out]: in
+                fan_in = if slot.shape.len() == 4 {
+                    slot.shape[1..].iter().product()
+                } else {
+                    slot.shape[0]
+                };
+            }
+            let fan_in = if slot.name.starts_with("lstm.") {
+                self.config.lstm_hidden
+            } else {
+                fan_in
+            };
+            let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
+            let mut rng = crate::rng::KeyedRng::new(&[seed, INIT_STREAM, i as u64]);
+            let len: usize = slot.shape.iter().product();
+            values.extend((0..len).map(|_| {
+                let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                // through f32, as the net computes
+                f64::from(((2.0 * u - 1.0) * bound) as f32)
+            }));
+        }
+        values
+    }
+
+    pub(super) fn module(&self, params: &[f64], device: &Device) -> Result<Net, CnnError> {
+        if params.len() != self.count {
+            return Err(CnnError::Params {
+                expected: self.count,
+                found: params.len(),
+            });
+        }
+        let template = Net::zeros(&self.config, device);
+        Ok(template.map(&mut Loader {
+            values: params,
+            at: 0,
+            device: device.clone(),
+        }))
+    }
+
+    pub(super) fn images(&self, pixels: &[f32], n: usize, device: &Device) -> Tensor<4> {
+        let s = self.config.side;
+        Tensor::<4>::from_data(TensorData::new(pixels.to_vec(), [n, 1, s, s]), device)
+    }
+
+    fn check(&self, pixels: usize, labels: usize, weights: usize) -> Result<(), CnnError> {
+        let side = self.config.side;
+        let expected = labels * side * side;
+        if pixels != expected || weights != labels {
+            return Err(CnnError::BatchShape {
+                pixels,
+                expected,
+                labels,
+                weights,
+                side,
+            });
+        }
+        Ok(())
+    }
+
+    /// Σ_i w_i · BCE(σ(z_i), y_i) over a batch and its gradient at `params`.
+    ///
+    /// # Shapes
+    /// - `pixels`: `[n · side · side]`, image after image, row-major, in [0, 1]
+    /// - `labels`, `weights`: `[n]`, labels 0 or 1
+    pub fn gradient(
+        &self,
+        params: &[f64],
+        pixels: &[f32],
+        labels: &[f32],
+        weights: &[f32],
+    ) -> Result<BatchGradient, CnnError> {
+        self.check(pixels.len(), labels.len(), weights.len())?;
+        let n = labels.len();
+        if n == 0 {
+            return Ok(BatchGradient {
+                grad: vec![0.0; self.count],
+                loss_sum: 0.0,
+            });
+        }
+        let device = Device::flex().autodiff();
+        let net = self.module(params, &device)?;
+        let z = net.forward(self.images(pixels, n, &device), &self.config); // [n, 1]
+        let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), &device);
+        let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), &device);
+        // BCE on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|)
+        let loss = weighted_bce_sum(z, y, w); // [1]
+        let loss_sum = f64::from(
+            loss.clone()
+                .into_data()
+                .convert::<f32>()
+                .as_slice::<f32>()
+                .expect("converted to f32")[0],
+        );
+        let grads = GradientsParams::from_grads(loss.backward(), &net);
+        let mut reader = Reader {
+            path: Vec::new(),
+            slots: Vec::new(),
+            values: Vec::with_capacity(self.count),
+            grads: Some(grads),
+            count: 0,
+        };
+        net.visit(&mut reader);
+        Ok(BatchGradient {
+            grad: reader.values,
+            loss_sum,
+        })
+    }
+
+    /// Parameters of a burn module in layout order.
+    pub(super) fn flatten(&self, net: &Net) -> Vec<f64> {
+        let mut reader = Reader {
+            path: Vec::new(),
+            slots: Vec::new(),
+            values: Vec::with_capacity(self.count),
+            grads: None,
+            count: 0,
+        };
+        net.visit(&mut reader);
+        reader.values
+    }
+
+    /// P(class 1) of each image at `params` (no gradient).
+    pub fn predict(&self, params: &[f64], pixels: &[f32]) -> Result<Vec<f32>, CnnError> {
+        let per_image = self.config.side * self.config.side;
+        let n = pixels.len() / per_image;
+        self.check(pixels.len(), n, n)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let device = Device::flex();
+        let net = self.module(params, &device)?;
+        let p = sigmoid(net.forward(self.images(pixels, n, &device), &self.config));
+        Ok(p.into_data()
+            .convert::<f32>()
+            .as_slice::<f32>()
+            .expect("converted to f32")
+            .to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> CnnNet {
+        CnnNet::new(CnnConfig {
+            side: 8,
+            kernel: 3,
+            filters: [2, 3, 4],
+            pool_after: [true, true, false],
+            lstm_hidden: 3,
+        })
+    }
+
+    fn batch(n: usize, side: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let pixels = (0..n * side * side)
+            .map(|i| ((i * 37 % 101) as f32) / 101.0)
+            .collect();
+        let labels = (0..n).map(|i| (i % 2) as f32).collect();
+        let weights = (0..n).map(|i| 1.0 + i as f32 * 0.5).collect();
+        (pixels, labels, weights)
+    }
+
+    #[test]
+    fn layout_covers_the_vector_and_names_the_tensors() {
+        let net = tiny();
+        let total: usize = net
+            .layout()
+            .iter()
+            .map(|s| s.shape.iter().product::<usize>())
+            .sum();
+        assert_eq!(total, net.param_count());
+        assert_eq!(net.layout()[0].name, "conv1.weight");
+        assert_eq!(net.layout()[0].shape, vec![2, 1, 3, 3]);
+        assert!(net.layout().iter().any(|s| s.name.starts_with("lstm.")));
+        assert_eq!(net.layout().last().map(|s| s.name.as_str()), Some("head.bias"));
+        // the pneumonia net: convolutions 832 + 51,264 + 204,928, the LSTM's
+        // four gates 4 × (128·64 + 64 + 64·64 + 64) = 49,664, the head 65
+        let real = CnnNet::new(CnnConfig::pneumonia());
+        let names: Vec<&str> = real.layout().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(real.param_count(), 306_753, "{names:?}");
+    }
+
+    #[test]
+    fn init_is_seeded() {
+        let net = tiny();
+        let a = net.init_params(7);
+        assert_eq!(a, net.init_params(7));
+        assert_ne!(a, net.init_params(8));
+        assert_eq!(a.len(), net.param_count());
+    }
+
+    #[test]
+    fn gradient_matches_finite_differences() {
+        let net = tiny();
+        let params = net.init_params(3);
+        let (x, y, w) = batch(3, 8);
+        let g = net.gradient(&params, &x, &y, &w).expect("batch fits");
+        // a few coordinates of every tensor
+        for slot in net.layout() {
+            let len: usize = slot.shape.iter().product();
+            for k in [0, len / 2, len - 1] {
+                let j = slot.offset + k;
+                // small: a larger step crosses ReLU and max-pool kinks
+                let h = 1e-3;
+                let mut up = params.clone();
+                up[j] += h;
+                let mut down = params.clone();
+                down[j] -= h;
+                let fd = (net.gradient(&up, &x, &y, &w).expect("fits").loss_sum
+                    - net.gradient(&down, &x, &y, &w).expect("fits").loss_sum)
+                    / (2.0 * h);
+                let tolerance = 1e-3 + 0.05 * fd.abs().max(g.grad[j].abs());
+                assert!(
+                    (fd - g.grad[j]).abs() < tolerance,
+                    "{} [{k}]: finite difference {fd}, gradient {}",
+                    slot.name,
+                    g.grad[j]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn repeated_and_other_thread_calls_are_bit_identical() {
+        let net = tiny();
+        let params = net.init_params(5);
+        let (x, y, w) = batch(4, 8);
+        let a = net.gradient(&params, &x, &y, &w).expect("fits");
+        let b = net.gradient(&params, &x, &y, &w).expect("fits");
+        assert_eq!(a, b);
+        let threads_before = std::fs::read_dir("/proc/self/task").map(|d| d.count()).ok();
+        let (net2, p2, x2, y2, w2) = (net.clone(), params.clone(), x.clone(), y.clone(), w.clone());
+        let c = std::thread::spawn(move || net2.gradient(&p2, &x2, &y2, &w2).expect("fits"))
+            .join()
+            .expect("thread");
+        assert_eq!(a, c);
+        let _ = net.gradient(&params, &x, &y, &w);
+        let threads_after = std::fs::read_dir("/proc/self/task").map(|d| d.count()).ok();
+        // other tests run beside this one, so only "no pool of threads appeared"
+        if let (Some(before), Some(after)) = (threads_before, threads_after) {
+            assert!(after <= before + 4, "burn started threads: {before} -> {after}");
+        }
+    }
+
+    #[test]
+    fn weights_scale_each_image() {
+        let net = tiny();
+        let params = net.init_params(1);
+        let (x, y, _) = batch(2, 8);
+        let one = net.gradient(&params, &x, &y, &[1.0, 0.0]).expect("fits");
+        let two = net.gradient(&params, &x, &y, &[2.0, 0.0]).expect("fits");
+        assert!((two.loss_sum - 2.0 * one.loss_sum).abs() < 1e-5 * one.loss_sum.abs().max(1.0));
+        let both = net.gradient(&params, &x, &y, &[1.0, 1.0]).expect("fits");
+        let other = net.gradient(&params, &x, &y, &[0.0, 1.0]).expect("fits");
+        assert!((both.loss_sum - one.loss_sum - other.loss_sum).abs() < 1e-5);
+    }
+
+    #[test]
+    fn predictions_are_probabilities_and_bad_batches_are_refused() {
+        let net = tiny();
+        let params = net.init_params(2);
+        let (x, _, _) = batch(3, 8);
+        let p = net.predict(&params, &x).expect("fits");
+        assert_eq!(p.len(), 3);
+        assert!(p.iter().all(|&q| (0.0..=1.0).contains(&q)));
+        let err = net
+            .gradient(&params, &x[..10], &[1.0], &[1.0])
+            .expect_err("10 pixels are not an 8 × 8 image");
+        assert!(err.to_string().contains("needs 64 pixels"), "{err}");
+        assert!(net.gradient(&params[1..], &x, &[0.0; 3], &[1.0; 3]).is_err());
+    }
+}
