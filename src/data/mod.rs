@@ -4,6 +4,7 @@
 //! Most callers use [`load_dataset`] and then [`Partitioning`].
 
 pub mod features;
+pub mod fetch;
 pub mod images;
 pub mod npz;
 pub mod partition;

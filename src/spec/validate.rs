@@ -68,7 +68,7 @@ impl ModelDefaults {
 /// "dataset file … does not exist", with the command that fetches it when
 /// forestall knows one.
 fn missing_dataset_message(path: &Path) -> String {
-    match fetch_hint(path) {
+    match crate::data::fetch::fetch_hint(path) {
         Some(command) => format!(
             "dataset file {} does not exist; `{command}` fetches it",
             path.display()
@@ -76,9 +76,6 @@ fn missing_dataset_message(path: &Path) -> String {
         None => format!("dataset file {} does not exist", path.display()),
     }
 }
-
-// TEMP until data::fetch lands
-fn fetch_hint(_: &Path) -> Option<String> { None }
 
 const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
 

@@ -14,6 +14,7 @@
 pub mod cnn;
 pub mod logistic;
 pub mod optim;
+pub mod softmax;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -115,12 +116,6 @@ pub fn load_workload(plan: &JobPlan) -> Result<Arc<dyn Workload>, DataError> {
             &plan.data.path,
             *class_weighting,
         )?),
-        other => {
-            return Err(DataError::Unfit {
-                path: plan.data.path.clone(),
-                kind: other.kind(),
-                problem: "not wired yet".into(),
-            })
-        }
+        ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(&plan.data)?),
     })
 }
