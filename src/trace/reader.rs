@@ -22,7 +22,7 @@ use super::error::{Result, TraceError};
 use super::record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
 use super::schema::{
     TraceTable, JOB_ID_COLUMN, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
-    META_SEED, META_TABLE, SCHEMA_VERSION,
+    META_SEED, META_TABLE, OLDEST_READABLE_VERSION, SCHEMA_VERSION,
 };
 use super::writer::{is_part_file_name, TraceStamp};
 
@@ -201,12 +201,12 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
     let file = File::open(path).map_err(TraceError::io(path))?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(TraceError::parquet(path))?;
-    let stamp = read_stamp(
+    let (stamp, version) = read_stamp(
         path,
         table,
         builder.metadata().file_metadata().key_value_metadata(),
     )?;
-    let expected = table.schema();
+    let expected = table.schema_of_version(version);
     let roots = check_columns(path, &expected, builder.schema())?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
@@ -243,7 +243,12 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
 }
 
 /// Checks the metadata of a file read as `table` and returns its stamp.
-fn read_stamp(path: &Path, table: TraceTable, kv: Option<&Vec<KeyValue>>) -> Result<TraceStamp> {
+/// The part's stamp and its schema version (one this build reads).
+fn read_stamp(
+    path: &Path,
+    table: TraceTable,
+    kv: Option<&Vec<KeyValue>>,
+) -> Result<(TraceStamp, u32)> {
     let get = |key: &'static str| -> Result<&str> {
         kv.into_iter()
             .flatten()
@@ -265,7 +270,7 @@ fn read_stamp(path: &Path, table: TraceTable, kv: Option<&Vec<KeyValue>>) -> Res
         .trim()
         .parse()
         .map_err(|_| bad(META_SCHEMA_VERSION, version))?;
-    if found != SCHEMA_VERSION {
+    if !(OLDEST_READABLE_VERSION..=SCHEMA_VERSION).contains(&found) {
         return Err(TraceError::SchemaVersion {
             path: path.into(),
             found,
@@ -281,12 +286,13 @@ fn read_stamp(path: &Path, table: TraceTable, kv: Option<&Vec<KeyValue>>) -> Res
         });
     }
     let seed = get(META_SEED)?;
-    Ok(TraceStamp {
+    let stamp = TraceStamp {
         job_id: get(META_JOB_ID)?.to_string(),
         git_revision: get(META_GIT_REVISION)?.to_string(),
         plan_hash: get(META_PLAN_HASH)?.to_string(),
         seed: seed.trim().parse().map_err(|_| bad(META_SEED, seed))?,
-    })
+    };
+    Ok((stamp, found))
 }
 
 /// Checks that every column of `expected` is in `found` with the same type and
@@ -499,6 +505,30 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
     let units = c.u32("units")?;
     let rows = c.u64("rows")?;
     let dropped = c.utf8("dropped_partitions")?;
+    // Version 2 files have neither column: logistic regression, no metrics.
+    let workload = match c.batch.column_by_name("workload") {
+        Some(_) => Some(c.utf8("workload")?),
+        None => None,
+    };
+    let metrics = match c.batch.column_by_name("test_metrics") {
+        Some(_) => Some(c.column::<StringArray>("test_metrics", DataType::Utf8)?),
+        None => None,
+    };
+    let mut test_metrics = Vec::with_capacity(c.len());
+    for i in 0..c.len() {
+        let parsed = match metrics {
+            Some(m) if m.is_valid(i) => serde_json::from_str(m.value(i)).map_err(|_| {
+                TraceError::BadValue {
+                    path: c.path.into(),
+                    column: "test_metrics".into(),
+                    value: m.value(i).to_owned(),
+                }
+            })?,
+            _ => std::collections::BTreeMap::new(),
+        };
+        test_metrics.push(parsed);
+    }
+    let mut test_metrics = test_metrics.into_iter();
     Ok((0..c.len())
         .map(|i| IterationRecord {
             iteration: iteration.value(i),
@@ -515,8 +545,8 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
             units: units.value(i),
             rows: rows.value(i),
             dropped_partitions: dropped.value(i).to_owned(),
-            workload: "logistic".to_owned(),
-            test_metrics: Default::default(),
+            workload: workload.map_or_else(|| "logistic".to_owned(), |w| w.value(i).to_owned()),
+            test_metrics: test_metrics.next().unwrap_or_default(),
         })
         .collect())
 }
@@ -764,39 +794,96 @@ mod tests {
 
     #[test]
     fn other_schema_version_is_rejected() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let mut metadata = stamp_metadata(TraceTable::Units, &stamp("job"));
+        for version in [1u32, 4] {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let mut metadata = stamp_metadata(TraceTable::Units, &stamp("job"));
+            for kv in &mut metadata {
+                if kv.key == META_SCHEMA_VERSION {
+                    kv.value = Some(version.to_string());
+                }
+            }
+            write_units_part(
+                tmp.path(),
+                "part-p000-00000.parquet",
+                &sample_units_batch(),
+                metadata,
+            );
+            let path = tmp.path().join("units/part-p000-00000.parquet");
+
+            let err = read_trace_dir(tmp.path()).expect_err("unsupported version");
+            assert!(
+                matches!(err, TraceError::SchemaVersion { found, expected: 3, .. } if found == version),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "trace schema version {version} of {} is not supported (this build reads versions 2 to 3)",
+                    path.display()
+                )
+            );
+        }
+    }
+
+    fn write_iterations_part(dir: &Path, batch: &RecordBatch, version: u32) {
+        let mut metadata = stamp_metadata(TraceTable::Iterations, &stamp("job"));
         for kv in &mut metadata {
             if kv.key == META_SCHEMA_VERSION {
-                kv.value = Some("1".to_string());
+                kv.value = Some(version.to_string());
             }
         }
-        write_units_part(
-            tmp.path(),
-            "part-p000-00000.parquet",
-            &sample_units_batch(),
-            metadata,
-        );
-        let path = tmp.path().join("units/part-p000-00000.parquet");
+        let table_dir = dir.join("iterations");
+        fs::create_dir_all(&table_dir).expect("mkdir");
+        write_parquet(&table_dir.join("part-p000-00000.parquet"), batch, metadata)
+            .expect("write part");
+    }
 
-        let err = read_trace_dir(tmp.path()).expect_err("version 1");
-        assert!(
-            matches!(
-                err,
-                TraceError::SchemaVersion {
-                    found: 1,
-                    expected: 2,
-                    ..
-                }
-            ),
-            "{err:?}"
+    #[test]
+    fn workload_and_metrics_round_trip_and_version_2_reads_as_logistic() {
+        let mut record = iteration(0, Some(1));
+        record.workload = "cnn".into();
+        record.test_metrics.insert("auc".into(), 0.93);
+        let batch = iterations_batch("job", &[record.clone()]).expect("batch");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        write_iterations_part(tmp.path(), &batch, 3);
+        let set = read_trace_dir(tmp.path()).expect("reads");
+        assert_eq!(set.iterations, vec![record.clone()]);
+
+        // a version-2 file: no workload, no test_metrics
+        let keep: Vec<usize> = (0..batch.num_columns())
+            .filter(|&i| {
+                !crate::trace::schema::ADDED_IN_V3
+                    .contains(&batch.schema().field(i).name().as_str())
+            })
+            .collect();
+        let old = batch.project(&keep).expect("project");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        write_iterations_part(tmp.path(), &old, 2);
+        let set = read_trace_dir(tmp.path()).expect("version 2 reads");
+        assert_eq!(set.iterations[0].workload, "logistic");
+        assert!(set.iterations[0].test_metrics.is_empty());
+        // a version-3 file without them is incomplete
+        let tmp = tempfile::tempdir().expect("tempdir");
+        write_iterations_part(tmp.path(), &old, 3);
+        let err = read_trace_dir(tmp.path()).expect_err("v3 needs workload");
+        assert!(matches!(&err, TraceError::MissingColumn { column, .. } if column == "workload"), "{err:?}");
+    }
+
+    #[test]
+    fn malformed_metrics_are_named() {
+        let batch = iterations_batch("job", &[iteration(0, Some(1))]).expect("batch");
+        let bad = replace_column(
+            &batch,
+            "test_metrics",
+            Field::new("test_metrics", DataType::Utf8, true),
+            Arc::new(arrow_array::StringArray::from(vec![Some("{auc: oops")])),
         );
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "trace schema version 1 of {} is not supported (expected 2)",
-                path.display()
-            )
+        let tmp = tempfile::tempdir().expect("tempdir");
+        write_iterations_part(tmp.path(), &bad, 3);
+        let err = read_trace_dir(tmp.path()).expect_err("bad json");
+        assert!(
+            err.to_string().contains("column test_metrics of") && err.to_string().contains("{auc: oops"),
+            "{err}"
         );
     }
 

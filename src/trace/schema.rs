@@ -16,7 +16,12 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`]. Readers reject files with any other version.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The oldest version readers still take: version 2 lacks the iteration
+/// table's `workload` and `test_metrics` (it only ever held logistic
+/// regression runs and imports); they read as `logistic` and no metrics.
+pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 /// Name of the per-unit table and of its subdirectory.
 pub const UNITS_TABLE: &str = "units";
@@ -173,7 +178,31 @@ pub fn iteration_schema() -> SchemaRef {
         required("units", UInt32),
         required("rows", UInt64),
         required("dropped_partitions", Utf8),
+        required("workload", Utf8),
+        optional("test_metrics", Utf8),
     ]))
+}
+
+/// Columns added in version 3 (all in the iterations table).
+pub const ADDED_IN_V3: &[&str] = &["workload", "test_metrics"];
+
+impl TraceTable {
+    /// The schema a file of `version` has (versions 2 and 3 differ only in
+    /// the iterations table's [`ADDED_IN_V3`] columns).
+    pub fn schema_of_version(self, version: u32) -> SchemaRef {
+        let schema = self.schema();
+        if version >= 3 {
+            return schema;
+        }
+        Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .filter(|f| !ADDED_IN_V3.contains(&f.name().as_str()))
+                .map(|f| f.as_ref().clone())
+                .collect::<Vec<_>>(),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -248,7 +277,7 @@ mod tests {
         assert_eq!(nullable(&worker_schema()), ["predicted_unit_us"]);
         assert_eq!(
             nullable(&iteration_schema()),
-            ["test_loss", "test_accuracy", "laggard"]
+            ["test_loss", "test_accuracy", "laggard", "test_metrics"]
         );
     }
 

@@ -339,6 +339,14 @@ pub(crate) fn iterations_batch(
             Arc::new(StringArray::from_iter_values(
                 records.iter().map(|r| r.dropped_partitions.as_str()),
             )),
+            Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.workload.as_str()),
+            )),
+            Arc::new(StringArray::from_iter(records.iter().map(|r| {
+                (!r.test_metrics.is_empty()).then(|| {
+                    serde_json::to_string(&r.test_metrics).expect("a map of numbers serialises")
+                })
+            }))),
         ],
     )
 }

@@ -167,7 +167,10 @@ mod tests {
     #[test]
     fn zero_parameters_cost_ln_k_per_row() {
         let (f, y) = rows();
-        let source = LabelledRows { features: &f, labels: &y };
+        let source = LabelledRows {
+            features: &f,
+            labels: &y,
+        };
         let g = unit_gradient(&source, &[0.0; 6], &[0, 1, 2], 3);
         assert!((g.loss_sum - 3.0 * 3f64.ln()).abs() < 1e-12);
         // bias gradient of class k: Σ_r (1/3 − [y_r = k]) = 0 for every class
@@ -181,7 +184,10 @@ mod tests {
     #[test]
     fn gradient_matches_finite_differences() {
         let (f, y) = rows();
-        let source = LabelledRows { features: &f, labels: &y };
+        let source = LabelledRows {
+            features: &f,
+            labels: &y,
+        };
         let w = [0.1, -0.3, 0.25, 0.5, -0.2, 0.05];
         let g = unit_gradient(&source, &w, &[0, 1, 2], 3);
         for j in 0..6 {
@@ -198,13 +204,42 @@ mod tests {
     }
 
     #[test]
+    fn units_add_up_in_any_split() {
+        let (f, y) = rows();
+        let source = LabelledRows {
+            features: &f,
+            labels: &y,
+        };
+        let w = [0.1, -0.3, 0.25, 0.5, -0.2, 0.05];
+        let whole = unit_gradient(&source, &w, &[0, 1, 2], 3);
+        let a = unit_gradient(&source, &w, &[0, 2], 3);
+        let b = unit_gradient(&source as &dyn RowSource, &w, &[1], 3);
+        assert!((a.loss_sum + b.loss_sum - whole.loss_sum).abs() < 1e-12);
+        for j in 0..6 {
+            assert!((a.grad[j] + b.grad[j] - whole.grad[j]).abs() < 1e-12);
+        }
+        // every row's class probabilities sum to one, so each feature's
+        // gradient summed over the classes is zero
+        for j in 0..2 {
+            let s: f64 = (0..3).map(|k| whole.grad[k * 2 + j]).sum();
+            assert!(s.abs() < 1e-12, "feature {j}: {s}");
+        }
+    }
+
+    #[test]
     fn huge_scores_stay_finite_and_predict_the_argmax() {
         let (f, y) = rows();
-        let source = LabelledRows { features: &f, labels: &y };
+        let source = LabelledRows {
+            features: &f,
+            labels: &y,
+        };
         let w = [800.0, 0.0, -800.0, 0.0, 0.0, 0.0];
         let g = unit_gradient(&source, &w, &[0, 1, 2], 3);
         assert!(g.loss_sum.is_finite() && g.grad.iter().all(|x| x.is_finite()));
         let e = evaluate(&source, &w, &[0, 1, 2], 3);
-        assert!((e.accuracy - 1.0 / 3.0).abs() < 1e-12, "only row 0 is class 0");
+        assert!(
+            (e.accuracy - 1.0 / 3.0).abs() < 1e-12,
+            "only row 0 is class 0"
+        );
     }
 }

@@ -27,13 +27,18 @@ pub fn adult() -> Arc<dyn Workload> {
 
 /// Runs `plan` on the Adult data with its trace in `dir`.
 pub fn run_in(plan: &JobPlan, dir: &Path) -> RunOutput {
+    run_workload_in(plan, adult(), dir)
+}
+
+/// Runs `plan` on `workload` with its trace in `dir`.
+pub fn run_workload_in(plan: &JobPlan, workload: Arc<dyn Workload>, dir: &Path) -> RunOutput {
     let stamp = TraceStamp {
         job_id: plan.name.clone(),
         git_revision: "test".into(),
         plan_hash: plan.hash(),
         seed: plan.seed,
     };
-    run_job(plan, adult(), dir, stamp, None).expect("run succeeds")
+    run_job(plan, workload, dir, stamp, None).expect("run succeeds")
 }
 
 /// Runs `plan` with its trace in a throw-away directory.

@@ -12,3 +12,4 @@ mod proactive;
 mod trace;
 mod training;
 mod whatif;
+mod workloads;

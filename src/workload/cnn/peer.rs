@@ -31,6 +31,11 @@ pub struct PlainBurnRun {
 /// gradient of the sum because differentiation is linear. Each unit's loss is
 /// divided by the step's image count before its backward, so the accumulated
 /// gradient is that of the mean.
+///
+/// # Panics
+/// If `init` is not `net.param_count()` long or an index lies beyond the
+/// images of `pixels`, `labels` or `weights`: the caller builds both from the
+/// same net and data, so either is a broken invariant, not bad user input.
 pub fn train_plain_burn(
     net: &CnnNet,
     init: &[f64],

@@ -1,0 +1,307 @@
+//! Every workload behind the seam: the CNN on chest X-rays and softmax
+//! regression on MNIST train data-parallel under the policies, keep BSP's
+//! bit-identical parameters, and refuse bad data by name.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use forestall::trace::read_trace_dir;
+use forestall::workload::cnn::reference::burn_reference;
+use forestall::workload::{load_workload, Workload};
+
+use crate::common::{forestall, plan, run_workload_in, shared};
+
+/// A small CNN job: 4 partitions × 1 unit of 8 images, 3 iterations, worker 1
+/// persistently 4× slower (paced at 4 ms per image) so peers move its units.
+fn cnn_job(npz: &Path, workers: u32, policy: &str) -> String {
+    let straggler = if workers > 1 {
+        "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 4.0"
+    } else {
+        ""
+    };
+    format!(
+        r#"
+[job]
+name = "cnn-small"
+iterations = 3
+seed = 5
+[data]
+path = "{}"
+partitions = 4
+units_per_partition = 1
+batch_fraction = 0.0083
+[model]
+kind = "cnn"
+eval_every = 100
+[workers]
+count = {workers}
+pace_ns_per_row = 4000000
+{straggler}
+[policy]
+name = "{policy}"
+"#,
+        npz.display()
+    )
+}
+
+fn pneumonia() -> Option<PathBuf> {
+    shared("datasets/pneumoniamnist.npz")
+}
+
+/// The CNN workload on PneumoniaMNIST, loaded once.
+fn cnn(npz: &Path) -> Arc<dyn Workload> {
+    static CNN: OnceLock<Arc<dyn Workload>> = OnceLock::new();
+    Arc::clone(CNN.get_or_init(|| {
+        load_workload(&plan(&cnn_job(npz, 1, "bsp"))).expect("PneumoniaMNIST loads")
+    }))
+}
+
+#[test]
+fn cnn_parameters_are_bit_identical_across_workers_and_policies() {
+    let Some(npz) = pneumonia() else { return };
+    let workload = cnn(&npz);
+    assert_eq!(workload.kind(), "cnn");
+    assert_eq!(workload.data().train.len(), 3882);
+    assert_eq!(workload.data().test.len(), 624);
+    let dir = tempfile::tempdir().expect("dir");
+    let reference = run_workload_in(
+        &plan(&cnn_job(&npz, 1, "bsp")),
+        Arc::clone(&workload),
+        dir.path(),
+    );
+    for policy in ["bsp", "rapid-reassign", "speculate", "proactive", "forestall"] {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = run_workload_in(
+            &plan(&cnn_job(&npz, 2, policy)),
+            Arc::clone(&workload),
+            dir.path(),
+        );
+        assert_eq!(out.digest, reference.digest, "{policy} at W = 2 vs bsp at W = 1");
+        // exactly once: every (iteration, unit) counted once in the reduction,
+        // whoever computed it
+        let trace = read_trace_dir(dir.path()).expect("trace reads");
+        assert_eq!(trace.iterations.len(), 3);
+        assert!(trace.iterations.iter().all(|r| r.workload == "cnn"));
+        let evaluated = &trace.iterations[0];
+        assert!(evaluated.test_metrics.contains_key("auc"), "{evaluated:?}");
+    }
+    assert!(reference.eval.metrics.contains_key("auc"));
+}
+
+/// The peer check: W = 1 under `bsp` against a plain burn loop (burn's own
+/// Adam, no timely) over the same units in the same order.
+#[test]
+fn cnn_loss_curve_matches_a_plain_burn_loop() {
+    let Some(npz) = pneumonia() else { return };
+    let p = plan(&cnn_job(&npz, 1, "bsp").replace("pace_ns_per_row = 4000000", ""));
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run_workload_in(&p, cnn(&npz), dir.path());
+    let burn = burn_reference(&p).expect("reference runs");
+    assert_eq!(burn.train_loss.len(), out.iterations.len());
+    for (t, (ours, theirs)) in out
+        .iterations
+        .iter()
+        .map(|r| r.train_loss)
+        .zip(&burn.train_loss)
+        .enumerate()
+    {
+        assert!(
+            (ours - theirs).abs() < 1e-4 * theirs.abs(),
+            "iteration {t}: forestall {ours} vs plain burn {theirs}"
+        );
+    }
+    let drift = out
+        .params
+        .iter()
+        .zip(&burn.params)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(drift < 1e-4, "parameters drift {drift} from burn's (f64 vs f32 Adam)");
+}
+
+#[test]
+fn softmax_on_mnist_reaches_the_target_accuracy() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist.parquet");
+    if !path.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing: .ci/run fetches it (forestall data fetch mnist)",
+            path.display()
+        );
+        eprintln!("note: skipping, run `forestall data fetch mnist` first");
+        return;
+    }
+    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/mnist-softmax.toml");
+    let text = std::fs::read_to_string(&job).expect("pipeline");
+    let spec = forestall::spec::parse_job(&text, Some(&job)).expect("parses");
+    let p = forestall::spec::validate(&spec, &text, Some(&job)).expect("valid");
+    let workload = load_workload(&p).expect("MNIST loads");
+    assert_eq!(workload.kind(), "softmax");
+    assert_eq!(workload.param_count(), 10 * workload.data().dims());
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run_workload_in(&p, Arc::clone(&workload), dir.path());
+    assert!(out.eval.accuracy >= 0.85, "test accuracy {}", out.eval.accuracy);
+    let one = forestall::spec::validate(
+        &spec,
+        &text,
+        Some(&job),
+    )
+    .map(|mut p| {
+        p.workers = 1;
+        p
+    })
+    .expect("valid");
+    let dir = tempfile::tempdir().expect("dir");
+    assert_eq!(
+        run_workload_in(&one, workload, dir.path()).digest,
+        out.digest,
+        "W = 1 and W = 2 train the same parameters"
+    );
+}
+
+/// `.npy` bytes of `descr` with `shape` and raw `data`.
+fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}\n");
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}
+
+/// An .npz with train and test splits of `n` images of `side` × `side`.
+fn images_npz(path: &Path, side: usize, labels: &[u8], pixels: Option<Vec<u8>>) {
+    let n = labels.len();
+    let file = std::fs::File::create(path).expect("create");
+    let mut zip = zip::ZipWriter::new(file);
+    let options = zip::write::FileOptions::default();
+    let pixels = pixels.unwrap_or_else(|| (0..n * side * side).map(|i| (i % 251) as u8).collect());
+    for split in ["train", "test"] {
+        zip.start_file(format!("{split}_images.npy"), options).expect("entry");
+        zip.write_all(&npy("|u1", &[n, side, side], &pixels)).expect("write");
+        zip.start_file(format!("{split}_labels.npy"), options).expect("entry");
+        zip.write_all(&npy("|u1", &[n, 1], labels)).expect("write");
+    }
+    zip.finish().expect("finish");
+}
+
+/// Runs `forestall run` on a CNN job over `data` in a fresh directory and
+/// checks it fails with exit 2, a message containing `expected`, and no output.
+fn refused(data: &Path, kind: &str, expected: &str) {
+    refused_with(data, kind, "", expected);
+}
+
+/// As [`refused`], with more `[data]` keys.
+fn refused_with(data: &Path, kind: &str, data_keys: &str, expected: &str) {
+    let dir = tempfile::tempdir().expect("dir");
+    let job = dir.path().join("job.toml");
+    let out = dir.path().join("out");
+    std::fs::write(
+        &job,
+        format!(
+            "[data]\npath = \"{}\"\npartitions = 2\n{data_keys}\n[model]\nkind = \"{kind}\"\n[workers]\ncount = 1\n",
+            data.display()
+        ),
+    )
+    .expect("job");
+    let o = forestall(&[
+        "run",
+        job.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--iterations",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(expected), "expected '{expected}' in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out.exists(), "nothing is written for a refused job");
+}
+
+#[test]
+fn bad_image_files_are_refused_by_name() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    // labels out of range
+    let p = d.join("labels.npz");
+    images_npz(&p, 28, &[0, 1, 2, 1], None);
+    refused(&p, "cnn", "label column 'train_labels' must be binary; row 2 is 2, not a class in 0..2");
+    // image shape other than declared
+    let p = d.join("small.npz");
+    images_npz(&p, 14, &[0, 1, 0, 1], None);
+    refused(&p, "cnn", "train_images has shape [4, 14, 14]; the model expects [n, 28, 28]");
+    // truncated file
+    let p = d.join("truncated.npz");
+    images_npz(&p, 28, &[0, 1, 0, 1], None);
+    let bytes = std::fs::read(&p).expect("read");
+    std::fs::write(&p, &bytes[..bytes.len() / 3]).expect("write");
+    refused(&p, "cnn", "is not a readable .npz (zip) file");
+    // an array missing
+    let p = d.join("missing.npz");
+    {
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&p).expect("create"));
+        zip.start_file("train_images.npy", zip::write::FileOptions::default())
+            .expect("entry");
+        zip.write_all(&npy("|u1", &[1, 28, 28], &[0; 784])).expect("write");
+        zip.finish().expect("finish");
+    }
+    refused(&p, "cnn", "has no array 'train_labels' (arrays: train_images)");
+    // NaN pixels (float images)
+    let p = d.join("nan.npz");
+    {
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&p).expect("create"));
+        let mut values = vec![0.5f32; 2 * 784];
+        values[784 + 3] = f32::NAN;
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        for split in ["train", "test"] {
+            let o = zip::write::FileOptions::default();
+            zip.start_file(format!("{split}_images.npy"), o).expect("entry");
+            zip.write_all(&npy("<f4", &[2, 28, 28], &raw)).expect("write");
+            zip.start_file(format!("{split}_labels.npy"), o).expect("entry");
+            zip.write_all(&npy("|u1", &[2], &[0, 1])).expect("write");
+        }
+        zip.finish().expect("finish");
+    }
+    refused(&p, "cnn", "column 'train_images' row 1 is NaN");
+}
+
+#[test]
+fn a_model_kind_that_does_not_fit_the_data_is_refused() {
+    let adult = crate::common::adult_path();
+    // the CNN reads images, not a table
+    refused(&adult, "cnn", "is not a readable .npz (zip) file");
+    // softmax needs class numbers; Adult's label is text
+    refused_with(
+        &adult,
+        "softmax",
+        "label = \"income\"",
+        "label column 'income' holds text; softmax needs class numbers 0..K-1",
+    );
+    refused(&adult, "softmax", "has no label column 'label'");
+    // logistic regression on images
+    if let Some(npz) = pneumonia() {
+        refused(&npz, "logistic", "is not a readable Parquet file");
+    }
+    // an unknown kind lists the known ones
+    refused(&adult, "resnet", "unknown model 'resnet'; accepted: logistic, softmax, cnn");
+}
+
+#[test]
+fn a_missing_dataset_names_the_fetch_command() {
+    let dir = tempfile::tempdir().expect("dir");
+    refused(
+        &dir.path().join("data/mnist.parquet"),
+        "softmax",
+        "`forestall data fetch mnist` fetches it",
+    );
+    let o = forestall(&["data", "fetch", "cifar"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown dataset 'cifar'; known: adult, bio, mnist"));
+}
