@@ -5,16 +5,22 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 1):
+The checks follow docs/trace-schema.md (schema version 3; parts of version 2,
+which lack `iterations.workload` and `iterations.test_metrics`, are accepted):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 3, the right table, and the same job_id,
-  git_revision, plan_hash and seed as every other part; its `job_id` column
-  holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the CLI
-  writes it) matches the plan_hash;
+  `forestall.*` metadata: schema_version 3 (or 2), the right table, and the same
+  job_id, git_revision, plan_hash and seed as every other part; its `job_id`
+  column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
+  CLI writes it) matches the plan_hash;
 - only the nullable columns hold nulls;
 - `iterations` has one row per iteration 0..n-1;
+- `iterations.workload` is one non-empty name for the whole run, the workload
+  of summary.json and plan.json when those are present;
+- `iterations.test_metrics` is null or a JSON object of metric names (without
+  a `test_` prefix) to numbers or null, never `{}`, and only set in evaluated
+  iterations (where `test_loss` is set);
 - `units` has one row per (iteration, partition, unit), for every partition and
   unit of the plan, except that a speculative `clone` may repeat a unit and the
   units of partitions an iteration dropped (backup workers) may be missing;
@@ -37,6 +43,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 SCHEMA_VERSION = "3"
+# Versions this checker reads; version 2 lacks the columns of ADDED_IN_V3.
+READABLE_VERSIONS = ("2", "3")
+ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -140,15 +149,26 @@ def read_json(path: Path, problems: Problems) -> dict | None:
     return value
 
 
-def check_part(table: str, path: str, problems: Problems) -> dict[str, str] | None:
-    """Checks one part's schema and metadata; returns its stamp."""
+def columns_of(table: str, version: str | None) -> list[tuple[str, pa.DataType, bool]]:
+    """The columns a part of `table` written with schema `version` has."""
+    if version == "2":
+        added = ADDED_IN_V3.get(table, ())
+        return [c for c in COLUMNS[table] if c[0] not in added]
+    return COLUMNS[table]
+
+
+def check_part(table: str, path: str, problems: Problems) -> tuple[dict[str, str], str | None] | None:
+    """Checks one part's schema and metadata; returns its stamp and schema version."""
     try:
         footer = pq.ParquetFile(path)
         schema = footer.schema_arrow
     except Exception as e:  # pyarrow raises several kinds for a broken file
         problems.add(f"{path}: not a readable Parquet file ({e})")
         return None
-    for name, dtype, _ in COLUMNS[table]:
+    raw = footer.metadata.metadata or {}  # the file footer's key-value metadata
+    meta = {k.decode(): v.decode(errors="replace") for k, v in raw.items()}
+    version = meta.get("forestall.schema_version")
+    for name, dtype, _ in columns_of(table, version):
         idx = schema.get_field_index(name)
         if idx < 0:
             problems.add(f"{path}: column `{name}` is missing")
@@ -156,14 +176,12 @@ def check_part(table: str, path: str, problems: Problems) -> dict[str, str] | No
             problems.add(
                 f"{path}: column `{name}` has type {schema.field(idx).type}, expected {dtype}"
             )
-    raw = footer.metadata.metadata or {}  # the file footer's key-value metadata
-    meta = {k.decode(): v.decode(errors="replace") for k, v in raw.items()}
-    version = meta.get("forestall.schema_version")
     if version is None:
         problems.add(f"{path}: no `forestall.schema_version` metadata")
-    elif version != SCHEMA_VERSION:
+    elif version not in READABLE_VERSIONS:
         problems.add(
-            f"{path}: forestall.schema_version is {version!r}, this checker reads {SCHEMA_VERSION!r}"
+            f"{path}: forestall.schema_version is {version!r}, this checker reads "
+            f"{' and '.join(READABLE_VERSIONS)}"
         )
     if meta.get("forestall.table") != table:
         problems.add(
@@ -179,7 +197,7 @@ def check_part(table: str, path: str, problems: Problems) -> dict[str, str] | No
     seed = stamp.get("seed")
     if seed is not None and not (seed.isdigit() and int(seed) < 2**64):
         problems.add(f"{path}: forestall.seed {seed!r} is not a decimal u64")
-    return stamp
+    return stamp, version
 
 
 def check_job_id_column(path: str, stamp: dict[str, str], problems: Problems) -> None:
@@ -196,7 +214,9 @@ def check_job_id_column(path: str, stamp: dict[str, str], problems: Problems) ->
         )
 
 
-def load_table(trace: Path, table: str, problems: Problems, stamps: dict) -> pa.Table | None:
+def load_table(
+    trace: Path, table: str, problems: Problems, stamps: dict, versions: set
+) -> pa.Table | None:
     directory = trace / table
     if not directory.is_dir():
         problems.add(f"{directory}: table directory is missing")
@@ -207,16 +227,25 @@ def load_table(trace: Path, table: str, problems: Problems, stamps: dict) -> pa.
         problems.add(f"{directory}: no part files")
         return None
     before = len(problems.items)
+    table_versions = set()
     for path in files:
-        stamp = check_part(table, path, problems)
-        if stamp is not None:
+        checked = check_part(table, path, problems)
+        if checked is not None:
+            stamp, version = checked
             stamps[path] = stamp
+            table_versions.add(version)
             check_job_id_column(path, stamp, problems)
     if len(problems.items) > before:
         return None  # the schema is wrong; row checks would only add noise
-    names = [name for name, _, _ in COLUMNS[table]]
-    result = ds.dataset(files, format="parquet").to_table(columns=names)
-    for name, _, nullable in COLUMNS[table]:
+    versions |= table_versions
+    # The columns every part has: without version 3's if any part is version 2.
+    columns = columns_of(table, "2" if "2" in table_versions else SCHEMA_VERSION)
+    names = [name for name, _, _ in columns]
+    # The dataset's schema is the first part's; give the common one so a
+    # version-2 part does not fail for lacking a version-3 column.
+    common = pa.schema([pa.field(name, dtype) for name, dtype, _ in columns])
+    result = ds.dataset(files, schema=common, format="parquet").to_table(columns=names)
+    for name, _, nullable in columns:
         nulls = result.column(name).null_count
         if nulls and not nullable:
             problems.add(f"{table}: column `{name}` is not nullable but holds {nulls} nulls")
@@ -230,6 +259,63 @@ def duplicates(table: pa.Table, keys: list[str]) -> tuple[int, list[dict]]:
     return dup.num_rows, dup.slice(0, 3).to_pylist()
 
 
+def check_workload(
+    iterations: pa.Table, plan: dict | None, summary: dict | None, problems: Problems
+) -> str | None:
+    """One workload name for the run, agreeing with plan.json and summary.json."""
+    if "workload" not in iterations.column_names:
+        return None  # version 2
+    names = pc.unique(iterations.column("workload").drop_null()).to_pylist()
+    if len(names) != 1 or not names[0]:
+        problems.add(f"iterations: workload should be one non-empty name for the run, found {names[:5]}")
+        return None
+    workload = names[0]
+    model = plan.get("model") if plan is not None else None
+    expected = [
+        ("plan.json", model.get("kind") if isinstance(model, dict) else None),
+        ("summary.json", summary.get("workload") if summary is not None else None),
+    ]
+    for source, kind in expected:
+        if kind is not None and kind != workload:
+            problems.add(f"iterations: workload is {workload!r}, {source} says {kind!r}")
+    return workload
+
+
+def reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_test_metrics(iterations: pa.Table, problems: Problems) -> None:
+    """Null or a JSON object of numbers (or null), set only where test_loss is."""
+    if "test_metrics" not in iterations.column_names:
+        return  # version 2
+    bad: list[str] = []
+    for t, loss, text in zip(
+        iterations.column("iteration").to_pylist(),
+        iterations.column("test_loss").to_pylist(),
+        iterations.column("test_metrics").to_pylist(),
+    ):
+        if text is None:
+            continue
+        try:
+            value = json.loads(text, parse_constant=reject_constant)
+        except ValueError as e:
+            bad.append(f"iteration {t}: {text!r} is not JSON ({e})")
+            continue
+        if not isinstance(value, dict) or not value:
+            bad.append(f"iteration {t}: {text!r} is not a non-empty JSON object (null when there are none)")
+            continue
+        for name, number in value.items():
+            if name.startswith("test_"):
+                bad.append(f"iteration {t}: metric {name!r} should not carry the test_ prefix")
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                bad.append(f"iteration {t}: metric {name!r} is {number!r}, not a number")
+        if loss is None:
+            bad.append(f"iteration {t}: test_metrics {text!r} but no test_loss (not evaluated)")
+    if bad:
+        problems.add(f"iterations: {len(bad)} bad test_metrics, e.g. {'; '.join(bad[:3])}")
+
+
 def check_trace(run_dir: Path) -> tuple[Problems, str]:
     problems = Problems()
     trace = run_dir / "trace"
@@ -240,7 +326,8 @@ def check_trace(run_dir: Path) -> tuple[Problems, str]:
     summary = read_json(run_dir / "summary.json", problems)
 
     stamps: dict[str, dict[str, str]] = {}
-    tables = {t: load_table(trace, t, problems, stamps) for t in TABLES}
+    versions: set[str] = set()
+    tables = {t: load_table(trace, t, problems, stamps, versions) for t in TABLES}
 
     # One run per directory: every part carries the same stamp.
     for key in STAMP_KEYS:
@@ -282,8 +369,11 @@ def check_trace(run_dir: Path) -> tuple[Problems, str]:
             if doc is not None and "iterations" in doc and doc["iterations"] != n:
                 problems.add(f"iterations: {n} rows, {source} says {doc['iterations']} iterations")
         laggards = pc.unique(iterations.column("laggard").drop_null()).to_pylist()
+        workload = check_workload(iterations, plan, summary, problems)
+        check_test_metrics(iterations, problems)
     else:
         laggards = []
+        workload = None
 
     n_workers = None
     for source, doc in (("plan.json", plan), ("summary.json", summary)):
@@ -371,9 +461,10 @@ def check_trace(run_dir: Path) -> tuple[Problems, str]:
                 )
 
     rows = {t: (tables[t].num_rows if tables[t] is not None else 0) for t in TABLES}
+    schema = " and ".join(f"v{v}" for v in sorted(versions)) or f"v{SCHEMA_VERSION}"
     ok = (
-        f"OK {run_dir}: job {job_id}, plan {plan_hash[:12]}, seed {stamp.get('seed', '?')}, "
-        f"schema v{SCHEMA_VERSION}; {n} iterations, {n_workers} workers, "
+        f"OK {run_dir}: job {job_id}, workload {workload or '?'}, plan {plan_hash[:12]}, "
+        f"seed {stamp.get('seed', '?')}, schema {schema}; {n} iterations, {n_workers} workers, "
         f"{rows['units']} units, {rows['workers']} worker rows, {len(stamps)} parts"
     )
     return problems, ok

@@ -14,6 +14,7 @@ use std::sync::Arc;
 pub use results::BenchRow;
 pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
+use crate::workload::cnn::reference::burn_reference;
 use crate::workload::{load_workload, Workload};
 use crate::inject::Pattern;
 use crate::report::RunSummary;
@@ -96,11 +97,11 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
             }
         }
         if let Some(r) = &sweep.reference {
-            if r != "plain" {
+            if r != "plain" && r != "burn" {
                 return Err(BenchError::Pipeline {
                     path: path.to_owned(),
                     message: format!(
-                        "sweep '{}': unknown reference '{r}'; accepted: plain",
+                        "sweep '{}': unknown reference '{r}'; accepted: plain, burn (cnn jobs)",
                         sweep.name
                     ),
                 });
@@ -231,6 +232,34 @@ pub fn run_pipeline(
                 ..base.clone()
             };
             first_digest.entry(key.clone()).or_insert(digest);
+            progress(&row);
+            rows.push(row);
+        }
+        if run.burn_reference {
+            let burn = burn_reference(plan).map_err(|source| BenchError::Data {
+                sweep: run.sweep.clone(),
+                source,
+            })?;
+            let mut walls: Vec<f64> = burn
+                .iteration_us
+                .iter()
+                .map(|&u| u as f64 / 1000.0)
+                .collect();
+            let total: f64 = walls.iter().sum();
+            walls.sort_by(f64::total_cmp);
+            let row = BenchRow {
+                kind: "plain-burn".into(),
+                policy: "plain-burn".into(),
+                workers: 1,
+                time_per_iteration_ms: total / plan.iterations as f64,
+                load_ms: burn.load_us as f64 / 1000.0,
+                median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+                test_accuracy: burn.eval.accuracy,
+                // burn's Adam is f32, ours f64: the loss curves agree, the bits do not
+                params_sha256: params_digest(&burn.params),
+                bsp_semantics: false,
+                ..base.clone()
+            };
             progress(&row);
             rows.push(row);
         }

@@ -59,7 +59,9 @@ pub struct SweepSpec {
     pub iterations: Option<u64>,
     /// Paced mode for every run (ns per row).
     pub pace_ns_per_row: Option<u64>,
-    /// `"plain"`: also time the same job in a plain loop without timely.
+    /// `"plain"`: also time the same job in a plain loop without timely;
+    /// `"burn"` (cnn jobs): also train it in a plain burn loop with burn's own
+    /// Adam (the peer check).
     pub reference: Option<String>,
     /// Report time per iteration relative to this sweep's runs with the same
     /// workers.
@@ -83,6 +85,8 @@ pub struct RunSpec {
     pub overrides: Overrides,
     /// Also run the plain loop.
     pub plain_reference: bool,
+    /// Also run the plain burn loop (cnn).
+    pub burn_reference: bool,
     /// Test accuracy whose time to reach is reported.
     pub target_accuracy: Option<f64>,
 }
@@ -131,6 +135,7 @@ impl SweepSpec {
                                         out: None,
                                     },
                                     plain_reference: self.reference.as_deref() == Some("plain"),
+                                    burn_reference: self.reference.as_deref() == Some("burn"),
                                     target_accuracy: self.target_accuracy,
                                 });
                             }

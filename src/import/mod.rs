@@ -10,7 +10,10 @@
 //! Only durations are in these traces. The importer lays iteration t out after
 //! the slowest worker of t − 1 (a BSP reading) so the `*_us` columns are
 //! consistent; `ready_us`, `barrier_wait_us` and the iteration rows follow from
-//! that, `train_loss` and `gt_slowdown` are NaN (unknown), `rows` is 0.
+//! that, `train_loss` and `gt_slowdown` are NaN (unknown), `rows` is 0. The
+//! model is unknown too: an iteration row's `workload` is the format's name
+//! (`alibaba-minibatch`, `bytedance-ops`, as in the job id) and its
+//! `test_metrics` are empty.
 //!
 //! Bad rows (unparsable, NaN, negative) are reported with their line (CSV) or
 //! row group and row (Parquet); [`OnBad`] says whether they reject the file or
@@ -37,12 +40,24 @@ pub enum Format {
 }
 
 impl Format {
-    /// The name on the command line.
+    /// Every format.
+    pub const ALL: [Format; 2] = [Format::AlibabaMinibatch, Format::BytedanceOps];
+
+    /// The name on the command line. It is also the `workload` of the
+    /// imported trace's iteration rows, and starts its job id.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::AlibabaMinibatch => "alibaba-minibatch",
             Format::BytedanceOps => "bytedance-ops",
         }
+    }
+
+    /// The format of an imported trace, from the job id `forestall import`
+    /// stamps it with (`<format>:<file stem>`); `None` for any other job id
+    /// (a run's is `<name>-<plan hash>`).
+    pub fn of_job_id(job_id: &str) -> Option<Format> {
+        let (prefix, _) = job_id.split_once(':')?;
+        Format::ALL.into_iter().find(|f| f.as_str() == prefix)
     }
 }
 
@@ -263,7 +278,8 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             units: rows.len() as u32,
             rows: 0,
             dropped_partitions: String::new(),
-            workload: "imported".into(),
+            // What is known of the workload: which trace it came from.
+            workload: imported.format.as_str().into(),
             test_metrics: Default::default(),
         });
         workers.extend(rows);
@@ -313,5 +329,42 @@ mod tests {
             workers[0].gt_slowdown.is_nan(),
             "no ground truth in a real trace"
         );
+    }
+
+    #[test]
+    fn the_workload_is_the_format_which_starts_the_job_id() {
+        let imported = Imported {
+            source: "trace-AR.parquet".into(),
+            format: Format::BytedanceOps,
+            workers: vec!["0".into()],
+            samples: vec![Sample {
+                iteration: 0,
+                worker: 0,
+                us: 10,
+            }],
+            steps: vec![0],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        };
+        let (_, _, iterations) = records(&imported);
+        assert_eq!(iterations[0].workload, "bytedance-ops");
+        assert!(iterations[0].test_metrics.is_empty());
+
+        for format in Format::ALL {
+            let job_id = format!("{}:job_1_norm", format.as_str());
+            assert_eq!(Format::of_job_id(&job_id), Some(format));
+        }
+        for job_id in [
+            "job-0123456789ab",
+            "alibaba-minibatch",
+            "bytedance:x",
+            ":x",
+            "",
+        ] {
+            assert_eq!(Format::of_job_id(job_id), None, "{job_id}");
+        }
+        // Every format is in ALL.
+        use clap::ValueEnum;
+        assert_eq!(Format::value_variants(), Format::ALL);
     }
 }

@@ -44,15 +44,18 @@ pub enum TraceError {
         #[source]
         source: ArrowError,
     },
-    /// The file's `forestall.schema_version` is not the one this build reads.
-    #[error("trace schema version {found} of {path} is not supported (this build reads versions 2 to {expected})")]
+    /// The file's `forestall.schema_version` is not one this build reads.
+    #[error(
+        "trace schema version {found} of {path} is not supported (this build reads versions {})",
+        list_versions(supported)
+    )]
     SchemaVersion {
         /// The part file.
         path: PathBuf,
         /// Version stamped in the file.
         found: u32,
-        /// [`SCHEMA_VERSION`](super::schema::SCHEMA_VERSION).
-        expected: u32,
+        /// [`READABLE_SCHEMA_VERSIONS`](super::schema::READABLE_SCHEMA_VERSIONS).
+        supported: &'static [u32],
     },
     /// A required key-value metadata entry is absent (not a forestall trace file).
     #[error("{path} has no metadata key {key} (not a forestall trace file?)")]
@@ -120,6 +123,22 @@ pub enum TraceError {
         /// The offending value.
         value: String,
     },
+    /// A row's `test_metrics` is not a JSON object of numbers.
+    #[error("column {column} of {path}, row {row} (iteration {iteration}): {value:?} is not a JSON object of numbers: {reason}")]
+    BadMetrics {
+        /// The part file.
+        path: PathBuf,
+        /// The column.
+        column: &'static str,
+        /// The row, counted from 0 in file order.
+        row: usize,
+        /// The row's iteration.
+        iteration: u64,
+        /// The offending value.
+        value: String,
+        /// What is wrong with it, and where in it.
+        reason: String,
+    },
     /// The file's stamp disagrees with the other parts of the trace directory,
     /// or its `job_id` column disagrees with its `forestall.job_id` metadata.
     #[error("{path} has {key} {found:?}, expected {expected:?}")]
@@ -152,6 +171,18 @@ pub enum TraceError {
         /// The existing part file.
         path: PathBuf,
     },
+}
+
+/// "2 and 3", "2, 3 and 4".
+fn list_versions(versions: &[u32]) -> String {
+    match versions.split_last() {
+        None => "none".to_owned(),
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => {
+            let rest: Vec<String> = rest.iter().map(u32::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
+    }
 }
 
 impl TraceError {

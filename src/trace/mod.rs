@@ -6,6 +6,7 @@
 //! `docs/trace-schema.md`.
 
 pub mod error;
+mod metrics_json;
 pub mod reader;
 pub mod record;
 pub mod schema;
@@ -19,5 +20,5 @@ pub use reader::{
     read_iterations_file, read_trace_dir, read_units_file, read_workers_file, TracePart, TraceSet,
 };
 pub use record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
-pub use schema::{TraceTable, SCHEMA_VERSION};
+pub use schema::{TraceTable, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION};
 pub use writer::{TraceStamp, TraceWriter};

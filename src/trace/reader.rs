@@ -1,16 +1,23 @@
 //! Reads trace part files back into records.
 //!
 //! Every file is checked before its rows are decoded: its
-//! `forestall.schema_version` must be [`SCHEMA_VERSION`], its `forestall.table`
-//! the table it is read as, and every column of the table's
-//! [schema](super::schema) must exist with its type. Extra columns are ignored.
+//! `forestall.schema_version` must be one of [`READABLE_SCHEMA_VERSIONS`], its
+//! `forestall.table` the table it is read as, and every column of the table's
+//! [schema](super::schema) of that version must exist with its type. Extra
+//! columns are ignored.
+//!
+//! A version-2 `iterations` part has no `workload` and no `test_metrics`. Its
+//! rows read with no metrics and with workload `logistic` (the only workload
+//! before version 3), except in a trace `forestall import` wrote, whose job id
+//! `<format>:<file stem>` names the import format: the rows then read with that
+//! format as the workload, as version 3 writes them.
 
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use arrow_schema::{DataType, Schema};
+use arrow_schema::{DataType, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
@@ -19,10 +26,11 @@ use serde::de::IntoDeserializer;
 use serde::Deserialize;
 
 use super::error::{Result, TraceError};
+use super::metrics_json;
 use super::record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
 use super::schema::{
     TraceTable, JOB_ID_COLUMN, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
-    META_SEED, META_TABLE, OLDEST_READABLE_VERSION, SCHEMA_VERSION,
+    META_SEED, META_TABLE, READABLE_SCHEMA_VERSIONS, TEST_METRICS_COLUMN, WORKLOAD_COLUMN,
 };
 use super::writer::{is_part_file_name, TraceStamp};
 
@@ -201,12 +209,11 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
     let file = File::open(path).map_err(TraceError::io(path))?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(TraceError::parquet(path))?;
-    let (stamp, version) = read_stamp(
+    let (stamp, version, expected) = read_stamp(
         path,
         table,
         builder.metadata().file_metadata().key_value_metadata(),
     )?;
-    let expected = table.schema_of_version(version);
     let roots = check_columns(path, &expected, builder.schema())?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
@@ -215,6 +222,7 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
         .map_err(TraceError::parquet(path))?;
 
     let mut records = Vec::new();
+    let mut first_row = 0;
     for batch in reader {
         let batch = batch.map_err(|err| TraceError::Parquet {
             path: path.into(),
@@ -223,7 +231,11 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
         let columns = Columns {
             path,
             batch: &batch,
+            first_row,
+            version,
+            job_id: &stamp.job_id,
         };
+        first_row += batch.num_rows();
         let job_ids = columns.utf8(JOB_ID_COLUMN)?;
         if let Some(other) = job_ids.iter().flatten().find(|id| *id != stamp.job_id) {
             return Err(TraceError::StampMismatch {
@@ -242,13 +254,13 @@ fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<Tra
     })
 }
 
-/// Checks the metadata of a file read as `table` and returns its stamp.
-/// The part's stamp and its schema version (one this build reads).
+/// Checks the metadata of a file read as `table` and returns its stamp, its
+/// schema version and the columns of that version.
 fn read_stamp(
     path: &Path,
     table: TraceTable,
     kv: Option<&Vec<KeyValue>>,
-) -> Result<(TraceStamp, u32)> {
+) -> Result<(TraceStamp, u32, SchemaRef)> {
     let get = |key: &'static str| -> Result<&str> {
         kv.into_iter()
             .flatten()
@@ -270,13 +282,13 @@ fn read_stamp(
         .trim()
         .parse()
         .map_err(|_| bad(META_SCHEMA_VERSION, version))?;
-    if !(OLDEST_READABLE_VERSION..=SCHEMA_VERSION).contains(&found) {
-        return Err(TraceError::SchemaVersion {
+    let schema = table
+        .schema_of_version(found)
+        .ok_or_else(|| TraceError::SchemaVersion {
             path: path.into(),
             found,
-            expected: SCHEMA_VERSION,
-        });
-    }
+            supported: READABLE_SCHEMA_VERSIONS,
+        })?;
     let found_table = get(META_TABLE)?;
     if found_table != table.name() {
         return Err(TraceError::WrongTable {
@@ -292,7 +304,7 @@ fn read_stamp(
         plan_hash: get(META_PLAN_HASH)?.to_string(),
         seed: seed.trim().parse().map_err(|_| bad(META_SEED, seed))?,
     };
-    Ok((stamp, found))
+    Ok((stamp, found, schema))
 }
 
 /// Checks that every column of `expected` is in `found` with the same type and
@@ -325,6 +337,12 @@ fn check_columns(path: &Path, expected: &Schema, found: &Schema) -> Result<Vec<u
 struct Columns<'a> {
     path: &'a Path,
     batch: &'a RecordBatch,
+    /// Rows of the file before this batch.
+    first_row: usize,
+    /// The file's schema version.
+    version: u32,
+    /// The file's job id.
+    job_id: &'a str,
 }
 
 impl<'a> Columns<'a> {
@@ -385,6 +403,10 @@ impl<'a> Columns<'a> {
 
     fn opt_u32(&self, name: &str) -> Result<&'a UInt32Array> {
         self.column(name, DataType::UInt32)
+    }
+
+    fn opt_utf8(&self, name: &str) -> Result<&'a StringArray> {
+        self.column(name, DataType::Utf8)
     }
 
     fn action(&self, name: &str, value: &str) -> Result<UnitAction> {
@@ -505,50 +527,52 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
     let units = c.u32("units")?;
     let rows = c.u64("rows")?;
     let dropped = c.utf8("dropped_partitions")?;
-    // Version 2 files have neither column: logistic regression, no metrics.
-    let workload = match c.batch.column_by_name("workload") {
-        Some(_) => Some(c.utf8("workload")?),
-        None => None,
+    // Version 2 has neither column (see the module documentation).
+    let (workload, metrics) = if c.version >= 3 {
+        (
+            Some(c.utf8(WORKLOAD_COLUMN)?),
+            Some(c.opt_utf8(TEST_METRICS_COLUMN)?),
+        )
+    } else {
+        (None, None)
     };
-    let metrics = match c.batch.column_by_name("test_metrics") {
-        Some(_) => Some(c.column::<StringArray>("test_metrics", DataType::Utf8)?),
-        None => None,
-    };
-    let mut test_metrics = Vec::with_capacity(c.len());
-    for i in 0..c.len() {
-        let parsed = match metrics {
-            Some(m) if m.is_valid(i) => serde_json::from_str(m.value(i)).map_err(|_| {
-                TraceError::BadValue {
-                    path: c.path.into(),
-                    column: "test_metrics".into(),
-                    value: m.value(i).to_owned(),
+    let v2_workload = crate::import::Format::of_job_id(c.job_id)
+        .map_or("logistic", crate::import::Format::as_str);
+    (0..c.len())
+        .map(|i| {
+            let test_metrics = match metrics {
+                Some(m) if m.is_valid(i) => {
+                    metrics_json::decode(m.value(i)).map_err(|reason| TraceError::BadMetrics {
+                        path: c.path.into(),
+                        column: TEST_METRICS_COLUMN,
+                        row: c.first_row + i,
+                        iteration: iteration.value(i),
+                        value: m.value(i).to_owned(),
+                        reason,
+                    })?
                 }
-            })?,
-            _ => std::collections::BTreeMap::new(),
-        };
-        test_metrics.push(parsed);
-    }
-    let mut test_metrics = test_metrics.into_iter();
-    Ok((0..c.len())
-        .map(|i| IterationRecord {
-            iteration: iteration.value(i),
-            start_us: start_us.value(i),
-            end_us: end_us.value(i),
-            wall_us: wall_us.value(i),
-            train_loss: train_loss.value(i),
-            test_loss: test_loss.is_valid(i).then(|| test_loss.value(i)),
-            test_accuracy: test_accuracy.is_valid(i).then(|| test_accuracy.value(i)),
-            laggard: laggard.is_valid(i).then(|| laggard.value(i)),
-            lag_us: lag_us.value(i),
-            median_busy_us: median_busy_us.value(i),
-            barrier_wait_us: barrier_wait_us.value(i),
-            units: units.value(i),
-            rows: rows.value(i),
-            dropped_partitions: dropped.value(i).to_owned(),
-            workload: workload.map_or_else(|| "logistic".to_owned(), |w| w.value(i).to_owned()),
-            test_metrics: test_metrics.next().unwrap_or_default(),
+                _ => Default::default(),
+            };
+            Ok(IterationRecord {
+                iteration: iteration.value(i),
+                start_us: start_us.value(i),
+                end_us: end_us.value(i),
+                wall_us: wall_us.value(i),
+                train_loss: train_loss.value(i),
+                test_loss: test_loss.is_valid(i).then(|| test_loss.value(i)),
+                test_accuracy: test_accuracy.is_valid(i).then(|| test_accuracy.value(i)),
+                laggard: laggard.is_valid(i).then(|| laggard.value(i)),
+                lag_us: lag_us.value(i),
+                median_busy_us: median_busy_us.value(i),
+                barrier_wait_us: barrier_wait_us.value(i),
+                units: units.value(i),
+                rows: rows.value(i),
+                dropped_partitions: dropped.value(i).to_owned(),
+                workload: workload.map_or(v2_workload, |w| w.value(i)).to_owned(),
+                test_metrics,
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -559,6 +583,7 @@ mod tests {
     use arrow_schema::Field;
 
     use super::*;
+    use crate::trace::schema::ADDED_IN_V3;
     use crate::trace::tests_support::{iteration, stamp, unit, worker};
     use crate::trace::writer::{
         iterations_batch, stamp_metadata, units_batch, workers_batch, write_parquet, TraceWriter,
@@ -792,99 +817,290 @@ mod tests {
         );
     }
 
-    #[test]
-    fn other_schema_version_is_rejected() {
-        for version in [1u32, 4] {
-            let tmp = tempfile::tempdir().expect("tempdir");
-            let mut metadata = stamp_metadata(TraceTable::Units, &stamp("job"));
-            for kv in &mut metadata {
-                if kv.key == META_SCHEMA_VERSION {
-                    kv.value = Some(version.to_string());
-                }
-            }
-            write_units_part(
-                tmp.path(),
-                "part-p000-00000.parquet",
-                &sample_units_batch(),
-                metadata,
-            );
-            let path = tmp.path().join("units/part-p000-00000.parquet");
-
-            let err = read_trace_dir(tmp.path()).expect_err("unsupported version");
-            assert!(
-                matches!(err, TraceError::SchemaVersion { found, expected: 3, .. } if found == version),
-                "{err:?}"
-            );
-            assert_eq!(
-                err.to_string(),
-                format!(
-                    "trace schema version {version} of {} is not supported (this build reads versions 2 to 3)",
-                    path.display()
-                )
-            );
-        }
-    }
-
-    fn write_iterations_part(dir: &Path, batch: &RecordBatch, version: u32) {
-        let mut metadata = stamp_metadata(TraceTable::Iterations, &stamp("job"));
+    /// `metadata` of `table` for the `job` stamp, claiming schema `version`.
+    fn metadata_of_version(table: TraceTable, job_id: &str, version: u32) -> Vec<KeyValue> {
+        let mut metadata = stamp_metadata(table, &stamp(job_id));
         for kv in &mut metadata {
             if kv.key == META_SCHEMA_VERSION {
                 kv.value = Some(version.to_string());
             }
         }
+        metadata
+    }
+
+    /// Writes `batch` as the iterations part `part-p000-00000.parquet` of
+    /// `dir`, stamped with `job_id` and schema `version`; returns its path.
+    fn write_iterations_part(
+        dir: &Path,
+        batch: &RecordBatch,
+        job_id: &str,
+        version: u32,
+    ) -> PathBuf {
         let table_dir = dir.join("iterations");
         fs::create_dir_all(&table_dir).expect("mkdir");
-        write_parquet(&table_dir.join("part-p000-00000.parquet"), batch, metadata)
-            .expect("write part");
+        let path = table_dir.join("part-p000-00000.parquet");
+        let metadata = metadata_of_version(TraceTable::Iterations, job_id, version);
+        write_parquet(&path, batch, metadata).expect("write part");
+        path
+    }
+
+    /// `batch` without the columns version 3 added: what version 2 wrote.
+    fn as_version_2(batch: &RecordBatch) -> RecordBatch {
+        let schema = batch.schema();
+        let keep: Vec<usize> = (0..batch.num_columns())
+            .filter(|&i| !ADDED_IN_V3.contains(&schema.field(i).name().as_str()))
+            .collect();
+        assert_eq!(keep.len(), batch.num_columns() - 2);
+        batch.project(&keep).expect("project")
     }
 
     #[test]
-    fn workload_and_metrics_round_trip_and_version_2_reads_as_logistic() {
-        let mut record = iteration(0, Some(1));
-        record.workload = "cnn".into();
-        record.test_metrics.insert("auc".into(), 0.93);
-        let batch = iterations_batch("job", &[record.clone()]).expect("batch");
-        let tmp = tempfile::tempdir().expect("tempdir");
-        write_iterations_part(tmp.path(), &batch, 3);
-        let set = read_trace_dir(tmp.path()).expect("reads");
-        assert_eq!(set.iterations, vec![record.clone()]);
+    fn other_schema_versions_are_rejected_naming_file_and_versions() {
+        for table in [TraceTable::Units, TraceTable::Iterations] {
+            for version in [0_u32, 1, 4, 30] {
+                let tmp = tempfile::tempdir().expect("tempdir");
+                let path = match table {
+                    TraceTable::Iterations => write_iterations_part(
+                        tmp.path(),
+                        &iterations_batch("job", &[iteration(0, None)]).expect("batch"),
+                        "job",
+                        version,
+                    ),
+                    _ => {
+                        let metadata = metadata_of_version(table, "job", version);
+                        let name = "part-p000-00000.parquet";
+                        write_units_part(tmp.path(), name, &sample_units_batch(), metadata);
+                        tmp.path().join("units").join(name)
+                    }
+                };
 
-        // a version-2 file: no workload, no test_metrics
-        let keep: Vec<usize> = (0..batch.num_columns())
-            .filter(|&i| {
-                !crate::trace::schema::ADDED_IN_V3
-                    .contains(&batch.schema().field(i).name().as_str())
+                let err = read_trace_dir(tmp.path()).expect_err("unsupported version");
+                assert!(
+                    matches!(
+                        &err,
+                        TraceError::SchemaVersion { found, supported: &[2, 3], path: p }
+                            if *found == version && *p == path
+                    ),
+                    "{err:?}"
+                );
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "trace schema version {version} of {} is not supported \
+                         (this build reads versions 2 and 3)",
+                        path.display()
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn workload_and_metrics_round_trip() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut w = writer(tmp.path(), 0);
+        let evaluated = iteration(0, Some(1));
+        assert_eq!(evaluated.test_metrics.len(), 2);
+        let not_evaluated = iteration(1, None);
+        assert!(not_evaluated.test_metrics.is_empty());
+        let mut no_own_metrics = iteration(2, Some(0));
+        no_own_metrics.workload = "logistic".into();
+        no_own_metrics.test_metrics.clear();
+        let mut odd = iteration(3, Some(0));
+        odd.workload = "soft\"max\u{e9}".into();
+        odd.test_metrics = [
+            ("tiny".to_string(), 5e-324),
+            ("big".to_string(), -1.797_693_134_862_315_7e308),
+            ("na\"me\n".to_string(), 0.1 + 0.2),
+        ]
+        .into();
+        let rows = vec![
+            odd.clone(),
+            not_evaluated.clone(),
+            evaluated.clone(),
+            no_own_metrics.clone(),
+        ];
+        let path = w.write_iterations(&rows).expect("write").expect("part");
+
+        let set = read_trace_dir(tmp.path()).expect("read");
+        assert_eq!(
+            set.iterations,
+            [evaluated, not_evaluated, no_own_metrics, odd]
+        );
+
+        // On disk: the workload as is, the metrics as a JSON object or null.
+        let file = File::open(&path).expect("open");
+        let batch = ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet")
+            .build()
+            .expect("reader")
+            .next()
+            .expect("a batch")
+            .expect("decodes");
+        let workloads = batch
+            .column_by_name(WORKLOAD_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .expect("workload column");
+        assert_eq!(workloads.value(0), "soft\"max\u{e9}");
+        assert_eq!(workloads.value(2), "cnn");
+        let metrics = batch
+            .column_by_name(TEST_METRICS_COLUMN)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .expect("test_metrics column");
+        assert_eq!(
+            metrics.iter().collect::<Vec<_>>(),
+            [
+                Some(
+                    r#"{"big":-1.7976931348623157e308,"na\"me\n":0.30000000000000004,"tiny":5e-324}"#
+                ),
+                None,
+                Some(r#"{"auc":0.875,"third":0.3333333333333333}"#),
+                None,
+            ]
+        );
+        // Any JSON reader takes it.
+        let parsed: serde_json::Value = serde_json::from_str(metrics.value(2)).expect("valid JSON");
+        assert_eq!(parsed["auc"], 0.875);
+    }
+
+    #[test]
+    fn non_finite_metrics_read_back_as_nan() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut record = iteration(0, Some(1));
+        record.test_metrics = [
+            ("auc".to_string(), f64::NAN),
+            ("inf".to_string(), f64::INFINITY),
+        ]
+        .into();
+        writer(tmp.path(), 0)
+            .write_iterations(&[record])
+            .expect("write");
+        let set = read_trace_dir(tmp.path()).expect("read");
+        let metrics = &set.iterations[0].test_metrics;
+        assert_eq!(metrics.len(), 2);
+        assert!(metrics.values().all(|v| v.is_nan()), "{metrics:?}");
+    }
+
+    #[test]
+    fn version_2_iterations_read_as_logistic_without_metrics() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let rows = [iteration(0, Some(1)), iteration(1, None)];
+        let batch = as_version_2(&iterations_batch("job", &rows).expect("batch"));
+        write_iterations_part(tmp.path(), &batch, "job", 2);
+        // Units and workers of version 2 are those of version 3.
+        let metadata = metadata_of_version(TraceTable::Units, "job", 2);
+        write_units_part(
+            tmp.path(),
+            "part-p000-00000.parquet",
+            &sample_units_batch(),
+            metadata,
+        );
+
+        let set = read_trace_dir(tmp.path()).expect("version 2 reads");
+        let expected: Vec<IterationRecord> = rows
+            .iter()
+            .map(|r| IterationRecord {
+                workload: "logistic".into(),
+                test_metrics: Default::default(),
+                ..r.clone()
             })
             .collect();
-        let old = batch.project(&keep).expect("project");
+        assert_eq!(set.iterations, expected);
+        assert_eq!(set.units, [unit(0, 0, 0, 0), unit(0, 1, 1, 0)]);
+
+        // The same columns stamped version 3 are incomplete.
         let tmp = tempfile::tempdir().expect("tempdir");
-        write_iterations_part(tmp.path(), &old, 2);
-        let set = read_trace_dir(tmp.path()).expect("version 2 reads");
-        assert_eq!(set.iterations[0].workload, "logistic");
-        assert!(set.iterations[0].test_metrics.is_empty());
-        // a version-3 file without them is incomplete
-        let tmp = tempfile::tempdir().expect("tempdir");
-        write_iterations_part(tmp.path(), &old, 3);
-        let err = read_trace_dir(tmp.path()).expect_err("v3 needs workload");
-        assert!(matches!(&err, TraceError::MissingColumn { column, .. } if column == "workload"), "{err:?}");
+        let path = write_iterations_part(tmp.path(), &batch, "job", 3);
+        let err = read_trace_dir(tmp.path()).expect_err("version 3 needs workload");
+        assert_eq!(
+            err.to_string(),
+            format!("{} has no column workload", path.display())
+        );
     }
 
     #[test]
-    fn malformed_metrics_are_named() {
-        let batch = iterations_batch("job", &[iteration(0, Some(1))]).expect("batch");
-        let bad = replace_column(
-            &batch,
-            "test_metrics",
-            Field::new("test_metrics", DataType::Utf8, true),
-            Arc::new(arrow_array::StringArray::from(vec![Some("{auc: oops")])),
-        );
-        let tmp = tempfile::tempdir().expect("tempdir");
-        write_iterations_part(tmp.path(), &bad, 3);
-        let err = read_trace_dir(tmp.path()).expect_err("bad json");
-        assert!(
-            err.to_string().contains("column test_metrics of") && err.to_string().contains("{auc: oops"),
-            "{err}"
-        );
+    fn version_2_imports_read_with_their_format_as_the_workload() {
+        let rows = [iteration(0, None)];
+        let batch = as_version_2(&iterations_batch("x", &rows).expect("batch"));
+        for (job_id, workload) in [
+            ("alibaba-minibatch:job_1_norm", "alibaba-minibatch"),
+            ("bytedance-ops:trace-AR", "bytedance-ops"),
+            // Not what `forestall import` stamps: a run.
+            ("bytedance-opsx:trace-AR", "logistic"),
+            ("job-0123456789ab", "logistic"),
+        ] {
+            let batch = replace_column(
+                &batch,
+                JOB_ID_COLUMN,
+                Field::new(JOB_ID_COLUMN, DataType::Utf8, false),
+                Arc::new(StringArray::from(vec![job_id])),
+            );
+            let tmp = tempfile::tempdir().expect("tempdir");
+            write_iterations_part(tmp.path(), &batch, job_id, 2);
+            let set = read_trace_dir(tmp.path()).expect("version 2 reads");
+            assert_eq!(set.iterations[0].workload, workload, "{job_id}");
+            assert!(set.iterations[0].test_metrics.is_empty());
+        }
+    }
+
+    #[test]
+    fn malformed_metrics_are_rejected_naming_file_row_and_iteration() {
+        // More rows than one decoded batch (1024), so the row count carries
+        // over from batch to batch.
+        let rows: Vec<IterationRecord> = (0..1500).map(|i| iteration(i, Some(0))).collect();
+        let batch = iterations_batch("job", &rows).expect("batch");
+        let cases = [
+            (
+                "{auc: 0.9}",
+                "expected a metric name (a JSON string) at byte 1, found 'a'",
+            ),
+            ("[0.9]", "expected a JSON object at byte 0, found '['"),
+            (
+                r#"{"auc":"high"}"#,
+                "expected a number or null at byte 7, found '\"'",
+            ),
+            (
+                r#"{"auc":0.9"#,
+                "expected ',' or '}' at byte 10, found the end",
+            ),
+            ("", "expected a JSON object at byte 0, found the end"),
+        ];
+        for (bad, reason) in cases {
+            let bad_row = 1200;
+            let values: Vec<Option<String>> = (0..rows.len())
+                .map(|i| match i {
+                    _ if i == bad_row => Some(bad.to_string()),
+                    _ if i % 2 == 0 => None,
+                    _ => Some(r#"{"auc": 0.5}"#.to_string()),
+                })
+                .collect();
+            let batch = replace_column(
+                &batch,
+                TEST_METRICS_COLUMN,
+                Field::new(TEST_METRICS_COLUMN, DataType::Utf8, true),
+                Arc::new(StringArray::from(values)),
+            );
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let path = write_iterations_part(tmp.path(), &batch, "job", 3);
+
+            let err = read_iterations_file(&path).expect_err("malformed metrics");
+            assert!(
+                matches!(
+                    &err,
+                    TraceError::BadMetrics { row: 1200, iteration: 1200, column: "test_metrics", value, .. }
+                        if value == bad
+                ),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "column test_metrics of {}, row 1200 (iteration 1200): {bad:?} is not a \
+                     JSON object of numbers: {reason}",
+                    path.display()
+                )
+            );
+        }
     }
 
     #[test]

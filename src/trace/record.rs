@@ -166,10 +166,12 @@ pub struct IterationRecord {
     pub end_us: u64,
     /// `end_us - start_us`.
     pub wall_us: u64,
-    /// Mean training log-loss over the iteration's sampled rows, at the
-    /// parameters the iteration started from.
+    /// Mean training loss (the workload's own: log-loss, cross-entropy,
+    /// class-weighted binary cross-entropy) over the iteration's sampled rows,
+    /// at the parameters the iteration started from.
     pub train_loss: f64,
-    /// Test-set log-loss of those parameters, when evaluated this iteration.
+    /// Test-set log-loss (cross-entropy for several classes) of those
+    /// parameters, when evaluated this iteration.
     pub test_loss: Option<f64>,
     /// Test-set accuracy of those parameters, when evaluated this iteration.
     pub test_accuracy: Option<f64>,
@@ -188,9 +190,14 @@ pub struct IterationRecord {
     /// Backup workers: partitions whose gradients were dropped this iteration,
     /// comma-separated in ascending order ("" when none).
     pub dropped_partitions: String,
-    /// The `[model] kind` the run trained (an import names its source).
+    /// The `[model] kind` the run trained (`logistic`, `softmax`, `cnn`); in
+    /// an imported trace, the import format it came from (`alibaba-minibatch`,
+    /// `bytedance-ops`).
     pub workload: String,
-    /// The workload's own test metrics of those parameters when evaluated
-    /// this iteration (e.g. `auc`), by name; empty otherwise.
+    /// The workload's own test metrics of those parameters, by name without
+    /// the `test_` prefix (the CNN's `auc`), when evaluated this iteration;
+    /// empty when not evaluated or when the workload has none of its own.
+    /// Written as a JSON object (null when empty); a non-finite value is
+    /// written as JSON `null` and reads back as NaN.
     pub test_metrics: std::collections::BTreeMap<String, f64>,
 }

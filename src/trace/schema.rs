@@ -3,11 +3,15 @@
 //! Every table starts with a `job_id` column (`Utf8`, the same value in every row
 //! of a file), followed by the fields of its record type in declaration order,
 //! named after the fields. `u64` becomes `UInt64`, `u32` `UInt32`, `f64`
-//! `Float64`, [`UnitAction`](super::UnitAction) `Utf8` (its
-//! [`as_str`](super::UnitAction::as_str) name). Only `Option` fields are nullable.
+//! `Float64`, `String` and [`UnitAction`](super::UnitAction) `Utf8` (the
+//! action's [`as_str`](super::UnitAction::as_str) name). Only `Option` fields
+//! are nullable, and `IterationRecord::test_metrics`, a `Utf8` JSON object
+//! that is null when the map is empty.
 //!
 //! Bump [`SCHEMA_VERSION`] whenever a column is added, removed, renamed or
-//! changes type or meaning, and update `docs/trace-schema.md`.
+//! changes type or meaning, and update `docs/trace-schema.md`. The older
+//! versions the reader still takes are in [`READABLE_SCHEMA_VERSIONS`];
+//! [`TraceTable::schema_of_version`] gives their columns.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,13 +19,26 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 /// Version of the trace layout, written to every part file under
-/// [`META_SCHEMA_VERSION`]. Readers reject files with any other version.
+/// [`META_SCHEMA_VERSION`].
+///
+/// Version 3 added `iterations.workload` and `iterations.test_metrics`;
+/// version 2 added `workers.predicted_unit_us`.
 pub const SCHEMA_VERSION: u32 = 3;
 
-/// The oldest version readers still take: version 2 lacks the iteration
-/// table's `workload` and `test_metrics` (it only ever held logistic
-/// regression runs and imports); they read as `logistic` and no metrics.
-pub const OLDEST_READABLE_VERSION: u32 = 2;
+/// The versions readers take, oldest first; files of any other version are
+/// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
+/// held logistic regression runs and imports, and the reader fills the
+/// columns in (see `docs/trace-schema.md`).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, SCHEMA_VERSION];
+
+/// The `iterations` columns version 3 added: the run's workload and its own
+/// test metrics.
+pub const ADDED_IN_V3: [&str; 2] = [WORKLOAD_COLUMN, TEST_METRICS_COLUMN];
+
+/// `iterations` column: the `[model] kind` of the run (import: the format).
+pub const WORKLOAD_COLUMN: &str = "workload";
+/// `iterations` column: the workload's own test metrics, a JSON object or null.
+pub const TEST_METRICS_COLUMN: &str = "test_metrics";
 
 /// Name of the per-unit table and of its subdirectory.
 pub const UNITS_TABLE: &str = "units";
@@ -75,12 +92,34 @@ impl TraceTable {
         }
     }
 
-    /// The table's Arrow schema.
+    /// The table's Arrow schema (of [`SCHEMA_VERSION`]).
     pub fn schema(self) -> SchemaRef {
         match self {
             TraceTable::Units => unit_schema(),
             TraceTable::Workers => worker_schema(),
             TraceTable::Iterations => iteration_schema(),
+        }
+    }
+
+    /// The columns a file of schema `version` has, or `None` for a version
+    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 2 is version 3 without the
+    /// `iterations` table's [`ADDED_IN_V3`] columns.
+    pub fn schema_of_version(self, version: u32) -> Option<SchemaRef> {
+        match version {
+            SCHEMA_VERSION => Some(self.schema()),
+            2 => {
+                let fields: Vec<Field> = self
+                    .schema()
+                    .fields()
+                    .iter()
+                    .filter(|f| {
+                        self != TraceTable::Iterations || !ADDED_IN_V3.contains(&f.name().as_str())
+                    })
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                Some(Arc::new(Schema::new(fields)))
+            }
+            _ => None,
         }
     }
 
@@ -178,31 +217,9 @@ pub fn iteration_schema() -> SchemaRef {
         required("units", UInt32),
         required("rows", UInt64),
         required("dropped_partitions", Utf8),
-        required("workload", Utf8),
-        optional("test_metrics", Utf8),
+        required(WORKLOAD_COLUMN, Utf8),
+        optional(TEST_METRICS_COLUMN, Utf8),
     ]))
-}
-
-/// Columns added in version 3 (all in the iterations table).
-pub const ADDED_IN_V3: &[&str] = &["workload", "test_metrics"];
-
-impl TraceTable {
-    /// The schema a file of `version` has (versions 2 and 3 differ only in
-    /// the iterations table's [`ADDED_IN_V3`] columns).
-    pub fn schema_of_version(self, version: u32) -> SchemaRef {
-        let schema = self.schema();
-        if version >= 3 {
-            return schema;
-        }
-        Arc::new(Schema::new(
-            schema
-                .fields()
-                .iter()
-                .filter(|f| !ADDED_IN_V3.contains(&f.name().as_str()))
-                .map(|f| f.as_ref().clone())
-                .collect::<Vec<_>>(),
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -279,6 +296,30 @@ mod tests {
             nullable(&iteration_schema()),
             ["test_loss", "test_accuracy", "laggard", "test_metrics"]
         );
+    }
+
+    #[test]
+    fn version_2_is_version_3_without_the_workload_columns() {
+        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3]);
+        for table in TraceTable::ALL {
+            assert_eq!(table.schema_of_version(3), Some(table.schema()), "{table}");
+            for version in [0, 1, 4, u32::MAX] {
+                assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
+            }
+        }
+        for table in [TraceTable::Units, TraceTable::Workers] {
+            assert_eq!(table.schema_of_version(2), Some(table.schema()), "{table}");
+        }
+        let v2 = TraceTable::Iterations
+            .schema_of_version(2)
+            .expect("version 2 is readable");
+        let v3 = iteration_schema();
+        let mut expected = names(&v3);
+        assert_eq!(expected[expected.len() - 2..], ADDED_IN_V3);
+        expected.truncate(expected.len() - 2);
+        assert_eq!(names(&v2), expected);
+        assert_eq!(nullable(&v2), ["test_loss", "test_accuracy", "laggard"]);
     }
 
     #[test]

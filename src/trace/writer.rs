@@ -20,6 +20,7 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, TraceError};
+use super::metrics_json;
 use super::record::{IterationRecord, UnitRecord, WorkerRecord};
 use super::schema::{
     self, TraceTable, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
@@ -342,11 +343,11 @@ pub(crate) fn iterations_batch(
             Arc::new(StringArray::from_iter_values(
                 records.iter().map(|r| r.workload.as_str()),
             )),
-            Arc::new(StringArray::from_iter(records.iter().map(|r| {
-                (!r.test_metrics.is_empty()).then(|| {
-                    serde_json::to_string(&r.test_metrics).expect("a map of numbers serialises")
-                })
-            }))),
+            Arc::new(StringArray::from_iter(
+                records
+                    .iter()
+                    .map(|r| metrics_json::encode(&r.test_metrics)),
+            )),
         ],
     )
 }

@@ -135,7 +135,7 @@ impl Workload for SoftmaxRegression {
 
     fn penalised(&self, coordinate: usize) -> bool {
         // feature 0 of every class is its bias
-        coordinate % self.data.dims() != 0
+        !coordinate.is_multiple_of(self.data.dims())
     }
 
     fn unit_gradient(&self, source: &dyn RowSource, params: &[f64], rows: &[u32]) -> UnitGradient {

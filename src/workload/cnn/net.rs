@@ -590,4 +590,28 @@ mod tests {
             .gradient(&params[1..], &x, &[0.0; 3], &[1.0; 3])
             .is_err());
     }
+
+    #[test]
+    fn the_pneumonia_net_runs_on_two_images() {
+        let net = CnnNet::new(CnnConfig::pneumonia());
+        assert_eq!(net.config().map_side(), 7); // the LSTM reads 49 steps
+        let params = net.init_params(4);
+        let (x, y, w) = batch(2, 28);
+        let g = net.gradient(&params, &x, &y, &w).expect("fits");
+        assert_eq!(g.grad.len(), 306_753);
+        assert!(g.loss_sum.is_finite() && g.loss_sum > 0.0, "{}", g.loss_sum);
+        assert!(g.grad.iter().all(|v| v.is_finite()));
+        // every tensor is reached by the loss
+        for slot in net.layout() {
+            let len: usize = slot.shape.iter().product();
+            let block = &g.grad[slot.offset..slot.offset + len];
+            assert!(
+                block.iter().any(|&v| v != 0.0),
+                "{} has no gradient",
+                slot.name
+            );
+        }
+        assert_eq!(g, net.gradient(&params, &x, &y, &w).expect("fits"));
+        assert_eq!(net.predict(&params, &x).expect("fits").len(), 2);
+    }
 }
