@@ -123,13 +123,11 @@ pub enum TraceError {
         /// The offending value.
         value: String,
     },
-    /// A row's `test_metrics` is not a JSON object of numbers.
-    #[error("column {column} of {path}, row {row} (iteration {iteration}): {value:?} is not a JSON object of numbers: {reason}")]
+    /// A row's `iterations.test_metrics` is not a JSON object of numbers.
+    #[error("column test_metrics of {path}, row {row} (iteration {iteration}): {value:?} is not a JSON object of numbers: {reason}")]
     BadMetrics {
         /// The part file.
         path: PathBuf,
-        /// The column.
-        column: &'static str,
         /// The row, counted from 0 in file order.
         row: usize,
         /// The row's iteration.
@@ -194,5 +192,29 @@ impl TraceError {
     pub(crate) fn parquet(path: impl Into<PathBuf>) -> impl FnOnce(ParquetError) -> TraceError {
         let path = path.into();
         move |source| TraceError::Parquet { path, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_listed_in_words() {
+        assert_eq!(list_versions(&[]), "none");
+        assert_eq!(list_versions(&[3]), "3");
+        assert_eq!(list_versions(&[2, 3]), "2 and 3");
+        assert_eq!(list_versions(&[2, 3, 4]), "2, 3 and 4");
+    }
+
+    #[test]
+    fn the_error_stays_small() {
+        // Errors that wrap it (run, bench) must stay under clippy's
+        // `result_large_err` limit of 128 bytes.
+        assert!(
+            std::mem::size_of::<TraceError>() <= 96,
+            "{}",
+            std::mem::size_of::<TraceError>()
+        );
     }
 }

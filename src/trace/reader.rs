@@ -544,7 +544,6 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
                 Some(m) if m.is_valid(i) => {
                     metrics_json::decode(m.value(i)).map_err(|reason| TraceError::BadMetrics {
                         path: c.path.into(),
-                        column: TEST_METRICS_COLUMN,
                         row: c.first_row + i,
                         iteration: iteration.value(i),
                         value: m.value(i).to_owned(),
@@ -1087,7 +1086,7 @@ mod tests {
             assert!(
                 matches!(
                     &err,
-                    TraceError::BadMetrics { row: 1200, iteration: 1200, column: "test_metrics", value, .. }
+                    TraceError::BadMetrics { row: 1200, iteration: 1200, value, .. }
                         if value == bad
                 ),
                 "{err:?}"

@@ -14,8 +14,23 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// How often each worker is the iteration's laggard in an imported trace.
+/// Also checks what every imported iteration row says of the model: its
+/// workload is the import format, and it has no test metrics.
 fn laggards(dir: &Path) -> (usize, BTreeMap<u32, usize>) {
     let trace = read_trace_dir(&dir.join("trace")).expect("the import reads back");
+    let format = trace
+        .stamp()
+        .and_then(|s| s.job_id.split_once(':'))
+        .map(|(format, _)| format.to_owned())
+        .expect("an import's job id is <format>:<file stem>");
+    assert!(
+        ["alibaba-minibatch", "bytedance-ops"].contains(&format.as_str()),
+        "{format}"
+    );
+    for it in &trace.iterations {
+        assert_eq!(it.workload, format);
+        assert!(it.test_metrics.is_empty() && it.test_loss.is_none());
+    }
     let mut counts = BTreeMap::new();
     for it in &trace.iterations {
         if let Some(w) = it.laggard {
@@ -189,6 +204,8 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
     let imported = forestall(&["import", "bytedance-ops", ar.to_str().unwrap(), "--out", o]);
     assert!(imported.status.success(), "{}", text(&imported.stderr));
     let dir = out.path().join("trace-AR");
+    let (iterations, _) = laggards(&dir);
+    assert_eq!(iterations, 44);
     let r = forestall(&["predictor", "eval", dir.to_str().unwrap(), "--json"]);
     assert!(r.status.success(), "{}", text(&r.stderr));
     let scores: Vec<serde_json::Value> = text(&r.stdout)

@@ -1,9 +1,15 @@
 //! Traces read back: one row per unit exactly once, complete worker and
-//! iteration tables, and the stamps.
+//! iteration tables, and the stamps; a version-2 trace still reads.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 
+use arrow_array::RecordBatch;
 use forestall::trace::read_trace_dir;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
 
 use crate::common::{plan, run_in};
 
@@ -49,6 +55,87 @@ fn every_unit_appears_exactly_once_per_iteration() {
     let stamp = trace.stamp().expect("stamped");
     assert_eq!(stamp.plan_hash, p.hash());
     assert_eq!(stamp.seed, p.seed);
-    // test metrics on every iteration (eval_every = 1)
+    // test metrics on every iteration (eval_every = 1); logistic regression
+    // has none of its own
     assert!(trace.iterations.iter().all(|r| r.test_accuracy.is_some()));
+    assert!(trace
+        .iterations
+        .iter()
+        .all(|r| r.workload == "logistic" && r.test_metrics.is_empty()));
+}
+
+/// Rewrites the iterations parts of `dir`, stamped schema version `from`, as
+/// version `to`, without the columns version 3 added (`workload`,
+/// `test_metrics`).
+fn restamp_iterations(dir: &std::path::Path, from: &str, to: &str) {
+    for entry in std::fs::read_dir(dir.join("iterations")).expect("iterations dir") {
+        let path = entry.expect("entry").path();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).expect("open"))
+            .expect("parquet");
+        let mut metadata: Vec<KeyValue> = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .cloned()
+            .unwrap_or_default();
+        metadata.retain(|kv| kv.key != "ARROW:schema");
+        for kv in &mut metadata {
+            if kv.key == "forestall.schema_version" {
+                assert_eq!(kv.value.as_deref(), Some(from));
+                kv.value = Some(to.into());
+            }
+        }
+        let batches: Vec<RecordBatch> = builder
+            .build()
+            .expect("reader")
+            .map(|b| {
+                let b = b.expect("batch");
+                let keep: Vec<usize> = (0..b.num_columns())
+                    .filter(|&i| {
+                        !["workload", "test_metrics"].contains(&b.schema().field(i).name().as_str())
+                    })
+                    .collect();
+                b.project(&keep).expect("project")
+            })
+            .collect();
+        let schema = batches[0].schema();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).expect("create"), schema, Some(props))
+                .expect("writer");
+        for b in &batches {
+            writer.write(b).expect("write");
+        }
+        writer.close().expect("close");
+    }
+}
+
+#[test]
+fn a_version_2_trace_reads_as_logistic_regression_without_metrics() {
+    let p = plan("[job]\niterations = 4\n[data]\npartitions = 4\n[workers]\ncount = 2\n[trace]\npart_iterations = 2\n[model]\neval_every = 2\n");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let current = read_trace_dir(dir.path()).expect("version 3 reads");
+    assert_eq!(current.iterations, out.iterations);
+
+    restamp_iterations(dir.path(), "3", "2");
+    let old = read_trace_dir(dir.path()).expect("version 2 reads");
+    // Logistic regression has no metrics of its own: nothing is lost.
+    assert_eq!(old, current);
+    assert_eq!(old.iterations.len(), 4);
+    assert!(old.iterations[0].test_loss.is_some() && old.iterations[1].test_loss.is_none());
+
+    // Another version is refused, naming the file and the versions read.
+    restamp_iterations(dir.path(), "2", "4");
+    let part = dir.path().join("iterations/part-p000-00000.parquet");
+    let err = read_trace_dir(dir.path()).expect_err("version 4");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "trace schema version 4 of {} is not supported (this build reads versions 2 and 3)",
+            part.display()
+        )
+    );
 }
