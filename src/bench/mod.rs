@@ -96,6 +96,17 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 });
             }
         }
+        if let Some(t) = sweep.target_accuracy {
+            if !(t > 0.0 && t <= 1.0) {
+                return Err(BenchError::Pipeline {
+                    path: path.to_owned(),
+                    message: format!(
+                        "sweep '{}': target_accuracy must be in (0, 1] (got {t})",
+                        sweep.name
+                    ),
+                });
+            }
+        }
         if let Some(r) = &sweep.reference {
             if r != "plain" && r != "burn" {
                 return Err(BenchError::Pipeline {
@@ -137,6 +148,31 @@ pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
             (out.eval.accuracy >= target).then(|| out.iterations.last().map_or(0, |r| r.end_us))
         })?;
     Some(at.saturating_sub(first_start) as f64 / 1e6)
+}
+
+/// The row of a reference loop (`plain`, `plain-burn`) timed outside timely.
+fn reference_row(
+    base: &BenchRow,
+    kind: &str,
+    iteration_us: &[u64],
+    load_us: u64,
+    test_accuracy: f64,
+    params_sha256: String,
+) -> BenchRow {
+    let mut walls: Vec<f64> = iteration_us.iter().map(|&u| u as f64 / 1000.0).collect();
+    let total: f64 = walls.iter().sum();
+    walls.sort_by(f64::total_cmp);
+    BenchRow {
+        kind: kind.into(),
+        policy: kind.into(),
+        workers: 1,
+        time_per_iteration_ms: total / walls.len().max(1) as f64,
+        load_ms: load_us as f64 / 1000.0,
+        median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+        test_accuracy,
+        params_sha256,
+        ..base.clone()
+    }
 }
 
 /// Runs every planned run in order, writing each run's trace under
@@ -212,24 +248,16 @@ pub fn run_pipeline(
         if run.plain_reference {
             let plain = train_plain(plan, workload.as_ref());
             let digest = params_digest(&plain.params);
-            let mut walls: Vec<f64> = plain
-                .iteration_us
-                .iter()
-                .map(|&u| u as f64 / 1000.0)
-                .collect();
-            let total: f64 = walls.iter().sum();
-            walls.sort_by(f64::total_cmp);
             let row = BenchRow {
-                kind: "plain".into(),
-                policy: "plain".into(),
-                workers: 1,
-                time_per_iteration_ms: total / plan.iterations as f64,
-                load_ms: plain.load_us as f64 / 1000.0,
-                median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
-                test_accuracy: workload.evaluate(&plain.params).accuracy,
                 digest_matches: first_digest.get(&key).is_none_or(|d| *d == digest),
-                params_sha256: digest.clone(),
-                ..base.clone()
+                ..reference_row(
+                    &base,
+                    "plain",
+                    &plain.iteration_us,
+                    plain.load_us,
+                    workload.evaluate(&plain.params).accuracy,
+                    digest.clone(),
+                )
             };
             first_digest.entry(key.clone()).or_insert(digest);
             progress(&row);
@@ -240,25 +268,17 @@ pub fn run_pipeline(
                 sweep: run.sweep.clone(),
                 source,
             })?;
-            let mut walls: Vec<f64> = burn
-                .iteration_us
-                .iter()
-                .map(|&u| u as f64 / 1000.0)
-                .collect();
-            let total: f64 = walls.iter().sum();
-            walls.sort_by(f64::total_cmp);
+            // burn's Adam is f32, ours f64: the loss curves agree, the bits do not
             let row = BenchRow {
-                kind: "plain-burn".into(),
-                policy: "plain-burn".into(),
-                workers: 1,
-                time_per_iteration_ms: total / plan.iterations as f64,
-                load_ms: burn.load_us as f64 / 1000.0,
-                median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
-                test_accuracy: burn.eval.accuracy,
-                // burn's Adam is f32, ours f64: the loss curves agree, the bits do not
-                params_sha256: params_digest(&burn.params),
                 bsp_semantics: false,
-                ..base.clone()
+                ..reference_row(
+                    &base,
+                    "plain-burn",
+                    &burn.iteration_us,
+                    burn.load_us,
+                    burn.eval.accuracy,
+                    params_digest(&burn.params),
+                )
             };
             progress(&row);
             rows.push(row);

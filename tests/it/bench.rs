@@ -56,6 +56,7 @@ policies = ["bsp", "proactive", "ideal"]
 seeds = [1]
 pace_ns_per_row = 2000
 relative_to_policy = "ideal"
+target_accuracy = 0.8
 "#,
     )
     .expect("write pipeline");
@@ -81,6 +82,17 @@ relative_to_policy = "ideal"
     // a sweep at one setting gets a bar per policy, and DPro-SM's mitigation
     assert!(res.join("plot-one.svg").exists());
     assert!(summary.contains("| mitigation |"), "{summary}");
+    // Adult's logistic regression passes 80 % test accuracy within 12 iterations
+    assert!(summary.contains("| time to target acc s |"), "{summary}");
+    let one = &summary[summary.find("## one").expect("sweep one")..];
+    for row in one.lines().filter(|l| l.starts_with("| timely")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let to_target = cells[cells.len() - 3];
+        assert!(
+            to_target.parse::<f64>().is_ok(),
+            "every run reaches the target (time {to_target:?}): {row}"
+        );
+    }
     assert!(
         summary.contains("| timely | ideal | 2 | 0 | 0 | 0 |"),
         "{summary}"
@@ -105,6 +117,8 @@ fn bad_pipelines_are_named_and_run_nothing() {
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\nrelative_to = \"b\"\n", "sweep 'a' is relative to 'b', which is not a sweep (a)"),
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\npolicies = [\"magic\"]\n", "unknown policy 'magic'"),
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"missing.toml\"\nseeds = [1]\n", "failed to read job file"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\ntarget_accuracy = 1.5\n", "sweep 'a': target_accuracy must be in (0, 1] (got 1.5)"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\nreference = \"torch\"\n", "unknown reference 'torch'; accepted: plain, burn (cnn jobs)"),
     ];
     for (text, needle) in cases {
         std::fs::write(dir.join("p.toml"), text).expect("write");
