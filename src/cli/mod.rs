@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod data;
 pub mod import;
+pub mod launch;
 pub mod output;
 pub mod predictor;
 pub mod run;

@@ -11,12 +11,13 @@ use serde::Serialize;
 
 use super::output::{print_stdout, progress_bar};
 use super::GlobalArgs;
-use crate::workload::{load_workload, ParamBlock};
 use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp, write_atomic};
 use crate::report::{json, RunSummary};
-use crate::run::{run_job, RunOutput};
+use crate::run::cluster::{read_hostfile, ClusterError, ClusterSpec};
+use crate::run::{run_job_in_cluster, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan, Overrides};
 use crate::trace::{IterationRecord, TraceStamp};
+use crate::workload::{load_workload, ParamBlock};
 
 /// The git revision this binary was built from.
 pub const GIT_REVISION: &str = env!("FORESTALL_GIT_REVISION");
@@ -59,9 +60,59 @@ pub struct RunArgs {
     /// Replace the output directory if it already holds files.
     #[arg(long)]
     pub force: bool,
+    /// Run as N local processes connected by timely's cluster mode over TCP
+    /// on 127.0.0.1 (a launcher starts and watches them), each with --threads
+    /// workers.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hostfile", "process"])]
+    pub processes: Option<u32>,
+    /// Worker threads per process (with --processes or --hostfile).
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Join a multi-process job as process I of the hostfile's (one command
+    /// per process, each with the same job and flags).
+    #[arg(long, value_name = "FILE", requires = "process")]
+    pub hostfile: Option<PathBuf>,
+    /// This process's index in the hostfile (0 hosts worker 0 and writes the
+    /// summary).
+    #[arg(long, value_name = "I", requires = "hostfile")]
+    pub process: Option<u32>,
+    /// Accept hostfile addresses that are not loopback (timely's transport has
+    /// no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Set by the launcher for its processes: the output directory is
+    /// prepared; add to it.
+    #[arg(long, hide = true)]
+    pub joined: bool,
 }
 
 impl RunArgs {
+    /// The flags that change the job, as command-line words (for the
+    /// launcher's processes).
+    pub fn override_words(&self) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(v) = value {
+                words.push(format!("--{flag}"));
+                words.push(v);
+            }
+        };
+        push("iterations", self.iterations.map(|v| v.to_string()));
+        push("seed", self.seed.map(|v| v.to_string()));
+        push("pattern", self.pattern.clone());
+        push("delay", self.delay.map(|v| v.to_string()));
+        push("probability", self.probability.map(|v| v.to_string()));
+        push("alpha", self.alpha.map(|v| v.to_string()));
+        push("policy", self.policy.clone());
+        push("pace", self.pace.map(|v| v.to_string()));
+        words
+    }
+
+    /// The overrides as given (the launcher sets the worker count).
+    pub fn overrides_for_launch(&self) -> Overrides {
+        self.overrides()
+    }
+
     fn overrides(&self) -> Overrides {
         Overrides {
             workers: self.workers,
@@ -135,8 +186,43 @@ struct Model<'a> {
 }
 
 /// Runs `forestall run`.
-pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let PreparedRun { plan, out_dir } = prepare(&args.job, &args.overrides(), args.force)?;
+pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    if let Some(processes) = args.processes {
+        return super::launch::launch(&args, global, processes);
+    }
+    let cluster = match (&args.hostfile, args.process) {
+        (Some(hostfile), Some(process)) => {
+            let addresses = read_hostfile(hostfile, args.allow_remote)?;
+            let processes = addresses.len() as u32;
+            if process >= processes {
+                bail!(ClusterError::Process {
+                    path: hostfile.clone(),
+                    process,
+                    processes,
+                });
+            }
+            let threads = args.threads.unwrap_or(1);
+            if threads == 0 {
+                bail!("--threads must be at least 1");
+            }
+            if args.workers.is_some_and(|w| w != processes * threads) {
+                bail!(
+                    "--workers {} disagrees with {processes} processes × {threads} threads",
+                    args.workers.unwrap_or(0)
+                );
+            }
+            args.workers = Some(processes * threads);
+            Some(ClusterSpec {
+                process,
+                threads,
+                addresses,
+            })
+        }
+        _ => None,
+    };
+    let coordinator = cluster.as_ref().is_none_or(|c| c.process == 0);
+    let force = args.force || args.joined;
+    let PreparedRun { plan, out_dir } = prepare(&args.job, &args.overrides(), force)?;
     tracing::debug!(plan = %plan.to_json(), "resolved plan");
     let workload = load_workload(&plan)
         .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?;
@@ -151,12 +237,32 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Every input is checked: from here on we write.
-    if out_dir.exists() {
+    if out_dir.exists() && !args.joined {
         std::fs::remove_dir_all(&out_dir)
             .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
     }
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    if !coordinator {
+        // A worker process: its units go into the shared trace directory;
+        // process 0 writes the plan, the model and the summary.
+        let stamp = TraceStamp {
+            job_id: format!("{}-{}", plan.name, &plan.hash()[..12]),
+            git_revision: GIT_REVISION.to_owned(),
+            plan_hash: plan.hash(),
+            seed: plan.seed,
+        };
+        run_job_in_cluster(
+            &plan,
+            workload,
+            &out_dir.join("trace"),
+            stamp,
+            None,
+            cluster.as_ref(),
+        )
+        .with_context(|| format!("run of {} failed", args.job.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     write_atomic(&out_dir.join("plan.json"), plan.to_json().as_bytes())
         .with_context(|| format!("cannot write {}", out_dir.join("plan.json").display()))?;
 
@@ -211,14 +317,16 @@ pub fn run(args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         plan_hash: plan_hash.clone(),
         seed: plan.seed,
     };
-    let output: RunOutput = run_job(
+    let output: RunOutput = run_job_in_cluster(
         &plan,
         Arc::clone(&workload),
         &out_dir.join("trace"),
         stamp,
         Some(observer),
+        cluster.as_ref(),
     )
-    .with_context(|| format!("run of {} failed", args.job.display()))?;
+    .with_context(|| format!("run of {} failed", args.job.display()))?
+    .context("process 0 ended without the final parameters")?;
     bar.finish_and_clear();
 
     let model = Model {

@@ -4,6 +4,7 @@
 //! runs the dataflow of [`dataflow`] on timely workers, and returns the final
 //! parameters with every iteration's record.
 
+pub mod cluster;
 pub mod context;
 pub mod dataflow;
 pub mod detect;
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+pub use cluster::ClusterSpec;
 pub use context::JobContext;
 pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
@@ -105,14 +107,41 @@ pub fn run_job(
     stamp: TraceStamp,
     observer: Option<Observer>,
 ) -> Result<RunOutput, RunError> {
+    run_job_in_cluster(plan, workload, trace_dir, stamp, observer, None)?
+        .ok_or(RunError::Incomplete)
+}
+
+/// As [`run_job`], as process `cluster.process` of a multi-process job
+/// (timely's cluster mode) when `cluster` is given. Process 0 hosts worker 0,
+/// which assembles the iterations and the final parameters: it returns the
+/// output; the other processes write their workers' unit records into the same
+/// trace directory (parts named by process) and return `None`.
+pub fn run_job_in_cluster(
+    plan: &JobPlan,
+    workload: Arc<dyn Workload>,
+    trace_dir: &Path,
+    stamp: TraceStamp,
+    observer: Option<Observer>,
+    cluster: Option<&ClusterSpec>,
+) -> Result<Option<RunOutput>, RunError> {
     let predictor =
         context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
-    let cx = Arc::new(JobContext::new(
-        plan.clone(),
-        Arc::clone(&workload),
-        predictor,
-    ));
-    let writer = TraceWriter::try_new(trace_dir, 0, stamp)?;
+    let mut context = JobContext::new(plan.clone(), Arc::clone(&workload), predictor);
+    if let Some(c) = cluster {
+        if c.workers() != plan.workers {
+            return Err(RunError::Timely(format!(
+                "the cluster has {} processes × {} threads = {} workers, the plan {}",
+                c.processes(),
+                c.threads,
+                c.workers(),
+                plan.workers
+            )));
+        }
+        context.threads_per_process = c.threads;
+    }
+    let cx = Arc::new(context);
+    let process = cluster.map_or(0, |c| c.process);
+    let writer = TraceWriter::try_new(trace_dir, process, stamp)?;
     let (sender, receiver) = mpsc::channel();
     let sink_config = sink::SinkConfig {
         iterations: plan.iterations,
@@ -142,10 +171,10 @@ pub fn run_job(
         _ => Vec::new(),
     };
 
-    let config = if plan.workers == 1 {
-        timely::Config::thread()
-    } else {
-        timely::Config::process(plan.workers as usize)
+    let config = match cluster {
+        Some(c) => c.timely_config(),
+        None if plan.workers == 1 => timely::Config::thread(),
+        None => timely::Config::process(plan.workers as usize),
     };
     let started = Instant::now();
     let worker_cx = Arc::clone(&cx);
@@ -179,12 +208,15 @@ pub fn run_job(
         .map_err(|_| RunError::Timely("the sink thread panicked".into()))?;
     result.map_err(RunError::Timely)?;
     let sink_output = sink_output?;
+    if process != 0 {
+        return Ok(None);
+    }
     let params = sink_output
         .final_params
         .ok_or(RunError::Incomplete)?
         .to_vec();
     let eval = sink_output.final_eval.ok_or(RunError::Incomplete)?;
-    Ok(RunOutput {
+    Ok(Some(RunOutput {
         iterations: sink_output.iterations,
         digest: params_digest(&params),
         params,
@@ -195,5 +227,5 @@ pub fn run_job(
         units_total: sink_output.units_total,
         units_reassigned: sink_output.units_reassigned,
         units_cloned: sink_output.units_cloned,
-    })
+    }))
 }

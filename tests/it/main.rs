@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod cluster;
 mod common;
 mod detect;
 mod import;

@@ -1,0 +1,236 @@
+//! Several processes: timely's own cluster mode over TCP. A hostfile lists one
+//! `host:port` per process; process `i` of N runs T workers, global worker
+//! indices `i·T .. (i+1)·T`, and connects to every other process.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+
+/// Where this process stands in a multi-process job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// This process's index, `0..addresses.len()`.
+    pub process: u32,
+    /// Worker threads per process.
+    pub threads: u32,
+    /// `host:port` of every process, in process order.
+    pub addresses: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// Processes in the job.
+    pub fn processes(&self) -> u32 {
+        self.addresses.len() as u32
+    }
+
+    /// Workers in the job (processes × threads).
+    pub fn workers(&self) -> u32 {
+        self.processes() * self.threads
+    }
+
+    /// timely's configuration for this process.
+    pub fn timely_config(&self) -> timely::Config {
+        timely::Config {
+            communication: timely::CommunicationConfig::Cluster {
+                threads: self.threads as usize,
+                process: self.process as usize,
+                addresses: self.addresses.clone(),
+                report: false,
+                zerocopy: false,
+            },
+            worker: timely::WorkerConfig::default(),
+        }
+    }
+}
+
+/// A hostfile or cluster setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The hostfile could not be read.
+    #[error("cannot read hostfile {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not `host:port`, or repeats another.
+    #[error("hostfile {path}:{line}: {problem}")]
+    Entry {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The hostfile lists no process.
+    #[error("hostfile {path} lists no process (one host:port per line)")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The process index is not one of the hostfile's.
+    #[error("--process {process} is not in hostfile {path}, which lists processes 0..{processes}")]
+    Process {
+        /// The file.
+        path: PathBuf,
+        /// Asked for.
+        process: u32,
+        /// Listed.
+        processes: u32,
+    },
+    /// A non-loopback address without `--allow-remote`.
+    #[error("hostfile {path}:{line}: {address} is not a loopback address; timely's transport has no authentication, so pass --allow-remote to use it on a network you trust")]
+    Remote {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The address.
+        address: String,
+    },
+    /// No free port could be had on loopback.
+    #[error("cannot find a free port on 127.0.0.1")]
+    Port(#[source] std::io::Error),
+}
+
+/// Reads a hostfile: one `host:port` per line; blank lines and `#` comments
+/// are skipped. Duplicates are refused, and so are non-loopback hosts unless
+/// `allow_remote`.
+pub fn read_hostfile(path: &Path, allow_remote: bool) -> Result<Vec<String>, ClusterError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ClusterError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_hostfile(path, &text, allow_remote)
+}
+
+/// Parses hostfile text (`path` is only for messages).
+pub fn parse_hostfile(
+    path: &Path,
+    text: &str,
+    allow_remote: bool,
+) -> Result<Vec<String>, ClusterError> {
+    let mut addresses: Vec<String> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let entry = raw.split('#').next().unwrap_or("").trim();
+        if entry.is_empty() {
+            continue;
+        }
+        let bad = |problem: String| ClusterError::Entry {
+            path: path.to_owned(),
+            line,
+            problem,
+        };
+        let Some((host, port)) = entry.rsplit_once(':') else {
+            return Err(bad(format!("'{entry}' is not host:port")));
+        };
+        if host.is_empty() {
+            return Err(bad(format!("'{entry}' has no host")));
+        }
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(bad(format!("'{entry}' has port '{port}', not 1..65535"))),
+        }
+        if addresses.iter().any(|a| a == entry) {
+            return Err(bad(format!("'{entry}' is listed twice")));
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !loopback && !allow_remote {
+            return Err(ClusterError::Remote {
+                path: path.to_owned(),
+                line,
+                address: entry.to_owned(),
+            });
+        }
+        addresses.push(entry.to_owned());
+    }
+    if addresses.is_empty() {
+        return Err(ClusterError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    Ok(addresses)
+}
+
+/// `n` ports on 127.0.0.1 that were free a moment ago (each bound once and
+/// released; another program may still take one before timely binds it, and
+/// timely then fails with the address in its message).
+pub fn free_loopback_addresses(n: u32) -> Result<Vec<String>, ClusterError> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ClusterError::Port)?;
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a: SocketAddr| a.to_string())
+                .map_err(ClusterError::Port)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<String>, String> {
+        parse_hostfile(Path::new("hosts"), text, false).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn hostfiles_are_checked_line_by_line() {
+        assert_eq!(
+            parse("# two processes\n127.0.0.1:4000\n\nlocalhost:4001 # second\n"),
+            Ok(vec![
+                "127.0.0.1:4000".to_owned(),
+                "localhost:4001".to_owned()
+            ])
+        );
+        assert_eq!(
+            parse("127.0.0.1:4000\n127.0.0.1:4000\n").unwrap_err(),
+            "hostfile hosts:2: '127.0.0.1:4000' is listed twice"
+        );
+        assert_eq!(
+            parse("127.0.0.1\n").unwrap_err(),
+            "hostfile hosts:1: '127.0.0.1' is not host:port"
+        );
+        assert_eq!(
+            parse("127.0.0.1:http\n").unwrap_err(),
+            "hostfile hosts:1: '127.0.0.1:http' has port 'http', not 1..65535"
+        );
+        assert_eq!(
+            parse("\n# nothing\n").unwrap_err(),
+            "hostfile hosts lists no process (one host:port per line)"
+        );
+        assert!(parse("10.0.0.7:4000\n")
+            .unwrap_err()
+            .contains("not a loopback address"));
+        assert!(parse_hostfile(Path::new("h"), "10.0.0.7:4000\n", true).is_ok());
+        assert!(parse("[::1]:4000\n").is_ok());
+    }
+
+    #[test]
+    fn free_addresses_are_distinct_loopback_ports() {
+        let a = free_loopback_addresses(3).expect("ports");
+        assert_eq!(a.len(), 3);
+        assert!(a.iter().all(|s| s.starts_with("127.0.0.1:")));
+        let mut d = a.clone();
+        d.dedup();
+        assert_eq!(d.len(), 3);
+        let spec = ClusterSpec {
+            process: 1,
+            threads: 2,
+            addresses: a,
+        };
+        assert_eq!((spec.processes(), spec.workers()), (3, 6));
+    }
+}

@@ -1,0 +1,180 @@
+//! Several processes through timely's cluster mode: the launcher, the
+//! bit-identical parameters against threads, and bad hostfiles.
+
+use std::path::Path;
+use std::process::Output;
+
+use forestall::trace::read_trace_dir;
+
+use crate::common::adult_path;
+
+fn forestall(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("forestall runs")
+}
+
+/// A small paced job with worker 3 persistently 4× slower, so peers move work.
+fn write_job(dir: &Path) {
+    std::fs::write(
+        dir.join("job.toml"),
+        format!(
+            "[job]\nname = \"mp\"\niterations = 8\nseed = 4\n[data]\npath = \"{}\"\npartitions = 16\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 4\npace_ns_per_row = 3000\n[straggler]\npattern = \"persistent\"\nworkers = [3]\nfactor = 4.0\n",
+            adult_path().display()
+        ),
+    )
+    .expect("job");
+}
+
+fn digest(o: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let summary = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| {
+            panic!(
+                "no summary in {stdout} / {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    summary["data"]["params_sha256"]
+        .as_str()
+        .expect("digest")
+        .to_owned()
+}
+
+#[test]
+fn two_processes_train_the_same_parameters_as_four_threads() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    for policy in ["bsp", "rapid-reassign", "forestall"] {
+        let threads = forestall(
+            dir,
+            &[
+                "--json",
+                "run",
+                "job.toml",
+                "--policy",
+                policy,
+                "--out",
+                &format!("t-{policy}"),
+            ],
+        );
+        assert!(
+            threads.status.success(),
+            "{}",
+            String::from_utf8_lossy(&threads.stderr)
+        );
+        let out = format!("p-{policy}");
+        let procs = forestall(
+            dir,
+            &[
+                "--json",
+                "run",
+                "job.toml",
+                "--policy",
+                policy,
+                "--processes",
+                "2",
+                "--threads",
+                "2",
+                "--out",
+                &out,
+            ],
+        );
+        assert!(
+            procs.status.success(),
+            "{}",
+            String::from_utf8_lossy(&procs.stderr)
+        );
+        assert_eq!(
+            digest(&procs),
+            digest(&threads),
+            "{policy}: 2 × 2 processes vs 4 threads"
+        );
+        // one output directory; unit parts from both processes; every
+        // (iteration, partition, unit) counted once
+        let trace = read_trace_dir(&dir.join(&out).join("trace")).expect("trace reads");
+        assert!(
+            trace.units.iter().any(|u| u.process == 1),
+            "{policy}: process 1 wrote units"
+        );
+        let mut keys: Vec<(u64, u32, u32)> = trace
+            .units
+            .iter()
+            .map(|u| (u.iteration, u.partition, u.unit))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            8 * 16 * 2,
+            "{policy}: every unit of every iteration"
+        );
+        assert!(dir.join(&out).join("summary.json").exists());
+    }
+}
+
+#[test]
+fn bad_hostfiles_and_process_indices_are_refused() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let cases = [
+        (
+            "127.0.0.1:4100\n127.0.0.1:4100\n",
+            "0",
+            "hosts:2: '127.0.0.1:4100' is listed twice",
+        ),
+        ("127.0.0.1\n", "0", "hosts:1: '127.0.0.1' is not host:port"),
+        ("192.168.1.20:4100\n", "0", "is not a loopback address"),
+        (
+            "127.0.0.1:4100\n127.0.0.1:4101\n",
+            "2",
+            "--process 2 is not in hostfile hosts, which lists processes 0..2",
+        ),
+    ];
+    for (hosts, process, needle) in cases {
+        std::fs::write(dir.join("hosts"), hosts).expect("hosts");
+        let o = forestall(
+            dir,
+            &[
+                "run",
+                "job.toml",
+                "--hostfile",
+                "hosts",
+                "--process",
+                process,
+                "--threads",
+                "2",
+                "--out",
+                "x",
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{needle}: {err}");
+        assert!(err.contains(needle), "expected {needle:?} in {err}");
+        assert!(!dir.join("x").exists(), "nothing written for {needle}");
+    }
+    let o = forestall(
+        dir,
+        &[
+            "run",
+            "job.toml",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+            "--workers",
+            "3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("--workers 3 disagrees with 2 processes × 2 threads"));
+}
