@@ -53,6 +53,10 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
     }
     let exe = std::env::current_exe().context("cannot find the forestall binary")?;
     overrides.extend(["--out".into(), out_dir.display().to_string()]);
+    // One job clock: every process measures from the same wall-clock origin
+    // (the processes' data loading then shows before the first iteration).
+    let epoch_us = crate::run::cluster::unix_now_us();
+    overrides.extend(["--epoch-us".into(), epoch_us.to_string()]);
     let mut children: Vec<Child> = Vec::with_capacity(processes as usize);
     for i in 0..processes {
         let mut command = Command::new(&exe);

@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// prepared; add to it.
     #[arg(long, hide = true)]
     pub joined: bool,
+    /// The job clock's origin (µs since the Unix epoch) shared by every
+    /// process; the launcher sets it.
+    #[arg(long, hide = true, value_name = "US")]
+    pub epoch_us: Option<u64>,
 }
 
 impl RunArgs {
@@ -216,6 +220,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 process,
                 threads,
                 addresses,
+                epoch_us: args.epoch_us,
             })
         }
         _ => None,

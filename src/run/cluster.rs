@@ -14,6 +14,10 @@ pub struct ClusterSpec {
     pub threads: u32,
     /// `host:port` of every process, in process order.
     pub addresses: Vec<String>,
+    /// The job clock's origin as µs since the Unix epoch, shared by every
+    /// process (the launcher picks it), so trace times of all processes lie
+    /// on one clock; `None`: each process counts from its own start.
+    pub epoch_us: Option<u64>,
 }
 
 impl ClusterSpec {
@@ -160,6 +164,22 @@ pub fn parse_hostfile(
     Ok(addresses)
 }
 
+/// µs since the Unix epoch now.
+pub fn unix_now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The `Instant` that corresponds to `epoch_us` on this host's wall clock
+/// (clamped to now if the epoch lies in the future).
+pub fn instant_of_epoch(epoch_us: u64) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    let behind = unix_now_us().saturating_sub(epoch_us);
+    now.checked_sub(std::time::Duration::from_micros(behind))
+        .unwrap_or(now)
+}
+
 /// `n` ports on 127.0.0.1 that were free a moment ago (each bound once and
 /// released; another program may still take one before timely binds it, and
 /// timely then fails with the address in its message).
@@ -230,6 +250,7 @@ mod tests {
             process: 1,
             threads: 2,
             addresses: a,
+            epoch_us: None,
         };
         assert_eq!((spec.processes(), spec.workers()), (3, 6));
     }

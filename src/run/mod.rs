@@ -138,6 +138,12 @@ pub fn run_job_in_cluster(
             )));
         }
         context.threads_per_process = c.threads;
+        if let Some(epoch) = c.epoch_us {
+            // One job clock for all processes: the launcher's origin, read
+            // through each process's wall clock (on one host the same clock;
+            // across hosts as close as their clocks are synchronised).
+            context.start = cluster::instant_of_epoch(epoch);
+        }
     }
     let cx = Arc::new(context);
     let process = cluster.map_or(0, |c| c.process);

@@ -117,6 +117,23 @@ fn two_processes_train_the_same_parameters_as_four_threads() {
             "{policy}: every unit of every iteration"
         );
         assert!(dir.join(&out).join("summary.json").exists());
+        // one job clock: under bsp every unit, whichever process ran it, lies
+        // within its iteration's span as the coordinator recorded it (1 ms of
+        // slack; peer policies hand out units after a worker first reports)
+        for u in trace.units.iter().filter(|_| policy == "bsp") {
+            let it = &trace.iterations[u.iteration as usize];
+            assert!(
+                u.start_us + 1000 >= it.start_us && u.end_us <= it.end_us + 1000,
+                "{policy}: unit {:?} of process {} at {}..{} µs outside iteration {} at {}..{} µs",
+                (u.partition, u.unit),
+                u.process,
+                u.start_us,
+                u.end_us,
+                u.iteration,
+                it.start_us,
+                it.end_us
+            );
+        }
     }
 }
 
