@@ -172,6 +172,9 @@ pub fn run_job_in_cluster(
             },
             DisruptorMode::Cpu,
         ) => (0..plan.workers.div_ceil(*workers_per_machine))
+            // Each process burns for the machines whose first worker it
+            // hosts, so a disrupted machine's CPU load lands in its process.
+            .filter(|machine| cx.process_of(machine * workers_per_machine) == process)
             .map(|machine| CpuDisruptor::start(cx.schedule.clone(), machine, cx.start, 1))
             .collect(),
         _ => Vec::new(),
