@@ -164,6 +164,41 @@ pub fn parse_hostfile(
     Ok(addresses)
 }
 
+/// Every worker tells every other worker the plan hash it runs; returns the
+/// first disagreement as (worker, its hash). A process started with another
+/// job file, other flags or another worker count computes another hash, and
+/// the job must not start: BSP's exactly-once reduction assumes one plan.
+pub fn first_other_plan(
+    worker: &mut timely::worker::Worker,
+    plan_hash: &str,
+) -> Option<(usize, String)> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use timely::dataflow::operators::vec::Broadcast;
+    use timely::dataflow::operators::{Input, Inspect, Probe};
+
+    let seen: Rc<RefCell<Vec<(usize, String)>>> = Rc::default();
+    let sink = Rc::clone(&seen);
+    let index = worker.index();
+    let (mut input, probe) = worker.dataflow::<u64, _, _>(|scope| {
+        let (handle, hashes) = scope.new_input::<Vec<(usize, String)>>();
+        let probe = hashes
+            .broadcast()
+            .inspect(move |h: &(usize, String)| sink.borrow_mut().push(h.clone()))
+            .probe()
+            .0;
+        (handle, probe)
+    });
+    input.send((index, plan_hash.to_owned()));
+    input.advance_to(1);
+    drop(input);
+    while !probe.done() {
+        worker.step();
+    }
+    let other = seen.borrow().iter().find(|(_, h)| h != plan_hash).cloned();
+    other
+}
+
 /// µs since the Unix epoch now.
 pub fn unix_now_us() -> u64 {
     std::time::SystemTime::now()

@@ -47,6 +47,16 @@ pub enum RunError {
     /// The online predictor could not be loaded.
     #[error("predictor: {0}")]
     Predictor(String),
+    /// Processes of one job run different plans.
+    #[error("worker {worker} runs plan {found}, this process plan {expected}: every process must run the same job file and flags")]
+    PlanMismatch {
+        /// A worker of another process.
+        worker: usize,
+        /// Its plan hash (first 12 hex digits).
+        found: String,
+        /// This process's plan hash (first 12 hex digits).
+        expected: String,
+    },
     /// The run ended without the final parameters (a worker stopped early).
     #[error("the run ended before the final parameters were produced")]
     Incomplete,
@@ -190,8 +200,20 @@ pub fn run_job_in_cluster(
     // A worker that panics must not leave its peers waiting for it forever:
     // it raises the flag, and every worker then drops the dataflow and stops.
     let failed = Arc::new(AtomicBool::new(false));
+    let plan_hash = plan.hash();
+    let check_plans = cluster.is_some();
+    let mismatch: Arc<std::sync::Mutex<Option<(usize, String)>>> = Arc::default();
+    let worker_mismatch = Arc::clone(&mismatch);
     let result = timely::execute(config, move |worker| {
         let _flag = RaiseOnPanic(&failed);
+        if check_plans {
+            if let Some(other) = cluster::first_other_plan(worker, &plan_hash) {
+                if let Ok(mut slot) = worker_mismatch.lock() {
+                    slot.get_or_insert(other);
+                }
+                return;
+            }
+        }
         dataflow::build_training_dataflow(worker, Arc::clone(&worker_cx), sender.clone());
         while worker.has_dataflows() && !failed.load(Ordering::Relaxed) {
             worker.step_or_park(Some(Duration::from_millis(20)));
@@ -211,6 +233,15 @@ pub fn run_job_in_cluster(
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {
         d.stop();
+    }
+    if let Some((worker, found)) = mismatch.lock().ok().and_then(|mut m| m.take()) {
+        let _ = sink_thread.join();
+        let expected = plan.hash();
+        return Err(RunError::PlanMismatch {
+            worker,
+            found: found[..12.min(found.len())].to_owned(),
+            expected: expected[..12].to_owned(),
+        });
     }
     let sink_output = sink_thread
         .join()

@@ -195,3 +195,35 @@ fn bad_hostfiles_and_process_indices_are_refused() {
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("--workers 3 disagrees with 2 processes × 2 threads"));
 }
+
+#[test]
+fn processes_with_different_plans_refuse_to_run() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    let start = |process: &str, iterations: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+            .args([
+                "run", "job.toml", "--hostfile", "hosts", "--process", process, "--threads", "2",
+                "--iterations", iterations, "--out", &format!("out{process}"),
+            ])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts")
+    };
+    let a = start("0", "5");
+    let b = start("1", "6");
+    for child in [a, b] {
+        let o = child.wait_with_output().expect("ends");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("every process must run the same job file and flags"),
+            "{err}"
+        );
+    }
+}
