@@ -80,6 +80,9 @@ pub struct RunArgs {
     /// no authentication).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Seconds to wait for every peer process to connect (with --hostfile).
+    #[arg(long, value_name = "S", default_value_t = crate::run::cluster::DEFAULT_CONNECT_TIMEOUT_S)]
+    pub connect_timeout: u64,
     /// Set by the launcher for its processes: the output directory is
     /// prepared; add to it.
     #[arg(long, hide = true)]
@@ -221,6 +224,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 threads,
                 addresses,
                 epoch_us: args.epoch_us,
+                connect_timeout: std::time::Duration::from_secs(args.connect_timeout.max(1)),
             })
         }
         _ => None,

@@ -18,6 +18,46 @@ pub struct ClusterSpec {
     /// process (the launcher picks it), so trace times of all processes lie
     /// on one clock; `None`: each process counts from its own start.
     pub epoch_us: Option<u64>,
+    /// How long to wait for every peer to connect before giving up.
+    pub connect_timeout: std::time::Duration,
+}
+
+/// Default of `--connect-timeout`, seconds.
+pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 60;
+
+/// Exits the process with a clear message unless `connected` is set within
+/// `spec.connect_timeout`: timely's cluster mode retries a peer that does not
+/// answer forever, and a job must not hang on a peer that never starts.
+pub fn watch_connection(
+    spec: &ClusterSpec,
+    connected: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    let deadline = std::time::Instant::now() + spec.connect_timeout;
+    let peers: Vec<String> = spec
+        .addresses
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u32 != spec.process)
+        .map(|(i, a)| format!("process {i} at {a}"))
+        .collect();
+    let (process, timeout) = (spec.process, spec.connect_timeout);
+    std::thread::spawn(move || {
+        while std::time::Instant::now() < deadline {
+            if connected.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if !connected.load(Ordering::Relaxed) {
+            eprintln!(
+                "error: process {process}: not every peer connected within {} s ({}); is every process started with the same hostfile?",
+                timeout.as_secs_f64(),
+                peers.join(", ")
+            );
+            std::process::exit(2);
+        }
+    });
 }
 
 impl ClusterSpec {
@@ -286,6 +326,7 @@ mod tests {
             threads: 2,
             addresses: a,
             epoch_us: None,
+            connect_timeout: std::time::Duration::from_secs(1),
         };
         assert_eq!((spec.processes(), spec.workers()), (3, 6));
     }

@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use super::placement::place_partitions;
 use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
-use crate::workload::Workload;
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
 use crate::predict::{Ewma, LstmError, LstmPredictor, OnlinePredictor, Sustained};
 use crate::spec::{JobPlan, PredictorPlan};
+use crate::workload::Workload;
 
 /// The predictor `plan` names, loaded (an LSTM from its model directory).
 pub fn online_predictor(plan: &JobPlan) -> Result<Option<OnlinePredictor>, LstmError> {

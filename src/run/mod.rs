@@ -30,9 +30,9 @@ pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
 use crate::inject::{CpuDisruptor, Pattern};
-use crate::workload::{Evaluation, Workload};
 use crate::spec::{hex, DisruptorMode, JobPlan};
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
+use crate::workload::{Evaluation, Workload};
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
@@ -204,7 +204,13 @@ pub fn run_job_in_cluster(
     let check_plans = cluster.is_some();
     let mismatch: Arc<std::sync::Mutex<Option<(usize, String)>>> = Arc::default();
     let worker_mismatch = Arc::clone(&mismatch);
+    let connected = Arc::new(AtomicBool::new(false));
+    if let Some(c) = cluster {
+        cluster::watch_connection(c, Arc::clone(&connected));
+    }
     let result = timely::execute(config, move |worker| {
+        // Workers start once timely has connected every process.
+        connected.store(true, Ordering::Relaxed);
         let _flag = RaiseOnPanic(&failed);
         if check_plans {
             if let Some(other) = cluster::first_other_plan(worker, &plan_hash) {

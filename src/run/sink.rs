@@ -11,8 +11,8 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use super::detect::LaggardReport;
-use crate::workload::{Evaluation, Workload};
 use crate::trace::{IterationRecord, TraceError, TraceWriter, UnitRecord, WorkerRecord};
+use crate::workload::{Evaluation, Workload};
 
 /// What workers tell the sink.
 #[derive(Debug)]

@@ -206,8 +206,18 @@ fn processes_with_different_plans_refuse_to_run() {
     let start = |process: &str, iterations: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
             .args([
-                "run", "job.toml", "--hostfile", "hosts", "--process", process, "--threads", "2",
-                "--iterations", iterations, "--out", &format!("out{process}"),
+                "run",
+                "job.toml",
+                "--hostfile",
+                "hosts",
+                "--process",
+                process,
+                "--threads",
+                "2",
+                "--iterations",
+                iterations,
+                "--out",
+                &format!("out{process}"),
             ])
             .current_dir(dir)
             .stdout(std::process::Stdio::null())
@@ -226,4 +236,45 @@ fn processes_with_different_plans_refuse_to_run() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn a_peer_that_never_connects_times_out_naming_it() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    // process 1 alone: process 0 never starts
+    let started = std::time::Instant::now();
+    let o = forestall(
+        dir,
+        &[
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            "1",
+            "--threads",
+            "2",
+            "--connect-timeout",
+            "2",
+            "--out",
+            "x",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "not every peer connected within 2 s (process 0 at {})",
+            addresses[0]
+        )),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
 }
