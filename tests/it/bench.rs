@@ -1,18 +1,9 @@
 //! `forestall bench`: a tiny pipeline end to end, and bad pipelines.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::common::adult_path;
+use crate::common::{adult_path, forestall_in as forestall};
 
-fn forestall(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_forestall"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("forestall runs")
-}
 
 fn write_job(dir: &Path) {
     std::fs::write(

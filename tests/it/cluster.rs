@@ -6,16 +6,8 @@ use std::process::Output;
 
 use forestall::trace::read_trace_dir;
 
-use crate::common::adult_path;
+use crate::common::{adult_path, forestall_in as forestall};
 
-fn forestall(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("forestall runs")
-}
 
 /// A small paced job with worker 3 persistently 4× slower, so peers move work.
 fn write_job(dir: &Path) {

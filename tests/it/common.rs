@@ -90,3 +90,13 @@ pub fn forestall(args: &[&str]) -> std::process::Output {
         .output()
         .expect("the binary runs")
 }
+
+/// Runs the built `forestall` binary with `args` in `dir` (no RUST_LOG).
+pub fn forestall_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("forestall runs")
+}
