@@ -16,14 +16,14 @@ mod common;
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::data::Partitioning;
-use forestall::workload::load_workload;
-use forestall::workload::unit_gradient;
 use forestall::predict::{
     Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Predictor, Step, Sustained, SvmStraggler,
     WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use forestall::spec::{parse_job, validate};
 use forestall::trace::{read_trace_dir, TraceStamp, TraceWriter, UnitAction, UnitRecord};
+use forestall::workload::load_workload;
+use forestall::workload::unit_gradient;
 
 /// Median of `samples` timings of `f`, in seconds.
 fn median_secs(samples: usize, mut f: impl FnMut()) -> f64 {

@@ -33,7 +33,6 @@ pub mod data;
 pub mod fsutil;
 pub mod import;
 pub mod inject;
-pub mod workload;
 pub mod policy;
 pub mod predict;
 pub mod report;
@@ -42,6 +41,7 @@ pub mod run;
 pub mod spec;
 pub mod trace;
 pub mod whatif;
+pub mod workload;
 
 /// The README's code blocks, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

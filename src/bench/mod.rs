@@ -14,13 +14,13 @@ use std::sync::Arc;
 pub use results::BenchRow;
 pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
-use crate::workload::cnn::reference::burn_reference;
-use crate::workload::{load_workload, Workload};
 use crate::inject::Pattern;
 use crate::report::RunSummary;
 use crate::run::{params_digest, plain::train_plain, run_job, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
+use crate::workload::cnn::reference::burn_reference;
+use crate::workload::{load_workload, Workload};
 
 /// Errors of a benchmark pipeline.
 #[derive(Debug, thiserror::Error)]

@@ -139,7 +139,9 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         (
             "time_to_accuracy_s",
             Arc::new(Float64Array::from(
-                rows.iter().map(|r| r.time_to_accuracy_s).collect::<Vec<_>>(),
+                rows.iter()
+                    .map(|r| r.time_to_accuracy_s)
+                    .collect::<Vec<_>>(),
             )),
         ),
         ("params_sha256", s(|r| &r.params_sha256)),

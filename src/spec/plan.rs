@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 
 use crate::data::DataConfig;
 use crate::inject::Pattern;
-use crate::workload::AdamConfig;
 use crate::policy::PolicyPlan;
+use crate::workload::AdamConfig;
 
 /// Default number of training iterations.
 pub const DEFAULT_ITERATIONS: u64 = 100;

@@ -7,7 +7,6 @@ use super::plan::*;
 use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
-use crate::workload::AdamConfig;
 use crate::policy::proactive::{
     ProactiveConfig, DEFAULT_CLONE_BUDGET, DEFAULT_FLOOR, DEFAULT_MIN_GAIN,
 };
@@ -19,6 +18,7 @@ use crate::policy::speculate::{
     SpeculateConfig, DEFAULT_MAX_CLONE_SHARE, DEFAULT_MULTIPLIER, DEFAULT_QUANTILE,
 };
 use crate::policy::PolicyPlan;
+use crate::workload::AdamConfig;
 
 /// The dataset used when a job names none: the Adult census data committed
 /// under `data/`.
@@ -188,7 +188,10 @@ pub fn validate_with(
         cx.invalid(
             "model",
             "kind",
-            format!("unknown model '{kind}'; accepted: {}", MODEL_KINDS.join(", ")),
+            format!(
+                "unknown model '{kind}'; accepted: {}",
+                MODEL_KINDS.join(", ")
+            ),
         )
     })?;
     let model = match kind {
@@ -238,11 +241,7 @@ pub fn validate_with(
         None => PathBuf::from(defaults.dataset),
     };
     if !data_path.is_file() {
-        return Err(cx.invalid(
-            "data",
-            "path",
-            missing_dataset_message(&data_path),
-        ));
+        return Err(cx.invalid("data", "path", missing_dataset_message(&data_path)));
     }
     let test_fraction = spec.data.test_fraction.unwrap_or(DEFAULT_TEST_FRACTION);
     if !(test_fraction > 0.0 && test_fraction < 1.0) {

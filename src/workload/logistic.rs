@@ -99,7 +99,11 @@ fn margin(idx: &[u32], val: &[f64], params: &[f64]) -> f64 {
 }
 
 /// Gradient and loss sums of the log-loss over `rows` of `source` at `params`.
-pub fn unit_gradient(source: &(impl RowSource + ?Sized), params: &[f64], rows: &[u32]) -> UnitGradient {
+pub fn unit_gradient(
+    source: &(impl RowSource + ?Sized),
+    params: &[f64],
+    rows: &[u32],
+) -> UnitGradient {
     let mut grad = vec![0.0; params.len()];
     let mut loss_sum = 0.0;
     for &r in rows {

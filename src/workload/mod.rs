@@ -112,10 +112,9 @@ pub struct ParamBlock {
 pub fn load_workload(plan: &JobPlan) -> Result<Arc<dyn Workload>, DataError> {
     Ok(match &plan.model {
         ModelPlan::Logistic => Arc::new(LogisticRegression::load(&plan.data)?),
-        ModelPlan::Cnn { class_weighting } => Arc::new(cnn::CnnClassifier::load(
-            &plan.data.path,
-            *class_weighting,
-        )?),
+        ModelPlan::Cnn { class_weighting } => {
+            Arc::new(cnn::CnnClassifier::load(&plan.data.path, *class_weighting)?)
+        }
         ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(&plan.data)?),
     })
 }

@@ -4,7 +4,6 @@ use std::path::Path;
 
 use crate::common::{adult_path, forestall_in as forestall};
 
-
 fn write_job(dir: &Path) {
     std::fs::write(
         dir.join("job.toml"),

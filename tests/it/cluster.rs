@@ -8,7 +8,6 @@ use forestall::trace::read_trace_dir;
 
 use crate::common::{adult_path, forestall_in as forestall};
 
-
 /// A small paced job with worker 3 persistently 4× slower, so peers move work.
 fn write_job(dir: &Path) {
     std::fs::write(

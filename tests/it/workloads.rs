@@ -70,14 +70,23 @@ fn cnn_parameters_are_bit_identical_across_workers_and_policies() {
         Arc::clone(&workload),
         dir.path(),
     );
-    for policy in ["bsp", "rapid-reassign", "speculate", "proactive", "forestall"] {
+    for policy in [
+        "bsp",
+        "rapid-reassign",
+        "speculate",
+        "proactive",
+        "forestall",
+    ] {
         let dir = tempfile::tempdir().expect("dir");
         let out = run_workload_in(
             &plan(&cnn_job(&npz, 2, policy)),
             Arc::clone(&workload),
             dir.path(),
         );
-        assert_eq!(out.digest, reference.digest, "{policy} at W = 2 vs bsp at W = 1");
+        assert_eq!(
+            out.digest, reference.digest,
+            "{policy} at W = 2 vs bsp at W = 1"
+        );
         // exactly once: every (iteration, unit) counted once in the reduction,
         // whoever computed it
         let trace = read_trace_dir(dir.path()).expect("trace reads");
@@ -117,7 +126,10 @@ fn cnn_loss_curve_matches_a_plain_burn_loop() {
         .zip(&burn.params)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
-    assert!(drift < 1e-4, "parameters drift {drift} from burn's (f64 vs f32 Adam)");
+    assert!(
+        drift < 1e-4,
+        "parameters drift {drift} from burn's (f64 vs f32 Adam)"
+    );
 }
 
 #[test]
@@ -140,17 +152,17 @@ fn softmax_on_mnist_reaches_the_target_accuracy() {
     assert_eq!(workload.param_count(), 10 * workload.data().dims());
     let dir = tempfile::tempdir().expect("dir");
     let out = run_workload_in(&p, Arc::clone(&workload), dir.path());
-    assert!(out.eval.accuracy >= 0.85, "test accuracy {}", out.eval.accuracy);
-    let one = forestall::spec::validate(
-        &spec,
-        &text,
-        Some(&job),
-    )
-    .map(|mut p| {
-        p.workers = 1;
-        p
-    })
-    .expect("valid");
+    assert!(
+        out.eval.accuracy >= 0.85,
+        "test accuracy {}",
+        out.eval.accuracy
+    );
+    let one = forestall::spec::validate(&spec, &text, Some(&job))
+        .map(|mut p| {
+            p.workers = 1;
+            p
+        })
+        .expect("valid");
     let dir = tempfile::tempdir().expect("dir");
     assert_eq!(
         run_workload_in(&one, workload, dir.path()).digest,
@@ -182,9 +194,12 @@ fn images_npz(path: &Path, side: usize, labels: &[u8], pixels: Option<Vec<u8>>) 
     let options = zip::write::FileOptions::default();
     let pixels = pixels.unwrap_or_else(|| (0..n * side * side).map(|i| (i % 251) as u8).collect());
     for split in ["train", "test"] {
-        zip.start_file(format!("{split}_images.npy"), options).expect("entry");
-        zip.write_all(&npy("|u1", &[n, side, side], &pixels)).expect("write");
-        zip.start_file(format!("{split}_labels.npy"), options).expect("entry");
+        zip.start_file(format!("{split}_images.npy"), options)
+            .expect("entry");
+        zip.write_all(&npy("|u1", &[n, side, side], &pixels))
+            .expect("write");
+        zip.start_file(format!("{split}_labels.npy"), options)
+            .expect("entry");
         zip.write_all(&npy("|u1", &[n, 1], labels)).expect("write");
     }
     zip.finish().expect("finish");
@@ -219,7 +234,10 @@ fn refused_with(data: &Path, kind: &str, data_keys: &str, expected: &str) {
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains(expected), "expected '{expected}' in: {stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected '{expected}' in: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!out.exists(), "nothing is written for a refused job");
 }
@@ -231,11 +249,19 @@ fn bad_image_files_are_refused_by_name() {
     // labels out of range
     let p = d.join("labels.npz");
     images_npz(&p, 28, &[0, 1, 2, 1], None);
-    refused(&p, "cnn", "label column 'train_labels' must be binary; row 2 is 2, not a class in 0..2");
+    refused(
+        &p,
+        "cnn",
+        "label column 'train_labels' must be binary; row 2 is 2, not a class in 0..2",
+    );
     // image shape other than declared
     let p = d.join("small.npz");
     images_npz(&p, 14, &[0, 1, 0, 1], None);
-    refused(&p, "cnn", "train_images has shape [4, 14, 14]; the model expects [n, 28, 28]");
+    refused(
+        &p,
+        "cnn",
+        "train_images has shape [4, 14, 14]; the model expects [n, 28, 28]",
+    );
     // truncated file
     let p = d.join("truncated.npz");
     images_npz(&p, 28, &[0, 1, 0, 1], None);
@@ -248,10 +274,15 @@ fn bad_image_files_are_refused_by_name() {
         let mut zip = zip::ZipWriter::new(std::fs::File::create(&p).expect("create"));
         zip.start_file("train_images.npy", zip::write::FileOptions::default())
             .expect("entry");
-        zip.write_all(&npy("|u1", &[1, 28, 28], &[0; 784])).expect("write");
+        zip.write_all(&npy("|u1", &[1, 28, 28], &[0; 784]))
+            .expect("write");
         zip.finish().expect("finish");
     }
-    refused(&p, "cnn", "has no array 'train_labels' (arrays: train_images)");
+    refused(
+        &p,
+        "cnn",
+        "has no array 'train_labels' (arrays: train_images)",
+    );
     // NaN pixels (float images)
     let p = d.join("nan.npz");
     {
@@ -261,9 +292,12 @@ fn bad_image_files_are_refused_by_name() {
         let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         for split in ["train", "test"] {
             let o = zip::write::FileOptions::default();
-            zip.start_file(format!("{split}_images.npy"), o).expect("entry");
-            zip.write_all(&npy("<f4", &[2, 28, 28], &raw)).expect("write");
-            zip.start_file(format!("{split}_labels.npy"), o).expect("entry");
+            zip.start_file(format!("{split}_images.npy"), o)
+                .expect("entry");
+            zip.write_all(&npy("<f4", &[2, 28, 28], &raw))
+                .expect("write");
+            zip.start_file(format!("{split}_labels.npy"), o)
+                .expect("entry");
             zip.write_all(&npy("|u1", &[2], &[0, 1])).expect("write");
         }
         zip.finish().expect("finish");
@@ -289,7 +323,11 @@ fn a_model_kind_that_does_not_fit_the_data_is_refused() {
         refused(&npz, "logistic", "is not a readable Parquet file");
     }
     // an unknown kind lists the known ones
-    refused(&adult, "resnet", "unknown model 'resnet'; accepted: logistic, softmax, cnn");
+    refused(
+        &adult,
+        "resnet",
+        "unknown model 'resnet'; accepted: logistic, softmax, cnn",
+    );
 }
 
 #[test]
@@ -302,5 +340,6 @@ fn a_missing_dataset_names_the_fetch_command() {
     );
     let o = forestall(&["data", "fetch", "cifar"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown dataset 'cifar'; known: adult, bio, mnist"));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("unknown dataset 'cifar'; known: adult, bio, mnist"));
 }

@@ -121,7 +121,9 @@ impl Workload for CnnClassifier {
         self.net
             .layout()
             .iter()
-            .find(|s| (s.offset..s.offset + s.shape.iter().product::<usize>()).contains(&coordinate))
+            .find(|s| {
+                (s.offset..s.offset + s.shape.iter().product::<usize>()).contains(&coordinate)
+            })
             .is_some_and(|s| !s.name.ends_with("bias"))
     }
 
@@ -146,7 +148,11 @@ impl Workload for CnnClassifier {
                 .net
                 .predict(params, &pixels)
                 .expect("a test batch is built with the net's own image size");
-            scores.extend(p.iter().zip(&labels).map(|(&p, &y)| (f64::from(p), y == 1.0)));
+            scores.extend(
+                p.iter()
+                    .zip(&labels)
+                    .map(|(&p, &y)| (f64::from(p), y == 1.0)),
+            );
         }
         binary_evaluation(&scores)
     }
