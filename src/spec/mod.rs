@@ -18,6 +18,7 @@
 pub mod job;
 pub mod plan;
 pub mod validate;
+mod validate_policy;
 
 use std::path::{Path, PathBuf};
 

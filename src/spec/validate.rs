@@ -2,22 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::job::{JobSpec, PolicySection, PredictorSection, StragglerSection};
+use super::job::{JobSpec, StragglerSection};
 use super::plan::*;
+pub use super::validate_policy::DEFAULT_SLACK;
+use super::validate_policy::{validate_policy, validate_predictor};
 use super::{origin, Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
-use crate::policy::proactive::{
-    ProactiveConfig, DEFAULT_CLONE_BUDGET, DEFAULT_FLOOR, DEFAULT_MIN_GAIN,
-};
-use crate::policy::reassign::{
-    ReassignConfig, DEFAULT_CHECKPOINT, DEFAULT_FOLLOW_UP_UNITS, DEFAULT_GROUP_SIZE,
-    DEFAULT_INITIAL_UNITS,
-};
-use crate::policy::speculate::{
-    SpeculateConfig, DEFAULT_MAX_CLONE_SHARE, DEFAULT_MULTIPLIER, DEFAULT_QUANTILE,
-};
-use crate::policy::PolicyPlan;
 use crate::workload::AdamConfig;
 
 /// The dataset used when a job names none: the Adult census data committed
@@ -80,14 +71,20 @@ fn missing_dataset_message(path: &Path) -> String {
 const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
 
 /// Where a value came from, to point at it in messages.
-struct Context<'a> {
+pub(super) struct Context<'a> {
     text: &'a str,
     path: Option<&'a Path>,
     overrides: &'a Overrides,
 }
 
 impl Context<'_> {
-    fn invalid(&self, section: &str, key: &str, message: impl Into<String>) -> SpecError {
+    /// The error for `[section] key`, pointing at its line (or at the flag).
+    pub(super) fn invalid(
+        &self,
+        section: &str,
+        key: &str,
+        message: impl Into<String>,
+    ) -> SpecError {
         let from_flag = self.overrides.touches(section, key);
         SpecError::Invalid {
             origin: if from_flag {
@@ -389,319 +386,6 @@ pub fn validate_with(
     })
 }
 
-/// Default SSP slack (iterations a worker may run ahead).
-pub const DEFAULT_SLACK: u64 = 1;
-
-fn validate_policy(cx: &Context<'_>, s: &PolicySection, workers: u32) -> Result<PolicyPlan> {
-    let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 13] = [
-        (
-            "floor",
-            s.floor.is_some(),
-            "proactive or proactive-clone or forestall or dpro-substitute",
-        ),
-        ("threshold", s.threshold.is_some(), "dpro-substitute"),
-        (
-            "min_gain",
-            s.min_gain.is_some(),
-            "proactive or proactive-clone or forestall",
-        ),
-        ("clone_budget", s.clone_budget.is_some(), "proactive-clone"),
-        ("backups", s.backups.is_some(), "backup-workers"),
-        ("slack", s.slack.is_some(), "ssp or flexrr"),
-        (
-            "group_size",
-            s.group_size.is_some(),
-            "rapid-reassign or flexrr or speculate",
-        ),
-        (
-            "checkpoint",
-            s.checkpoint.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        (
-            "initial_units",
-            s.initial_units.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        (
-            "follow_up_units",
-            s.follow_up_units.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        ("quantile", s.quantile.is_some(), "speculate"),
-        ("multiplier", s.multiplier.is_some(), "speculate"),
-        ("max_clone_share", s.max_clone_share.is_some(), "speculate"),
-    ];
-    if let Some((key, _, owner)) = knobs
-        .iter()
-        .find(|(_, set, owner)| *set && !owner.split(" or ").any(|o| o == name))
-    {
-        return Err(cx.invalid(
-            "policy",
-            key,
-            format!("does not apply to policy '{name}' (it is a {owner} knob)"),
-        ));
-    }
-    let group_size = match s.group_size {
-        Some(g) if g == 0 || g >= workers => {
-            return Err(cx.invalid(
-                "policy",
-                "group_size",
-                format!(
-                    "must be between 1 and the worker count minus one ({}) (got {g})",
-                    workers.saturating_sub(1)
-                ),
-            ))
-        }
-        Some(g) => g,
-        // A single worker has nobody to help: the group is empty and the run
-        // behaves as bsp.
-        None => DEFAULT_GROUP_SIZE.min(workers.saturating_sub(1)),
-    };
-    let share = |key: &str, value: Option<f64>, default: f64| -> Result<f64> {
-        let v = value.unwrap_or(default);
-        if v > 0.0 && v <= 1.0 {
-            Ok(v)
-        } else {
-            Err(cx.invalid("policy", key, format!("must be in (0, 1] (got {v})")))
-        }
-    };
-    let floor = || -> Result<f64> {
-        let floor = s.floor.unwrap_or(DEFAULT_FLOOR);
-        if (0.0..1.0).contains(&floor) {
-            Ok(floor)
-        } else {
-            Err(cx.invalid(
-                "policy",
-                "floor",
-                format!("must be in [0, 1) (got {floor})"),
-            ))
-        }
-    };
-    match name {
-        "bsp" => Ok(PolicyPlan::Bsp),
-        "ideal" => Ok(PolicyPlan::Ideal),
-        "backup-workers" => {
-            let backups = s.backups.unwrap_or(1);
-            if backups == 0 || backups >= workers {
-                return Err(cx.invalid(
-                    "policy",
-                    "backups",
-                    format!(
-                        "must be between 1 and the worker count minus one ({}) (got {backups})",
-                        workers.saturating_sub(1)
-                    ),
-                ));
-            }
-            Ok(PolicyPlan::BackupWorkers { backups })
-        }
-        "ssp" => Ok(PolicyPlan::Ssp {
-            slack: s.slack.unwrap_or(DEFAULT_SLACK),
-        }),
-        "dpro-substitute" => {
-            let floor = floor()?;
-            let threshold = s.threshold.unwrap_or(1.5);
-            if !(threshold.is_finite() && threshold > 1.0) {
-                return Err(cx.invalid(
-                    "policy",
-                    "threshold",
-                    format!("must be a number above 1 (got {threshold})"),
-                ));
-            }
-            Ok(PolicyPlan::DproSubstitute { floor, threshold })
-        }
-        "proactive" | "proactive-clone" | "forestall" => {
-            let floor = floor()?;
-            let min_gain = s.min_gain.unwrap_or(DEFAULT_MIN_GAIN);
-            if !(min_gain.is_finite() && min_gain >= 0.0) {
-                return Err(cx.invalid(
-                    "policy",
-                    "min_gain",
-                    format!("must be ≥ 0 (got {min_gain})"),
-                ));
-            }
-            let proactive = ProactiveConfig { floor, min_gain };
-            if name == "proactive-clone" {
-                return Ok(PolicyPlan::ProactiveClone {
-                    proactive,
-                    budget: share("clone_budget", s.clone_budget, DEFAULT_CLONE_BUDGET)?,
-                });
-            }
-            Ok(if name == "forestall" {
-                PolicyPlan::Forestall {
-                    proactive,
-                    reassign: ReassignConfig {
-                        group_size,
-                        checkpoint: DEFAULT_CHECKPOINT,
-                        initial_units: DEFAULT_INITIAL_UNITS,
-                        follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
-                    },
-                }
-            } else {
-                PolicyPlan::Proactive(proactive)
-            })
-        }
-        "rapid-reassign" | "flexrr" => {
-            let checkpoint = share("checkpoint", s.checkpoint, DEFAULT_CHECKPOINT)?;
-            let initial_units = s.initial_units.unwrap_or(DEFAULT_INITIAL_UNITS);
-            if initial_units == 0 {
-                return Err(cx.invalid("policy", "initial_units", "must be at least 1 (got 0)"));
-            }
-            let follow_up_units = s.follow_up_units.unwrap_or(DEFAULT_FOLLOW_UP_UNITS);
-            if follow_up_units == 0 {
-                return Err(cx.invalid("policy", "follow_up_units", "must be at least 1 (got 0)"));
-            }
-            let reassign = ReassignConfig {
-                group_size,
-                checkpoint,
-                initial_units,
-                follow_up_units,
-            };
-            Ok(if name == "flexrr" {
-                PolicyPlan::Flexrr {
-                    slack: s.slack.unwrap_or(DEFAULT_SLACK),
-                    reassign,
-                }
-            } else {
-                PolicyPlan::RapidReassign(reassign)
-            })
-        }
-        "speculate" => {
-            let multiplier = s.multiplier.unwrap_or(DEFAULT_MULTIPLIER);
-            if !(multiplier.is_finite() && multiplier >= 1.0) {
-                return Err(cx.invalid(
-                    "policy",
-                    "multiplier",
-                    format!("must be ≥ 1 (got {multiplier})"),
-                ));
-            }
-            Ok(PolicyPlan::Speculate(SpeculateConfig {
-                group_size,
-                quantile: share("quantile", s.quantile, DEFAULT_QUANTILE)?,
-                multiplier,
-                max_clone_share: share(
-                    "max_clone_share",
-                    s.max_clone_share,
-                    DEFAULT_MAX_CLONE_SHARE,
-                )?,
-            }))
-        }
-        other if PLANNED_POLICIES.contains(&other) => Err(cx.invalid(
-            "policy",
-            "name",
-            format!(
-                "policy '{other}' is not implemented yet; available: {}",
-                AVAILABLE_POLICIES.join(", ")
-            ),
-        )),
-        other => Err(cx.invalid(
-            "policy",
-            "name",
-            format!(
-                "unknown policy '{other}'; accepted: {}",
-                AVAILABLE_POLICIES.join(", ")
-            ),
-        )),
-    }
-}
-
-fn validate_predictor(
-    cx: &Context<'_>,
-    s: &PredictorSection,
-    base_dir: &Path,
-    policy: &PolicyPlan,
-) -> Result<Option<PredictorPlan>> {
-    let name = match s.name.as_deref() {
-        Some(name) => name,
-        // A proactive policy cannot work without one.
-        None if policy.predicts() => "sustained",
-        None => {
-            if let Some(key) = [
-                ("alpha", s.alpha.is_some()),
-                ("k", s.k.is_some()),
-                ("model", s.model.is_some()),
-            ]
-            .iter()
-            .find_map(|(k, set)| set.then_some(*k))
-            {
-                return Err(cx.invalid("predictor", key, "set without [predictor] name"));
-            }
-            return Ok(None);
-        }
-    };
-    if s.alpha.is_some() && name != "ewma" {
-        return Err(cx.invalid(
-            "predictor",
-            "alpha",
-            format!("does not apply to predictor '{name}' (it is an ewma knob)"),
-        ));
-    }
-    if s.k.is_some() && name != "sustained" {
-        return Err(cx.invalid(
-            "predictor",
-            "k",
-            format!("does not apply to predictor '{name}' (it is a sustained knob)"),
-        ));
-    }
-    if s.model.is_some() && name != "lstm" {
-        return Err(cx.invalid(
-            "predictor",
-            "model",
-            format!("does not apply to predictor '{name}' (it is an lstm knob)"),
-        ));
-    }
-    match name {
-        "last" => Ok(Some(PredictorPlan::Last)),
-        "sustained" => {
-            let k = s.k.unwrap_or(2);
-            if k == 0 {
-                return Err(cx.invalid("predictor", "k", "must be at least 1 (got 0)"));
-            }
-            Ok(Some(PredictorPlan::Sustained { k }))
-        }
-        "ewma" => {
-            let alpha = s.alpha.unwrap_or(DEFAULT_EWMA_ALPHA);
-            if !(alpha > 0.0 && alpha <= 1.0) {
-                return Err(cx.invalid(
-                    "predictor",
-                    "alpha",
-                    format!("must be in (0, 1] (got {alpha})"),
-                ));
-            }
-            Ok(Some(PredictorPlan::Ewma { alpha }))
-        }
-        "lstm" => {
-            let Some(model) = &s.model else {
-                return Err(cx.invalid(
-                    "predictor",
-                    "name",
-                    "lstm needs `model = \"DIR\"`, a directory from `forestall predictor train`",
-                ));
-            };
-            let model = base_dir.join(model);
-            if let Err(e) = crate::predict::LstmPredictor::load(&model) {
-                return Err(cx.invalid("predictor", "model", e.to_string()));
-            }
-            Ok(Some(PredictorPlan::Lstm { model }))
-        }
-        other => Err(cx.invalid(
-            "predictor",
-            "name",
-            format!(
-                "unknown predictor '{other}'; accepted: {}",
-                PREDICTORS.join(", ")
-            ),
-        )),
-    }
-}
-
-impl PolicySection {
-    fn policy_name(&self) -> &str {
-        self.name.as_deref().unwrap_or("bsp")
-    }
-}
-
 fn validate_pattern(
     cx: &Context<'_>,
     s: &StragglerSection,
@@ -906,6 +590,7 @@ fn validate_pattern(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::PolicyPlan;
     use crate::spec::parse_job;
 
     fn check(text: &str) -> Result<JobPlan> {
