@@ -300,7 +300,7 @@ pub fn run_pipeline(
                     source,
                 }
             })?;
-        let summary = RunSummary::new(plan, &out, &trace_dir, workload.test_majority_rate());
+        let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());
         let load_us = out.iterations.first().map_or(0, |i| i.start_us);
         let row = BenchRow {
             time_per_iteration_ms: out.wall_us.saturating_sub(load_us) as f64

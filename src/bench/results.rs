@@ -87,6 +87,9 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
     let f64s = |f: fn(&BenchRow) -> f64| -> ArrayRef {
         Arc::new(Float64Array::from_iter_values(rows.iter().map(f)))
     };
+    let opt_f64s = |f: fn(&BenchRow) -> Option<f64>| -> ArrayRef {
+        Arc::new(Float64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
     let u64s = |f: fn(&BenchRow) -> u64| -> ArrayRef {
         Arc::new(UInt64Array::from_iter_values(rows.iter().map(f)))
     };
@@ -122,28 +125,11 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
                     .collect::<Vec<_>>(),
             )),
         ),
-        (
-            "converged_s",
-            Arc::new(Float64Array::from(
-                rows.iter().map(|r| r.converged_s).collect::<Vec<_>>(),
-            )),
-        ),
+        ("converged_s", opt_f64s(|r| r.converged_s)),
         ("test_accuracy", f64s(|r| r.test_accuracy)),
         ("workload", s(|r| &r.workload)),
-        (
-            "target_accuracy",
-            Arc::new(Float64Array::from(
-                rows.iter().map(|r| r.target_accuracy).collect::<Vec<_>>(),
-            )),
-        ),
-        (
-            "time_to_accuracy_s",
-            Arc::new(Float64Array::from(
-                rows.iter()
-                    .map(|r| r.time_to_accuracy_s)
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        ("target_accuracy", opt_f64s(|r| r.target_accuracy)),
+        ("time_to_accuracy_s", opt_f64s(|r| r.time_to_accuracy_s)),
         ("params_sha256", s(|r| &r.params_sha256)),
         (
             "bsp_semantics",

@@ -87,12 +87,6 @@ pub trait Workload: Send + Sync + Debug {
 
     /// Quality of `params` on the test rows.
     fn evaluate(&self, params: &[f64]) -> Evaluation;
-
-    /// Share of the test rows in their most frequent class: the accuracy of
-    /// always guessing it, the yardstick next to `accuracy`.
-    fn test_majority_rate(&self) -> f64 {
-        self.data().test_majority_rate()
-    }
 }
 
 /// A named block of the flat parameter vector.
