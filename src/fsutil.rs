@@ -5,9 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same
-/// directory is written, synced and renamed over `path`, so readers see the old
-/// file or the new one, never half of one.
+/// directory is written, synced and renamed over `path`, and the directory is
+/// synced, so readers see the old file or the new one, never half of one, and
+/// the new one survives a power cut once this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_within(path, bytes, &Quota::default())
+}
+
+/// As [`write_atomic`], charging the bytes to `quota` (a full quota fails the
+/// write as a full disk would: with `StorageFull`, leaving no file behind).
+pub fn write_atomic_within(path: &Path, bytes: &[u8], quota: &Quota) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -15,15 +22,83 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = QuotaFile::new(std::fs::File::create(&tmp)?, quota.clone());
         file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        file.file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes a rename in `dir` durable (a no-op off Unix).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// A budget of bytes that writers may still write, shared by clones. The
+/// default is unlimited; tests give a writer a small one to see what a full
+/// disk does to it.
+#[derive(Debug, Clone, Default)]
+pub struct Quota(Option<std::sync::Arc<std::sync::atomic::AtomicU64>>);
+
+impl Quota {
+    /// At most `bytes` more bytes.
+    pub fn bytes(bytes: u64) -> Self {
+        Self(Some(std::sync::Arc::new(bytes.into())))
+    }
+
+    /// Takes `n` bytes from the budget, or fails as a full disk does.
+    pub fn take(&self, n: usize) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let Some(left) = &self.0 else {
+            return Ok(());
+        };
+        left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| {
+            l.checked_sub(n as u64)
+        })
+        .map(drop)
+        .map_err(|_| {
+            left.store(0, Ordering::Relaxed);
+            std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "No space left on device (the write quota is used up)",
+            )
+        })
+    }
+}
+
+/// A file whose writes are charged to a [`Quota`].
+#[derive(Debug)]
+pub struct QuotaFile {
+    /// The file.
+    pub file: std::fs::File,
+    quota: Quota,
+}
+
+impl QuotaFile {
+    /// `file`, charged to `quota`.
+    pub fn new(file: std::fs::File, quota: Quota) -> Self {
+        Self { file, quota }
+    }
+}
+
+impl Write for QuotaFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.quota.take(buf.len())?;
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// `YYYYMMDD-HHMMSS` in UTC for `time` (civil-from-days, proleptic Gregorian).
@@ -96,5 +171,19 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_full_disk_fails_the_write_and_keeps_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.json");
+        write_atomic(&p, b"old contents").unwrap();
+        let err = write_atomic_within(&p, &[7u8; 100], &Quota::bytes(40)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
+        assert_eq!(std::fs::read(&p).unwrap(), b"old contents");
+        // no temporary file left behind
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        write_atomic_within(&p, b"fits", &Quota::bytes(40)).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"fits");
     }
 }

@@ -28,6 +28,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod bench;
+pub mod checkpoint;
 pub mod cli;
 pub mod data;
 pub mod fsutil;

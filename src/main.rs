@@ -1,5 +1,6 @@
 //! The `forestall` binary: parses the command line and turns the outcome into an
-//! exit code (0 success, 1 a requested check failed, 2 error).
+//! exit code (0 success, 1 a requested check failed, 2 error, 3 training
+//! diverged — an error a restart would only repeat).
 
 use std::process::ExitCode;
 
@@ -25,7 +26,13 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::from(2)
+            let diverged = err.chain().any(|e| {
+                matches!(
+                    e.downcast_ref::<forestall::run::RunError>(),
+                    Some(forestall::run::RunError::Diverged { .. })
+                )
+            });
+            ExitCode::from(if diverged { 3 } else { 2 })
         }
     }
 }

@@ -2,17 +2,24 @@
 //! job, prepares the output directory, writes a hostfile of N free loopback
 //! ports, starts N `forestall run … --hostfile … --process i` processes (timely
 //! cluster mode), relays process 0's output, and stops every process as soon
-//! as one fails.
+//! as one fails. With `--max-restarts K` it then starts them again from the
+//! newest complete checkpoint, up to K times (torchrun's elastic restart).
 
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use super::run::{prepare, PreparedRun, RunArgs};
 use super::GlobalArgs;
+use crate::checkpoint::store;
 use crate::fsutil::write_atomic;
 use crate::run::cluster::free_loopback_addresses;
+use crate::spec::JobPlan;
+
+/// Exit code of a process whose training diverged: restarting repeats it.
+const DIVERGED: i32 = 3;
 
 /// Starts and watches the processes of a local multi-process run.
 pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Result<ExitCode> {
@@ -31,32 +38,112 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
         );
     }
     // Check the whole job (with its worker count) before anything starts.
-    let mut overrides = args.override_words();
     let mut check = args.overrides_for_launch();
     check.workers = Some(workers);
-    let PreparedRun { out_dir, .. } = prepare(&args.job, &check, args.force)?;
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir)
-            .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
-    }
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
-    let addresses = free_loopback_addresses(processes)?;
-    let hostfile = out_dir.join("hostfile");
-    write_atomic(&hostfile, format!("{}\n", addresses.join("\n")).as_bytes())
-        .with_context(|| format!("cannot write {}", hostfile.display()))?;
-    if global.quiet == 0 && !global.json {
-        eprintln!(
+    let PreparedRun { plan, out_dir } =
+        prepare(&args.job, &check, args.force, args.resume.as_deref())?;
+    let say = |message: String| {
+        if global.quiet == 0 && !global.json {
+            eprintln!("{message}");
+        }
+    };
+    let mut resume_at = match &args.resume {
+        Some(dir) => Some(
+            newest_checkpoint(dir, &plan)
+                .with_context(|| format!("--resume {}: no complete checkpoint", dir.display()))?,
+        ),
+        None => {
+            fresh_out_dir(&out_dir)?;
+            None
+        }
+    };
+    let mut restarts = 0;
+    loop {
+        let addresses = free_loopback_addresses(processes)?;
+        let hostfile = out_dir.join("hostfile");
+        write_atomic(&hostfile, format!("{}\n", addresses.join("\n")).as_bytes())
+            .with_context(|| format!("cannot write {}", hostfile.display()))?;
+        say(format!(
             "launching {processes} processes × {threads} threads on {}",
             addresses.join(", ")
-        );
+        ));
+        let mut children = start(args, global, &out_dir, processes, threads, resume_at)?;
+        let Some((process, status)) = watch(&mut children)? else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let failure = format!("process {process} of {processes} exited with {status}");
+        if status.code() == Some(DIVERGED) {
+            bail!("{failure}; stopped the others (training diverged: not restarting)");
+        }
+        if restarts >= args.max_restarts {
+            let tried = if args.max_restarts > 0 {
+                format!(" after {restarts} restarts (--max-restarts {})", args.max_restarts)
+            } else {
+                String::new()
+            };
+            bail!("{failure}; stopped the others{tried}");
+        }
+        restarts += 1;
+        resume_at = newest_checkpoint(&out_dir, &plan);
+        match resume_at {
+            Some(c) => say(format!(
+                "{failure}; stopped the others; restarting from the checkpoint at iteration {c} (restart {restarts} of {})",
+                args.max_restarts
+            )),
+            None => {
+                say(format!(
+                    "{failure}; stopped the others; no complete checkpoint yet: restarting from the start (restart {restarts} of {})",
+                    args.max_restarts
+                ));
+                fresh_out_dir(&out_dir)?;
+            }
+        }
     }
+}
+
+/// The newest complete checkpoint's iteration in `dir`, warning of newer ones
+/// passed over.
+fn newest_checkpoint(dir: &Path, plan: &JobPlan) -> Option<u64> {
+    store::newest_valid(dir, &plan.hash(), plan.workers, None, &mut |e| {
+        eprintln!("warning: {e}; falling back to the previous checkpoint");
+    })
+    .map(|c| c.iteration)
+}
+
+fn fresh_out_dir(out_dir: &Path) -> anyhow::Result<()> {
+    if out_dir.exists() {
+        std::fs::remove_dir_all(out_dir)
+            .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
+    }
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create output directory {}", out_dir.display()))
+}
+
+/// Starts the N processes (continuing from checkpoint `resume_at`, if any).
+fn start(
+    args: &RunArgs,
+    global: &GlobalArgs,
+    out_dir: &Path,
+    processes: u32,
+    threads: u32,
+    resume_at: Option<u64>,
+) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe().context("cannot find the forestall binary")?;
-    overrides.extend(["--out".into(), out_dir.display().to_string()]);
+    let hostfile = out_dir.join("hostfile");
+    let mut words = args.override_words();
+    match resume_at {
+        Some(at) => words.extend([
+            "--resume".into(),
+            out_dir.display().to_string(),
+            "--resume-at".into(),
+            at.to_string(),
+        ]),
+        None => words.extend(["--out".into(), out_dir.display().to_string()]),
+    }
     // One job clock: every process measures from the same wall-clock origin
     // (the processes' data loading then shows before the first iteration).
     let epoch_us = crate::run::cluster::unix_now_us();
-    overrides.extend(["--epoch-us".into(), epoch_us.to_string()]);
+    words.extend(["--epoch-us".into(), epoch_us.to_string()]);
     let mut children: Vec<Child> = Vec::with_capacity(processes as usize);
     for i in 0..processes {
         let mut command = Command::new(&exe);
@@ -73,7 +160,7 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
             .args(["--process", &i.to_string()])
             .args(["--threads", &threads.to_string()])
             .arg("--joined")
-            .args(&overrides)
+            .args(&words)
             .stdin(Stdio::null())
             .stdout(if i == 0 {
                 Stdio::inherit()
@@ -92,24 +179,33 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
             }
         }
     }
-    // Watch: the first process to fail stops the others.
+    let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
+    let pid_file = out_dir.join("pids");
+    write_atomic(&pid_file, format!("{}\n", pids.join("\n")).as_bytes())
+        .with_context(|| format!("cannot write {}", pid_file.display()))?;
+    Ok(children)
+}
+
+/// Waits for every process; the first to fail stops the others and is
+/// returned (none: all succeeded).
+fn watch(children: &mut [Child]) -> anyhow::Result<Option<(usize, ExitStatus)>> {
     let mut done = vec![false; children.len()];
     while done.iter().any(|d| !d) {
-        for (i, child) in children.iter_mut().enumerate() {
+        for i in 0..children.len() {
             if done[i] {
                 continue;
             }
-            if let Some(status) = child.try_wait().context("cannot watch a process")? {
+            if let Some(status) = children[i].try_wait().context("cannot watch a process")? {
                 done[i] = true;
                 if !status.success() {
-                    stop(&mut children);
-                    bail!("process {i} of {processes} exited with {status}; stopped the others");
+                    stop(children);
+                    return Ok(Some((i, status)));
                 }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(None)
 }
 
 /// Kills every process still running and reaps it.

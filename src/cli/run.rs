@@ -14,7 +14,8 @@ use super::GlobalArgs;
 use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp, write_atomic};
 use crate::report::{json, RunSummary};
 use crate::run::cluster::{read_hostfile, ClusterError, ClusterSpec};
-use crate::run::{run_job_in_cluster, RunOutput};
+use crate::checkpoint::{store, Checkpoint};
+use crate::run::{run_job_in_cluster, RunOptions, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan, Overrides};
 use crate::trace::{IterationRecord, TraceStamp};
 use crate::workload::{load_workload, ParamBlock};
@@ -91,6 +92,18 @@ pub struct RunArgs {
     /// process; the launcher sets it.
     #[arg(long, hide = true, value_name = "US")]
     pub epoch_us: Option<u64>,
+    /// Continue the job in DIR (a run's output directory) from its newest
+    /// complete checkpoint; the job file and flags must be the same.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
+    pub resume: Option<PathBuf>,
+    /// With --processes: restart every process from the newest checkpoint
+    /// when one exits abnormally, up to this many times.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "processes")]
+    pub max_restarts: u32,
+    /// Set by the launcher with --resume: the checkpoint every process
+    /// continues from.
+    #[arg(long, hide = true, value_name = "ITERATION", requires = "resume")]
+    pub resume_at: Option<u64>,
 }
 
 impl RunArgs {
@@ -146,10 +159,27 @@ pub struct PreparedRun {
 
 /// Reads, overrides and validates the job, and picks the output directory.
 /// Nothing is written.
-pub fn prepare(job: &Path, overrides: &Overrides, force: bool) -> anyhow::Result<PreparedRun> {
+pub fn prepare(
+    job: &Path,
+    overrides: &Overrides,
+    force: bool,
+    resume: Option<&Path>,
+) -> anyhow::Result<PreparedRun> {
     let (mut spec, text) = read_job_file(job)?;
     overrides.apply(&mut spec);
     let plan = validate_with(&spec, &text, Some(job), overrides)?;
+    if let Some(dir) = resume {
+        if !dir.join("plan.json").is_file() {
+            bail!(
+                "--resume {}: not the output directory of a run (it has no plan.json)",
+                dir.display()
+            );
+        }
+        return Ok(PreparedRun {
+            plan,
+            out_dir: dir.to_owned(),
+        });
+    }
     let out_dir = match &plan.out {
         Some(dir) => {
             if is_non_empty_dir(dir) && !force {
@@ -231,7 +261,8 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     };
     let coordinator = cluster.as_ref().is_none_or(|c| c.process == 0);
     let force = args.force || args.joined;
-    let PreparedRun { plan, out_dir } = prepare(&args.job, &args.overrides(), force)?;
+    let PreparedRun { plan, out_dir } =
+        prepare(&args.job, &args.overrides(), force, args.resume.as_deref())?;
     tracing::debug!(plan = %plan.to_json(), "resolved plan");
     let workload = load_workload(&plan)
         .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?;
@@ -245,8 +276,21 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let resume = match &args.resume {
+        Some(dir) => Some(find_checkpoint(dir, &plan, workload.param_count(), args.resume_at)?),
+        None => None,
+    };
+    if let (Some(c), true) = (&resume, coordinator && global.quiet == 0 && !global.json) {
+        eprintln!(
+            "resuming from the checkpoint at iteration {} of {} ({})",
+            c.iteration,
+            plan.iterations,
+            c.dir.display()
+        );
+    }
+
     // Every input is checked: from here on we write.
-    if out_dir.exists() && !args.joined {
+    if out_dir.exists() && !args.joined && resume.is_none() {
         std::fs::remove_dir_all(&out_dir)
             .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
     }
@@ -261,15 +305,14 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             plan_hash: plan.hash(),
             seed: plan.seed,
         };
-        run_job_in_cluster(
-            &plan,
-            workload,
-            &out_dir.join("trace"),
-            stamp,
-            None,
-            cluster.as_ref(),
-        )
-        .with_context(|| format!("run of {} failed", args.job.display()))?;
+        let options = RunOptions {
+            cluster: cluster.as_ref(),
+            checkpoint_dir: Some(out_dir.clone()),
+            resume,
+            ..RunOptions::default()
+        };
+        run_job_in_cluster(&plan, workload, &out_dir.join("trace"), stamp, options)
+            .with_context(|| format!("run of {} failed", args.job.display()))?;
         return Ok(ExitCode::SUCCESS);
     }
     write_atomic(&out_dir.join("plan.json"), plan.to_json().as_bytes())
@@ -326,13 +369,19 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         plan_hash: plan_hash.clone(),
         seed: plan.seed,
     };
+    let options = RunOptions {
+        observer: Some(observer),
+        cluster: cluster.as_ref(),
+        checkpoint_dir: Some(out_dir.clone()),
+        resume,
+        ..RunOptions::default()
+    };
     let output: RunOutput = run_job_in_cluster(
         &plan,
         Arc::clone(&workload),
         &out_dir.join("trace"),
         stamp,
-        Some(observer),
-        cluster.as_ref(),
+        options,
     )
     .with_context(|| format!("run of {} failed", args.job.display()))?
     .context("process 0 ended without the final parameters")?;
@@ -364,4 +413,37 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         print_stdout(summary.to_text().trim_end());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The checkpoint a resumed run continues from: the one at `at` (the
+/// launcher's choice), or the newest complete one in `dir`, saying why each
+/// newer one is passed over.
+pub fn find_checkpoint(
+    dir: &Path,
+    plan: &JobPlan,
+    dims: usize,
+    at: Option<u64>,
+) -> anyhow::Result<Checkpoint> {
+    let hash = plan.hash();
+    if let Some(at) = at {
+        return store::load(&store::iteration_dir(dir, at), &hash, plan.workers, Some(dims))
+            .map_err(anyhow::Error::from);
+    }
+    let mut skipped = Vec::new();
+    let found = store::newest_valid(dir, &hash, plan.workers, Some(dims), &mut |e| {
+        eprintln!("warning: {e}; falling back to the previous checkpoint");
+        skipped.push(e.to_string());
+    });
+    found.with_context(|| {
+        format!(
+            "--resume {}: no complete checkpoint{} (start the job afresh with --out {} --force)",
+            dir.display(),
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", skipped.join("; "))
+            },
+            dir.display()
+        )
+    })
 }

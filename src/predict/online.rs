@@ -91,6 +91,68 @@ impl OnlineHistory {
         }
     }
 
+    /// The complete part of the histories as numbers, for a checkpoint: the
+    /// iterations complete (`complete_through + 1`), then per worker its step
+    /// count and each step's fields. Timings of incomplete iterations are not
+    /// kept (a resumed run measures them anew).
+    pub fn to_floats(&self) -> Vec<f64> {
+        let mut out = vec![self.complete_through.map_or(0.0, |c| (c + 1) as f64)];
+        for steps in &self.series {
+            out.push(steps.len() as f64);
+            for s in steps {
+                out.extend([
+                    s.iteration as f64,
+                    s.unit_us,
+                    s.ratio,
+                    s.wait_ratio,
+                    s.share,
+                    s.median_us,
+                    s.spread,
+                    f64::from(s.workers),
+                ]);
+            }
+        }
+        out
+    }
+
+    /// Histories of `workers` workers from [`OnlineHistory::to_floats`]; `None`
+    /// if the numbers are not such histories.
+    pub fn from_floats(workers: u32, floats: &[f64]) -> Option<Self> {
+        let mut it = floats.iter().copied();
+        let complete = it.next()?;
+        let mut series = Vec::with_capacity(workers as usize);
+        for _ in 0..workers {
+            let n = it.next()?;
+            let mut steps = Vec::new();
+            for _ in 0..n as usize {
+                let f: Vec<f64> = it.by_ref().take(8).collect();
+                if f.len() < 8 {
+                    return None;
+                }
+                steps.push(Step {
+                    iteration: f[0] as u64,
+                    unit_us: f[1],
+                    ratio: f[2],
+                    wait_ratio: f[3],
+                    share: f[4],
+                    median_us: f[5],
+                    spread: f[6],
+                    workers: f[7] as u32,
+                });
+            }
+            series.push(steps);
+        }
+        if it.next().is_some() {
+            return None;
+        }
+        Some(Self {
+            workers: workers as usize,
+            pending: BTreeMap::new(),
+            series,
+            complete_through: (complete >= 1.0).then(|| complete as u64 - 1),
+        })
+    }
+
     /// Whether every worker's timing of `iteration` is in.
     pub fn complete(&self, iteration: u64) -> bool {
         self.complete_through.is_some_and(|c| c >= iteration)
@@ -146,6 +208,21 @@ mod tests {
 
     fn t(units: u32, busy_us: u64) -> Timing {
         Timing { units, busy_us }
+    }
+
+    #[test]
+    fn histories_survive_a_checkpoint() {
+        let mut h = OnlineHistory::new(2);
+        for i in 0..3 {
+            h.record(i, 0, t(4, 100 + i));
+            h.record(i, 1, t(4, 300));
+        }
+        h.record(3, 0, t(4, 50)); // incomplete: not kept
+        let back = OnlineHistory::from_floats(2, &h.to_floats()).expect("decodes");
+        assert!(back.complete(2) && !back.complete(3));
+        assert_eq!(back.series, h.series);
+        assert!(OnlineHistory::from_floats(3, &h.to_floats()).is_none());
+        assert!(OnlineHistory::from_floats(2, &h.to_floats()[..5]).is_none());
     }
 
     #[test]

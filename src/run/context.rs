@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::placement::place_partitions;
+use crate::checkpoint::Checkpoint;
 use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
@@ -68,6 +69,8 @@ pub struct JobContext {
     pub start: Instant,
     /// The online predictor, if the job has one.
     pub predictor: Option<OnlinePredictor>,
+    /// The checkpoint the run continues from, if it resumes.
+    pub resume: Option<Arc<Checkpoint>>,
     assignments: Vec<Vec<u32>>,
 }
 
@@ -120,8 +123,38 @@ impl JobContext {
             dims,
             start: Instant::now(),
             predictor,
+            resume: None,
             assignments,
         }
+    }
+
+    /// The same job continuing from `checkpoint`: its parameters are version
+    /// `checkpoint.iteration`'s, and the job clock (set it first) goes on from
+    /// the checkpoint's time.
+    pub fn resuming(mut self, checkpoint: Checkpoint) -> Self {
+        self.initial_params = Arc::new(checkpoint.params.clone());
+        // The clock goes on from the checkpoint's time (the time lost to the
+        // failure and the restart is not on it).
+        self.start = self
+            .start
+            .checked_sub(std::time::Duration::from_micros(checkpoint.job_us))
+            .unwrap_or(self.start);
+        self.resume = Some(Arc::new(checkpoint));
+        self
+    }
+
+    /// The first iteration this run computes (0, or the checkpoint's).
+    pub fn first_iteration(&self) -> u64 {
+        self.resume.as_ref().map_or(0, |c| c.iteration)
+    }
+
+    /// Whether parameter version `version` is checkpointed: every
+    /// `[checkpoint] every` iterations and the final one, after the first.
+    pub fn is_checkpoint(&self, version: u64) -> bool {
+        let every = self.plan.checkpoint_every;
+        every > 0
+            && version > self.first_iteration()
+            && (version.is_multiple_of(every) || version == self.plan.iterations)
     }
 
     /// Units `worker` owns in every iteration.

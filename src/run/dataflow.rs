@@ -192,7 +192,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             cx.partitioning.rows_per_iteration(),
             cx.plan.optimizer,
             cx.initial_params[range.clone()].to_vec(),
-            range.map(|j| cx.workload.penalised(j)).collect(),
+            range.clone().map(|j| cx.workload.penalised(j)).collect(),
         );
         if let PolicyPlan::BackupWorkers { backups } = cx.plan.policy {
             let mut units_per_owner = vec![0; workers as usize];
@@ -208,6 +208,10 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
         if let PolicyPlan::DproSubstitute { .. } = cx.plan.policy {
             reducer = reducer.with_substitution();
         }
+        if let Some(c) = &cx.resume {
+            reducer = reducer.resume_at(c.iteration, &c.m[range.clone()], &c.v[range.clone()], c.steps);
+        }
+        let reduce_cx = Arc::clone(&cx);
         let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
         let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
         let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
@@ -266,6 +270,25 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         break;
                     };
                     let caps = open.remove(&t).expect("present");
+                    let loss = reduced.loss_sum / reduced.rows;
+                    let bad_loss = index == 0 && !loss.is_finite();
+                    if bad_loss || reduced.values.iter().any(|x| !x.is_finite()) {
+                        // Diverged: say so and stop producing versions; the sink
+                        // stops the run.
+                        let _ = reduce_sink.send(SinkEvent::Diverged {
+                            iteration: t,
+                            what: if bad_loss {
+                                format!("the training loss is {loss}")
+                            } else {
+                                format!("a parameter of shard {index} is not finite")
+                            },
+                        });
+                        break;
+                    }
+                    if reduce_cx.is_checkpoint(t + 1) {
+                        let state = reducer.checkpoint_state(t + 1, index);
+                        let _ = reduce_sink.send(SinkEvent::Shard(state));
+                    }
                     let mut session = out.session(&caps.params);
                     for target in 0..workers {
                         session.give(ShardParams {
@@ -287,7 +310,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         // run reports that error at the end.
                         let _ = reduce_sink.send(SinkEvent::TrainLoss {
                             iteration: t,
-                            loss: reduced.loss_sum / reduced.rows,
+                            loss,
                         });
                     }
                 }

@@ -29,6 +29,8 @@ pub use context::JobContext;
 pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
+use crate::checkpoint::Checkpoint;
+
 use crate::inject::{CpuDisruptor, Pattern};
 use crate::spec::{hex, DisruptorMode, JobPlan};
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
@@ -60,6 +62,42 @@ pub enum RunError {
     /// The run ended without the final parameters (a worker stopped early).
     #[error("the run ended before the final parameters were produced")]
     Incomplete,
+    /// Training produced a non-finite loss or parameter.
+    #[error("training diverged at iteration {iteration}: {what}; lower [model] learning_rate (or check the data)")]
+    Diverged {
+        /// The iteration whose reduction was not finite.
+        iteration: u64,
+        /// What was not finite.
+        what: String,
+    },
+    /// A checkpoint could not be written.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+}
+
+impl From<sink::SinkError> for RunError {
+    fn from(e: sink::SinkError) -> Self {
+        match e {
+            sink::SinkError::Trace(e) => RunError::Trace(e),
+            sink::SinkError::Checkpoint(e) => RunError::Checkpoint(e),
+        }
+    }
+}
+
+/// How a run goes beyond training: where it checkpoints, what it continues
+/// from, which process of a cluster it is.
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Sees each iteration's row as it completes (process 0).
+    pub observer: Option<Observer>,
+    /// This process's place in a multi-process job.
+    pub cluster: Option<&'a ClusterSpec>,
+    /// The job's output directory, where checkpoints go (none: no checkpoints).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// The checkpoint this run continues from.
+    pub resume: Option<Checkpoint>,
+    /// Testing: the bytes the checkpoint files may take (a full disk).
+    pub quota: crate::fsutil::Quota,
 }
 
 /// What a finished run produced.
@@ -85,6 +123,11 @@ pub struct RunOutput {
     pub units_reassigned: u64,
     /// Speculative copies computed (speculation).
     pub units_cloned: u64,
+    /// Checkpoints completed (their versions).
+    pub checkpoints: Vec<u64>,
+    /// The iteration this run started at (a resumed run's checkpoint), whose
+    /// earlier rows `iterations` holds from the trace.
+    pub first_iteration: u64,
 }
 
 /// Raises its flag when dropped during a panic.
@@ -117,23 +160,33 @@ pub fn run_job(
     stamp: TraceStamp,
     observer: Option<Observer>,
 ) -> Result<RunOutput, RunError> {
-    run_job_in_cluster(plan, workload, trace_dir, stamp, observer, None)?
-        .ok_or(RunError::Incomplete)
+    let options = RunOptions {
+        observer,
+        ..RunOptions::default()
+    };
+    run_job_in_cluster(plan, workload, trace_dir, stamp, options)?.ok_or(RunError::Incomplete)
 }
 
-/// As [`run_job`], as process `cluster.process` of a multi-process job
-/// (timely's cluster mode) when `cluster` is given. Process 0 hosts worker 0,
-/// which assembles the iterations and the final parameters: it returns the
-/// output; the other processes write their workers' unit records into the same
-/// trace directory (parts named by process) and return `None`.
+/// As [`run_job`], with `options`: as process `cluster.process` of a
+/// multi-process job (timely's cluster mode) when a cluster is given, writing
+/// checkpoints, continuing from one. Process 0 hosts worker 0, which assembles
+/// the iterations and the final parameters: it returns the output; the other
+/// processes write their workers' unit records into the same trace directory
+/// (parts named by process) and return `None`.
 pub fn run_job_in_cluster(
     plan: &JobPlan,
     workload: Arc<dyn Workload>,
     trace_dir: &Path,
     stamp: TraceStamp,
-    observer: Option<Observer>,
-    cluster: Option<&ClusterSpec>,
+    options: RunOptions<'_>,
 ) -> Result<Option<RunOutput>, RunError> {
+    let RunOptions {
+        observer,
+        cluster,
+        checkpoint_dir,
+        resume,
+        quota,
+    } = options;
     let predictor =
         context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
     let mut context = JobContext::new(plan.clone(), Arc::clone(&workload), predictor);
@@ -155,21 +208,61 @@ pub fn run_job_in_cluster(
             context.start = cluster::instant_of_epoch(epoch);
         }
     }
+    if let Some(checkpoint) = resume {
+        context = context.resuming(checkpoint);
+    }
     let cx = Arc::new(context);
     let process = cluster.map_or(0, |c| c.process);
-    let writer = TraceWriter::try_new(trace_dir, process, stamp)?;
-    let (sender, receiver) = mpsc::channel();
+    let first = cx.first_iteration();
+    let plan_hash = plan.hash();
+    let (writer, kept_rows) = if cx.resume.is_some() {
+        TraceWriter::resume(trace_dir, process, stamp, first)?
+    } else {
+        (TraceWriter::try_new(trace_dir, process, stamp)?, Vec::new())
+    };
+    if let Some(out) = &checkpoint_dir {
+        crate::checkpoint::store::remove_after(out, first)?;
+    }
+    let threads = cx.threads_per_process;
     let sink_config = sink::SinkConfig {
         iterations: plan.iterations,
         eval_every: plan.eval_every,
         part_iterations: plan.part_iterations,
         rows_per_iteration: cx.partitioning.rows_per_iteration(),
         units_per_iteration: plan.partitions * plan.units_per_partition,
+        first_iteration: first,
+        job_start: cx.start,
+        checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
+            out,
+            every: plan.checkpoint_every,
+            plan_hash: plan_hash.clone(),
+            process,
+            processes: plan.workers / threads,
+            workers: plan.workers,
+            local: process * threads..(process + 1) * threads,
+            slack: plan.policy.slack(),
+            quota,
+        }),
     };
+    // A worker that panics, or a sink that cannot write, must not leave the
+    // others waiting forever: it raises the flag, and every worker then drops
+    // the dataflow and stops.
+    let failed = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = mpsc::channel();
     let sink_workload = Arc::clone(&workload);
+    let sink_failed = Arc::clone(&failed);
     let sink_thread = std::thread::Builder::new()
         .name("forestall-sink".into())
-        .spawn(move || sink::run_sink(receiver, writer, sink_workload, sink_config, observer))
+        .spawn(move || {
+            sink::run_sink(
+                receiver,
+                writer,
+                sink_workload,
+                sink_config,
+                observer,
+                &sink_failed,
+            )
+        })
         .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
 
     // Real disruptors: one CPU-burning thread per emulated machine, burning
@@ -197,10 +290,7 @@ pub fn run_job_in_cluster(
     };
     let started = Instant::now();
     let worker_cx = Arc::clone(&cx);
-    // A worker that panics must not leave its peers waiting for it forever:
-    // it raises the flag, and every worker then drops the dataflow and stops.
-    let failed = Arc::new(AtomicBool::new(false));
-    let plan_hash = plan.hash();
+
     let check_plans = cluster.is_some();
     let mismatch: Arc<std::sync::Mutex<Option<(usize, String)>>> = Arc::default();
     let worker_mismatch = Arc::clone(&mismatch);
@@ -252,18 +342,25 @@ pub fn run_job_in_cluster(
     let sink_output = sink_thread
         .join()
         .map_err(|_| RunError::Timely("the sink thread panicked".into()))?;
-    result.map_err(RunError::Timely)?;
     let sink_output = sink_output?;
+    if let Some((iteration, what)) = sink_output.diverged {
+        return Err(RunError::Diverged { iteration, what });
+    }
+    result.map_err(RunError::Timely)?;
     if process != 0 {
         return Ok(None);
     }
+    let mut iterations = kept_rows;
+    iterations.extend(sink_output.iterations);
     let params = sink_output
         .final_params
         .ok_or(RunError::Incomplete)?
         .to_vec();
     let eval = sink_output.final_eval.ok_or(RunError::Incomplete)?;
     Ok(Some(RunOutput {
-        iterations: sink_output.iterations,
+        iterations,
+        checkpoints: sink_output.checkpoints,
+        first_iteration: first,
         digest: params_digest(&params),
         params,
         eval,

@@ -123,6 +123,30 @@ impl ShardReducer {
         }
     }
 
+    /// Continues from a checkpoint of parameter version `version`: the values
+    /// given to [`ShardReducer::new`] are that version's, `m`, `v` and `steps`
+    /// the optimiser's state, and the next iteration reduced is `version`.
+    pub fn resume_at(mut self, version: u64, m: &[f64], v: &[f64], steps: i32) -> Self {
+        self.adam.restore(m, v, steps);
+        self.reduced_through = version.checked_sub(1);
+        self
+    }
+
+    /// The shard's state after the iterations reduced so far, for a
+    /// checkpoint of parameter version `version`.
+    pub fn checkpoint_state(&self, version: u64, shard: u32) -> crate::checkpoint::ShardState {
+        let (m, v, steps) = self.adam.state();
+        crate::checkpoint::ShardState {
+            iteration: version,
+            shard,
+            start: self.range.start,
+            values: self.values.clone(),
+            m: m.to_vec(),
+            v: v.to_vec(),
+            steps,
+        }
+    }
+
     /// Keeps every unit's last gradient, for substitution (dpro-substitute).
     pub fn with_substitution(mut self) -> Self {
         self.last = Some(vec![

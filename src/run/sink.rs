@@ -7,10 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use super::detect::LaggardReport;
+use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
+use crate::fsutil::Quota;
 use crate::trace::{IterationRecord, TraceError, TraceWriter, UnitRecord, WorkerRecord};
 use crate::workload::{Evaluation, Workload};
 
@@ -40,6 +43,27 @@ pub enum SinkEvent {
         iteration: u64,
         /// Dropped partitions, ascending.
         partitions: Vec<u32>,
+    },
+    /// A worker began `iteration`: it has handed over every record of an
+    /// iteration before `iteration − slack`.
+    Began {
+        /// The worker.
+        worker: u32,
+        /// The iteration it began.
+        iteration: u64,
+        /// When, on the job clock.
+        job_us: u64,
+        /// Worker 0 at a checkpoint iteration: the online predictor's history.
+        history: Option<Vec<f64>>,
+    },
+    /// A parameter shard's state at a checkpoint version (its owner).
+    Shard(ShardState),
+    /// A shard owner found the training diverged at `iteration`.
+    Diverged {
+        /// Iteration whose reduction gave a non-finite value.
+        iteration: u64,
+        /// What was not finite.
+        what: String,
     },
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
@@ -73,6 +97,21 @@ pub struct SinkOutput {
     pub units_reassigned: u64,
     /// Speculative copies computed.
     pub units_cloned: u64,
+    /// The iteration at which training diverged, and what was not finite.
+    pub diverged: Option<(u64, String)>,
+    /// Checkpoints completed by this process (their versions).
+    pub checkpoints: Vec<u64>,
+}
+
+/// Why the sink stopped the run.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// A trace part could not be written.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// A checkpoint file could not be written.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
 }
 
 #[derive(Debug, Default)]
@@ -95,16 +134,138 @@ pub struct SinkConfig {
     pub rows_per_iteration: u64,
     /// Units per iteration.
     pub units_per_iteration: u32,
+    /// The first iteration of this run (a resumed run's checkpoint).
+    pub first_iteration: u64,
+    /// The job clock's origin.
+    pub job_start: std::time::Instant,
+    /// Checkpoints, if the job writes them.
+    pub checkpoints: Option<Checkpointing>,
+}
+
+/// Where and how this process writes its share of each checkpoint.
+#[derive(Debug, Clone)]
+pub struct Checkpointing {
+    /// The job's output directory.
+    pub out: std::path::PathBuf,
+    /// Every this many iterations, and the final one.
+    pub every: u64,
+    /// The job's plan hash.
+    pub plan_hash: String,
+    /// This process.
+    pub process: u32,
+    /// Processes in the job.
+    pub processes: u32,
+    /// Workers in the job.
+    pub workers: u32,
+    /// This process's workers (and shards).
+    pub local: std::ops::Range<u32>,
+    /// The policy's slack (SSP): how far behind a worker's late records may be.
+    pub slack: u64,
+    /// Testing: the bytes the checkpoint files may take.
+    pub quota: Quota,
+}
+
+/// The checkpoints' progress in one process's sink.
+struct Cuts {
+    cfg: Checkpointing,
+    iterations: u64,
+    /// The latest iteration each local worker began.
+    began: Vec<u64>,
+    /// Shard files written, per version.
+    shards: BTreeMap<u64, u32>,
+    /// Worker 0's begin of each checkpoint iteration: job clock and history.
+    begun: BTreeMap<u64, (u64, Vec<f64>)>,
+    /// The next checkpoint to complete.
+    next: Option<u64>,
+}
+
+impl Cuts {
+    fn new(cfg: Checkpointing, iterations: u64, first: u64) -> Self {
+        let began = vec![first; cfg.local.len()];
+        let mut cuts = Self {
+            cfg,
+            iterations,
+            began,
+            shards: BTreeMap::new(),
+            begun: BTreeMap::new(),
+            next: None,
+        };
+        cuts.next = cuts.after(first);
+        cuts
+    }
+
+    /// The first checkpoint version after `version`.
+    fn after(&self, version: u64) -> Option<u64> {
+        let every = self.cfg.every;
+        (every > 0 && version < self.iterations)
+            .then(|| ((version / every + 1) * every).min(self.iterations))
+    }
+
+    /// The checkpoint whose cut is due, if every local record before it is in
+    /// (`assembled`: the iteration rows assembled so far, process 0).
+    fn due(&self, assembled: u64) -> Option<u64> {
+        let c = self.next?;
+        let shards_in = self.shards.get(&c).copied().unwrap_or(0) == self.cfg.local.len() as u32;
+        let began = self.began.iter().min().copied().unwrap_or(u64::MAX);
+        let last = self.iterations.saturating_sub(1);
+        let ready = c < self.iterations
+            && shards_in
+            && c + self.cfg.slack <= last
+            && began >= c + self.cfg.slack
+            && (self.cfg.process != 0 || (assembled >= c && self.begun.contains_key(&c)));
+        ready.then_some(c)
+    }
+
+    /// Writes this process's cut of checkpoint `c` (its records before `c`
+    /// are committed); process 0 then prunes old checkpoints.
+    fn write_cut(&mut self, c: u64, job_us: u64) -> Result<(), CheckpointError> {
+        let history = self.begun.remove(&c).map(|b| b.1).unwrap_or_default();
+        let cut = CutHeader {
+            iteration: c,
+            process: self.cfg.process,
+            processes: self.cfg.processes,
+            workers: self.cfg.workers,
+            plan_hash: self.cfg.plan_hash.clone(),
+            job_us,
+        };
+        store::write_cut(&self.cfg.out, &cut, &history, &self.cfg.quota)?;
+        if self.cfg.process == 0 {
+            store::prune(&self.cfg.out)?;
+        }
+        self.shards.retain(|&v, _| v > c);
+        self.begun.retain(|&v, _| v > c);
+        self.next = self.after(c);
+        Ok(())
+    }
 }
 
 /// Runs the sink until every sender is gone.
+///
+/// A failure to write (or a diverged training) raises `stop`, so the workers
+/// stop instead of computing iterations nobody can record.
 pub fn run_sink(
+    events: Receiver<SinkEvent>,
+    writer: TraceWriter,
+    workload: Arc<dyn Workload>,
+    config: SinkConfig,
+    observer: Option<Observer>,
+    stop: &AtomicBool,
+) -> Result<SinkOutput, SinkError> {
+    let result = sink_loop(events, writer, workload, config, observer, stop);
+    if result.as_ref().map_or(true, |o| o.diverged.is_some()) {
+        stop.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+fn sink_loop(
     events: Receiver<SinkEvent>,
     mut writer: TraceWriter,
     workload: Arc<dyn Workload>,
     config: SinkConfig,
     mut observer: Option<Observer>,
-) -> Result<SinkOutput, TraceError> {
+    stop: &AtomicBool,
+) -> Result<SinkOutput, SinkError> {
     let mut out = SinkOutput {
         iterations: Vec::new(),
         final_params: None,
@@ -114,14 +275,20 @@ pub fn run_sink(
         units_total: 0,
         units_reassigned: 0,
         units_cloned: 0,
+        diverged: None,
+        checkpoints: Vec::new(),
     };
+    let mut cuts = config
+        .checkpoints
+        .clone()
+        .map(|c| Cuts::new(c, config.iterations, config.first_iteration));
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut units: Vec<UnitRecord> = Vec::new();
     let mut workers: Vec<WorkerRecord> = Vec::new();
     // out.iterations[written..] are the rows not yet in a part.
     let mut written = 0usize;
-    let mut next_row = 0u64;
-    let mut part_end = config.part_iterations;
+    let mut next_row = config.first_iteration;
+    let mut part_end = (config.first_iteration / config.part_iterations + 1) * config.part_iterations;
     let wants_eval = |t: u64| t.is_multiple_of(config.eval_every) || t + 1 == config.iterations;
 
     for event in events {
@@ -164,6 +331,33 @@ pub fn run_sink(
             }
             SinkEvent::TrainLoss { iteration, loss } => {
                 pending.entry(iteration).or_default().loss = Some(loss);
+            }
+            SinkEvent::Began {
+                worker,
+                iteration,
+                job_us,
+                history,
+            } => {
+                if let Some(cuts) = cuts.as_mut() {
+                    let local = cuts.cfg.local.clone();
+                    if let Some(b) = cuts.began.get_mut((worker - local.start) as usize) {
+                        *b = (*b).max(iteration);
+                    }
+                    if worker == 0 && cuts.next.is_some_and(|c| c <= iteration) {
+                        cuts.begun
+                            .insert(iteration, (job_us, history.unwrap_or_default()));
+                    }
+                }
+            }
+            SinkEvent::Shard(state) => {
+                if let Some(cuts) = cuts.as_mut() {
+                    store::write_shard(&cuts.cfg.out, &state, &cuts.cfg.plan_hash, &cuts.cfg.quota)?;
+                    *cuts.shards.entry(state.iteration).or_default() += 1;
+                }
+            }
+            SinkEvent::Diverged { iteration, what } => {
+                out.diverged.get_or_insert((iteration, what));
+                stop.store(true, Ordering::Relaxed);
             }
             SinkEvent::Params { version, values } => {
                 if version >= config.iterations {
@@ -215,16 +409,22 @@ pub fn run_sink(
             out.iterations.push(row);
             next_row += 1;
             if next_row >= part_end {
-                flush(
-                    &mut writer,
-                    &mut out,
-                    &mut units,
-                    &mut workers,
-                    &mut written,
-                    part_end,
-                )?;
+                // A part never straddles a checkpoint's cut.
+                let end = cuts
+                    .as_ref()
+                    .and_then(|c| c.next)
+                    .map_or(part_end, |c| c.min(part_end));
+                flush(&mut writer, &mut out, &mut units, &mut workers, &mut written, end)?;
                 part_end += config.part_iterations;
             }
+        }
+        // A checkpoint's cut: this process's records before it are committed.
+        while let Some(c) = cuts.as_ref().and_then(|cuts| cuts.due(next_row)) {
+            flush(&mut writer, &mut out, &mut units, &mut workers, &mut written, c)?;
+            let cuts = cuts.as_mut().expect("due");
+            let job_us = cuts.begun.get(&c).map_or(0, |b| b.0);
+            cuts.write_cut(c, job_us)?;
+            out.checkpoints.push(c);
         }
     }
     flush(
@@ -235,6 +435,22 @@ pub fn run_sink(
         &mut written,
         u64::MAX,
     )?;
+    // The checkpoints left (the final one; under SSP those near the end) are
+    // complete once every record is committed, if the run got that far.
+    if let Some(cuts) = cuts.as_mut().filter(|_| out.diverged.is_none()) {
+        let local = cuts.cfg.local.len() as u32;
+        while let Some(c) = cuts.next {
+            if cuts.shards.get(&c).copied().unwrap_or(0) < local {
+                break;
+            }
+            let job_us = cuts.begun.get(&c).map_or_else(
+                || config.job_start.elapsed().as_micros() as u64,
+                |b| b.0,
+            );
+            cuts.write_cut(c, job_us)?;
+            out.checkpoints.push(c);
+        }
+    }
     Ok(out)
 }
 
@@ -253,8 +469,9 @@ fn flush(
     let (done, later): (Vec<_>, Vec<_>) = workers.drain(..).partition(|w| w.iteration < end);
     *workers = later;
     out.parts.extend(writer.write_workers(&done)?);
-    let part = writer.write_iterations(&out.iterations[*written..])?;
+    let upto = *written + out.iterations[*written..].partition_point(|r| r.iteration < end);
+    let part = writer.write_iterations(&out.iterations[*written..upto])?;
     out.parts.extend(part);
-    *written = out.iterations.len();
+    *written = upto;
     Ok(())
 }

@@ -34,6 +34,9 @@ pub struct JobSpec {
     /// `[trace]`: trace files.
     #[serde(default)]
     pub trace: TraceSection,
+    /// `[checkpoint]`: how often the job's state is saved.
+    #[serde(default)]
+    pub checkpoint: CheckpointSection,
 }
 
 /// `[job]`.
@@ -197,4 +200,13 @@ pub struct DetectSection {
 pub struct TraceSection {
     /// Iterations per trace part file.
     pub part_iterations: Option<u64>,
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSection {
+    /// Save the job's state every this many iterations (and at the end);
+    /// 0 turns checkpoints off.
+    pub every: Option<u64>,
 }

@@ -37,6 +37,9 @@ pub const DEFAULT_WORKERS: u32 = 4;
 pub const DEFAULT_LAGGARD_THRESHOLD: f64 = 0.25;
 /// Default iterations per trace part.
 pub const DEFAULT_PART_ITERATIONS: u64 = 25;
+/// Default checkpoint interval, iterations (the checkpoint is written by the
+/// sink thread, beside the dataflow; see the README for its measured cost).
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 10;
 /// Default disrupted-machine window, ms.
 pub const DEFAULT_PERIOD_MS: u64 = 500;
 /// Default workers per emulated machine.
@@ -187,6 +190,8 @@ pub struct JobPlan {
     pub laggard_threshold: f64,
     /// Iterations per trace part file.
     pub part_iterations: u64,
+    /// Checkpoint every this many iterations and at the end (0: never).
+    pub checkpoint_every: u64,
     /// Output directory, if the job or the command line named one.
     pub out: Option<PathBuf>,
     /// The job file the plan came from.
@@ -206,7 +211,7 @@ impl JobPlan {
 
     /// SHA-256 (hex) of what determines the trained parameters under BSP
     /// semantics: everything but the worker count, the injected pattern, pacing,
-    /// detection and trace settings. Runs with equal math hashes must produce
+    /// detection, trace and checkpoint settings. Runs with equal math hashes must produce
     /// bit-identical parameters.
     pub fn math_hash(&self) -> String {
         let mut plan = self.clone();
@@ -217,6 +222,7 @@ impl JobPlan {
         plan.control_delay = 0;
         plan.laggard_threshold = 0.0;
         plan.part_iterations = 1;
+        plan.checkpoint_every = 0;
         plan.eval_every = 1;
         plan.predictor = None;
         plan.hash()

@@ -340,6 +340,17 @@ pub fn validate_with(
         return Err(cx.invalid("trace", "part_iterations", "must be at least 1 (got 0)"));
     }
 
+    if spec.checkpoint.every.is_some_and(|e| e > iterations) {
+        return Err(cx.invalid(
+            "checkpoint",
+            "every",
+            format!(
+                "must be in 0..={iterations} (0 = no checkpoints; the job has {iterations} iterations, got {})",
+                spec.checkpoint.every.unwrap_or(0)
+            ),
+        ));
+    }
+
     Ok(JobPlan {
         name,
         seed: spec.job.seed.unwrap_or(DEFAULT_SEED),
@@ -381,6 +392,10 @@ pub fn validate_with(
         control_delay: spec.policy.control_delay.unwrap_or(0),
         laggard_threshold,
         part_iterations,
+        checkpoint_every: spec
+            .checkpoint
+            .every
+            .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
         out: spec.job.out.as_ref().map(PathBuf::from),
         source: path.map(Path::to_owned),
     })

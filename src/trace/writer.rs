@@ -103,12 +103,114 @@ impl TraceWriter {
                 }
             }
         }
-        Ok(TraceWriter {
+        Ok(Self::new_unchecked(dir, process, stamp))
+    }
+
+    /// Continues process `process`'s trace in `dir` for a run resumed at
+    /// iteration `keep_before`: each of the process's parts keeps only the rows
+    /// of earlier iterations (a part with none left is removed, a part with
+    /// some rewritten atomically), the hidden temporary files of a write that
+    /// was killed are removed, and new parts are numbered after the existing
+    /// ones. Returns the writer and the iteration rows kept.
+    ///
+    /// Fails with [`TraceError::StampMismatch`] if a part belongs to another
+    /// job (another plan hash), and changes nothing then.
+    pub fn resume(
+        dir: &Path,
+        process: u32,
+        stamp: TraceStamp,
+        keep_before: u64,
+    ) -> Result<(Self, Vec<IterationRecord>)> {
+        let mut writer = Self::new_unchecked(dir, process, stamp);
+        let mine = |table: TraceTable| -> Result<Vec<PathBuf>> {
+            let table_dir = dir.join(table.name());
+            fs::create_dir_all(&table_dir).map_err(TraceError::io(&table_dir))?;
+            let mut parts = Vec::new();
+            for entry in fs::read_dir(&table_dir).map_err(TraceError::io(&table_dir))? {
+                let entry = entry.map_err(TraceError::io(&table_dir))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&format!(".{}", part_prefix(process))) {
+                    fs::remove_file(entry.path()).map_err(TraceError::io(entry.path()))?;
+                } else if name.starts_with(&part_prefix(process)) && is_part_file_name(&name) {
+                    parts.push(entry.path());
+                }
+            }
+            parts.sort();
+            Ok(parts)
+        };
+        let (units, workers, iterations) = (
+            mine(TraceTable::Units)?,
+            mine(TraceTable::Workers)?,
+            mine(TraceTable::Iterations)?,
+        );
+        // Read everything first: a part of another job must change nothing.
+        let units = read_parts(&units, &writer.stamp, super::reader::read_units_file)?;
+        let workers = read_parts(&workers, &writer.stamp, super::reader::read_workers_file)?;
+        let iterations =
+            read_parts(&iterations, &writer.stamp, super::reader::read_iterations_file)?;
+        writer.keep(TraceTable::Units, units, |r| r.iteration < keep_before, units_batch)?;
+        writer.keep(TraceTable::Workers, workers, |r| r.iteration < keep_before, workers_batch)?;
+        let kept = writer.keep(
+            TraceTable::Iterations,
+            iterations,
+            |r| r.iteration < keep_before,
+            iterations_batch,
+        )?;
+        Ok((writer, kept))
+    }
+
+    fn new_unchecked(dir: &Path, process: u32, stamp: TraceStamp) -> Self {
+        TraceWriter {
             dir: dir.to_path_buf(),
             process,
             stamp,
             next_seq: [0; 3],
-        })
+        }
+    }
+
+    /// Keeps the rows of `parts` that pass `keep` (rewriting or removing the
+    /// parts that lose rows) and numbers new parts after the last; returns the
+    /// rows kept.
+    fn keep<R: Clone>(
+        &mut self,
+        table: TraceTable,
+        parts: Vec<(PathBuf, Vec<R>)>,
+        keep: impl Fn(&R) -> bool,
+        to_batch: fn(&str, &[R]) -> std::result::Result<RecordBatch, ArrowError>,
+    ) -> Result<Vec<R>> {
+        let mut kept = Vec::new();
+        for (path, records) in parts {
+            let seq = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&part_prefix(self.process)))
+                .and_then(|n| n.strip_suffix(PART_SUFFIX))
+                .and_then(|n| n.parse::<u32>().ok())
+                .unwrap_or(0);
+            let next = &mut self.next_seq[table.index()];
+            *next = (*next).max(seq + 1);
+            let stay: Vec<R> = records.iter().filter(|r| keep(r)).cloned().collect();
+            if stay.is_empty() {
+                fs::remove_file(&path).map_err(TraceError::io(&path))?;
+            } else if stay.len() < records.len() {
+                let batch = to_batch(&self.stamp.job_id, &stay).map_err(|source| {
+                    TraceError::Arrow {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
+                if let Err(err) = write_parquet(&tmp, &batch, stamp_metadata(table, &self.stamp)) {
+                    let _ = fs::remove_file(&tmp);
+                    return Err(err);
+                }
+                fs::rename(&tmp, &path).map_err(TraceError::io(&path))?;
+            }
+            kept.extend(stay);
+        }
+        sync_dir(&self.dir.join(table.name()))?;
+        Ok(kept)
     }
 
     /// The trace directory.
@@ -165,6 +267,29 @@ impl TraceWriter {
         sync_dir(&table_dir)?;
         Ok(Some(path))
     }
+}
+
+/// Reads `paths` with `read`, refusing parts of another job than `stamp`'s.
+fn read_parts<R>(
+    paths: &[PathBuf],
+    stamp: &TraceStamp,
+    read: fn(&Path) -> Result<super::reader::TracePart<R>>,
+) -> Result<Vec<(PathBuf, Vec<R>)>> {
+    paths
+        .iter()
+        .map(|path| {
+            let part = read(path)?;
+            if part.stamp.plan_hash != stamp.plan_hash {
+                return Err(TraceError::StampMismatch {
+                    path: path.clone(),
+                    key: "plan hash (another job's trace)",
+                    found: part.stamp.plan_hash,
+                    expected: stamp.plan_hash.clone(),
+                });
+            }
+            Ok((path.clone(), part.records))
+        })
+        .collect()
 }
 
 const PART_SUFFIX: &str = ".parquet";

@@ -104,10 +104,14 @@ impl ComputeState {
             .map(|p| cx.partitioning.partition_rows(p).len())
             .collect();
         let holdings = Holdings::new(cx.workload.data().rows.rows(), sizes);
-        let history = cx
-            .predictor
-            .as_ref()
-            .map(|_| OnlineHistory::new(cx.plan.workers));
+        let workers = cx.plan.workers;
+        let history = cx.predictor.as_ref().map(|_| {
+            cx.resume
+                .as_ref()
+                .and_then(|c| OnlineHistory::from_floats(workers, &c.history))
+                .unwrap_or_else(|| OnlineHistory::new(workers))
+        });
+        let next_iteration = cx.first_iteration();
         Self {
             history,
             holdings,
@@ -120,7 +124,7 @@ impl ComputeState {
             early_control: Vec::new(),
             held: Vec::new(),
             received: 0,
-            next_iteration: 0,
+            next_iteration,
             latest: None,
             finished: false,
             epoch: None,
@@ -264,7 +268,10 @@ impl ComputeState {
     /// newest becomes `latest` (dropping the capabilities of the one before).
     fn assemble_versions(&mut self) {
         if let Some(caps) = self.initial.take() {
-            self.install(0, caps, Arc::clone(&self.cx.initial_params));
+            // Version 0, or the checkpoint's version when the run resumes.
+            let first = self.cx.first_iteration();
+            let caps = if first == 0 { caps } else { caps.delayed(first) };
+            self.install(first, caps, Arc::clone(&self.cx.initial_params));
         }
         while let Some((&v, p)) = self.pending.first_key_value() {
             if p.received < p.shards.len() {
@@ -304,6 +311,8 @@ impl ComputeState {
         let planned = !self.cx.plan.policy.predicts()
             || self.next_iteration == 0
             || self.next_iteration >= self.cx.plan.iterations
+            || (self.next_iteration == self.cx.first_iteration()
+                && self.history.as_ref().is_some_and(|h| !h.complete(self.next_iteration - 1)))
             || self
                 .history
                 .as_ref()
@@ -347,6 +356,17 @@ impl ComputeState {
         self.next_iteration += 1;
         let version = iteration;
         let ready_us = self.cx.now_us();
+        // Every record of this worker's from before `iteration − slack` is with
+        // the sink now (the trace cut of a checkpoint waits for it).
+        let history = (self.worker == 0 && self.cx.is_checkpoint(iteration))
+            .then(|| self.history.as_ref().map(OnlineHistory::to_floats))
+            .flatten();
+        let _ = self.sink.send(SinkEvent::Began {
+            worker: self.worker,
+            iteration,
+            job_us: ready_us,
+            history,
+        });
         (emit.progress)(
             &caps.progress,
             Progress::Ready {
