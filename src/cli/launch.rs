@@ -11,15 +11,28 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use super::output::print_stdout;
 use super::run::{prepare, PreparedRun, RunArgs};
 use super::GlobalArgs;
 use crate::checkpoint::store;
 use crate::fsutil::write_atomic;
+use crate::report::json;
 use crate::run::cluster::free_loopback_addresses;
 use crate::spec::JobPlan;
 
 /// Exit code of a process whose training diverged: restarting repeats it.
 const DIVERGED: i32 = 3;
+
+/// The `restart` line of `--json`.
+#[derive(serde::Serialize)]
+struct Restart {
+    failed_process: usize,
+    status: String,
+    restart: u32,
+    max_restarts: u32,
+    /// The checkpoint the job continues from (none: from the start).
+    from_iteration: Option<u64>,
+}
 
 /// Starts and watches the processes of a local multi-process run.
 pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Result<ExitCode> {
@@ -85,6 +98,18 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
         }
         restarts += 1;
         resume_at = newest_checkpoint(&out_dir, &plan);
+        if global.json {
+            print_stdout(&json::line(
+                "restart",
+                &Restart {
+                    failed_process: process,
+                    status: status.to_string(),
+                    restart: restarts,
+                    max_restarts: args.max_restarts,
+                    from_iteration: resume_at,
+                },
+            ));
+        }
         match resume_at {
             Some(c) => say(format!(
                 "{failure}; stopped the others; restarting from the checkpoint at iteration {c} (restart {restarts} of {})",

@@ -98,7 +98,7 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
     /// With --processes: restart every process from the newest checkpoint
     /// when one exits abnormally, up to this many times.
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "processes")]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_restarts: u32,
     /// Set by the launcher with --resume: the checkpoint every process
     /// continues from.
@@ -224,8 +224,22 @@ struct Model<'a> {
 
 /// Runs `forestall run`.
 pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    apply_cluster_section(&mut args)?;
     if let Some(processes) = args.processes {
         return super::launch::launch(&args, global, processes);
+    }
+    if let Some(process) = args.process {
+        // A peer that dies takes timely's connection threads down with a
+        // panic: one line says so, not a backtrace.
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("panic");
+            eprintln!("error: process {process}: {message}");
+        }));
     }
     let cluster = match (&args.hostfile, args.process) {
         (Some(hostfile), Some(process)) => {
@@ -446,4 +460,39 @@ pub fn find_checkpoint(
             dir.display()
         )
     })
+}
+
+/// Takes the job file's `[cluster]` settings that no flag overrides.
+fn apply_cluster_section(args: &mut RunArgs) -> anyhow::Result<()> {
+    if args.joined || args.process.is_some() {
+        return Ok(()); // a launched or joining process: its flags say it all
+    }
+    let (spec, _) = read_job_file(&args.job)?;
+    let c = spec.cluster;
+    if args.hostfile.is_none() && args.processes.is_none() {
+        args.processes = c.processes;
+    }
+    if args.processes.is_none() && args.hostfile.is_none() {
+        if let Some(hostfile) = c.hostfile {
+            let base = args.job.parent().unwrap_or_else(|| Path::new("."));
+            args.hostfile = Some(base.join(hostfile));
+        }
+    }
+    if args.hostfile.is_some() && args.process.is_none() {
+        bail!(
+            "{}: [cluster] hostfile needs --process I (this host's line in the hostfile)",
+            args.job.display()
+        );
+    }
+    args.threads = args.threads.or(c.threads);
+    if args.max_restarts == 0 && args.processes.is_some() {
+        args.max_restarts = c.max_restarts.unwrap_or(0);
+    }
+    if args.max_restarts > 0 && args.processes.is_none() {
+        bail!(
+            "--max-restarts needs --processes N (the launcher restarts the processes it starts); \
+             for one process, use --processes 1 --threads T"
+        );
+    }
+    Ok(())
 }

@@ -61,6 +61,19 @@ pub fn watch_connection(
 }
 
 impl ClusterSpec {
+    /// Checks that this process can listen on its hostfile address (timely
+    /// binds it when the job starts and says only "address in use").
+    pub fn check_own_port(&self) -> Result<(), String> {
+        let address = &self.addresses[self.process as usize];
+        match TcpListener::bind(address) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!(
+                "process {} cannot listen on {address} (its line in the hostfile): {e}; another program holds that port — choose a free one",
+                self.process
+            )),
+        }
+    }
+
     /// Processes in the job.
     pub fn processes(&self) -> u32 {
         self.addresses.len() as u32

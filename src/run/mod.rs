@@ -200,6 +200,7 @@ pub fn run_job_in_cluster(
                 plan.workers
             )));
         }
+        c.check_own_port().map_err(RunError::Timely)?;
         context.threads_per_process = c.threads;
         if let Some(epoch) = c.epoch_us {
             // One job clock for all processes: the launcher's origin, read

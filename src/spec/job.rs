@@ -37,6 +37,9 @@ pub struct JobSpec {
     /// `[checkpoint]`: how often the job's state is saved.
     #[serde(default)]
     pub checkpoint: CheckpointSection,
+    /// `[cluster]`: processes (the command line's flags win).
+    #[serde(default)]
+    pub cluster: ClusterSection,
 }
 
 /// `[job]`.
@@ -209,4 +212,18 @@ pub struct CheckpointSection {
     /// Save the job's state every this many iterations (and at the end);
     /// 0 turns checkpoints off.
     pub every: Option<u64>,
+}
+
+/// `[cluster]`: the same settings as `forestall run`'s flags of that name.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// Local processes (`--processes`).
+    pub processes: Option<u32>,
+    /// Worker threads per process (`--threads`).
+    pub threads: Option<u32>,
+    /// Hostfile of a multi-host job, relative to the job file (`--hostfile`).
+    pub hostfile: Option<String>,
+    /// Restarts from the newest checkpoint (`--max-restarts`).
+    pub max_restarts: Option<u32>,
 }

@@ -20,6 +20,7 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, TraceError};
+use crate::fsutil::{Quota, QuotaFile};
 use super::metrics_json;
 use super::record::{IterationRecord, UnitRecord, WorkerRecord};
 use super::schema::{
@@ -81,6 +82,8 @@ pub struct TraceWriter {
     stamp: TraceStamp,
     /// Next sequence number per table, indexed by [`TraceTable::index`].
     next_seq: [u32; 3],
+    /// The bytes the parts may still take (unlimited unless a test says).
+    quota: Quota,
 }
 
 impl TraceWriter {
@@ -165,7 +168,14 @@ impl TraceWriter {
             process,
             stamp,
             next_seq: [0; 3],
+            quota: Quota::default(),
         }
+    }
+
+    /// The same writer with parts charged to `quota` (a test's full disk).
+    pub fn with_quota(mut self, quota: Quota) -> Self {
+        self.quota = quota;
+        self
     }
 
     /// Keeps the rows of `parts` that pass `keep` (rewriting or removing the
@@ -257,7 +267,8 @@ impl TraceWriter {
         })?;
 
         let tmp = table_dir.join(format!(".{name}.tmp"));
-        if let Err(err) = write_parquet(&tmp, &batch, stamp_metadata(table, &self.stamp)) {
+        let metadata = stamp_metadata(table, &self.stamp);
+        if let Err(err) = write_parquet_within(&tmp, &batch, metadata, &self.quota) {
             // Best effort: the temporary file is hidden from readers anyway.
             let _ = fs::remove_file(&tmp);
             return Err(err);
@@ -329,16 +340,27 @@ pub(crate) fn write_parquet(
     batch: &RecordBatch,
     metadata: Vec<KeyValue>,
 ) -> Result<()> {
+    write_parquet_within(path, batch, metadata, &Quota::default())
+}
+
+/// As [`write_parquet`], charging the bytes to `quota`.
+fn write_parquet_within(
+    path: &Path,
+    batch: &RecordBatch,
+    metadata: Vec<KeyValue>,
+    quota: &Quota,
+) -> Result<()> {
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_key_value_metadata(Some(metadata))
         .build();
-    let mut file = File::create(path).map_err(TraceError::io(path))?;
+    let file = File::create(path).map_err(TraceError::io(path))?;
+    let mut file = QuotaFile::new(file, quota.clone());
     let mut writer = ArrowWriter::try_new(&mut file, batch.schema(), Some(props))
         .map_err(TraceError::parquet(path))?;
     writer.write(batch).map_err(TraceError::parquet(path))?;
     writer.close().map_err(TraceError::parquet(path))?;
-    file.sync_all().map_err(TraceError::io(path))
+    file.file.sync_all().map_err(TraceError::io(path))
 }
 
 /// Makes a rename in `dir` durable.
@@ -635,5 +657,58 @@ mod tests {
         assert!(!is_part_file_name(".part-p007-00123.parquet.tmp"));
         assert!(!is_part_file_name(".hidden.parquet"));
         assert!(!is_part_file_name("notes.txt"));
+    }
+
+    #[test]
+    fn a_full_disk_fails_the_part_and_keeps_the_earlier_ones() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut writer = TraceWriter::try_new(tmp.path(), 0, stamp("job")).expect("writer");
+        let first = writer.write_units(&[unit(0, 0, 0, 0)]).expect("fits");
+        let mut writer = writer.with_quota(Quota::bytes(1_000));
+        let many: Vec<UnitRecord> = (0..2_000).map(|i| unit(1, 0, i, 0)).collect();
+        let err = writer.write_units(&many).expect_err("disk full").to_string();
+        assert!(err.contains("part-p000-00001.parquet"), "{err}");
+        // the earlier part reads; nothing half-written is visible or left over
+        assert_eq!(
+            file_names(&tmp.path().join("units")),
+            vec!["part-p000-00000.parquet"]
+        );
+        let trace = crate::trace::read_trace_dir(tmp.path()).expect("reads");
+        assert_eq!(trace.units.len(), 1);
+        assert!(first.is_some());
+    }
+
+    #[test]
+    fn resume_keeps_the_rows_before_the_checkpoint_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut writer = TraceWriter::try_new(tmp.path(), 1, stamp("job")).expect("writer");
+        writer
+            .write_units(&[unit(0, 0, 0, 0), unit(1, 0, 0, 0)])
+            .expect("part 0");
+        writer
+            .write_units(&[unit(2, 0, 0, 0), unit(3, 0, 0, 0)])
+            .expect("part 1");
+        writer.write_units(&[unit(4, 0, 0, 0)]).expect("part 2");
+        // a part being written when the process was killed
+        fs::write(tmp.path().join("units/.part-p001-00003.parquet.tmp"), b"half").expect("tmp");
+        let (mut resumed, _) =
+            TraceWriter::resume(tmp.path(), 1, stamp("job"), 3).expect("resumes");
+        assert_eq!(
+            file_names(&tmp.path().join("units")),
+            vec!["part-p001-00000.parquet", "part-p001-00001.parquet"]
+        );
+        let part = resumed.write_units(&[unit(3, 0, 0, 0)]).expect("new part");
+        assert_eq!(part, Some(tmp.path().join("units/part-p001-00003.parquet")));
+        let trace = crate::trace::read_trace_dir(tmp.path()).expect("reads");
+        let iterations: Vec<u64> = trace.units.iter().map(|u| u.iteration).collect();
+        assert_eq!(iterations, vec![0, 1, 2, 3]);
+        // another job's directory is refused and left alone
+        let other = TraceStamp {
+            plan_hash: "another-plan".into(),
+            ..stamp("job")
+        };
+        let err = TraceWriter::resume(tmp.path(), 1, other, 1).expect_err("other job");
+        assert!(err.to_string().contains("another job"), "{err}");
+        assert_eq!(file_names(&tmp.path().join("units")).len(), 3);
     }
 }
