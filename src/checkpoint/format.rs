@@ -68,9 +68,8 @@ pub fn decode<H: DeserializeOwned>(bytes: &[u8]) -> Result<(H, Vec<f64>), Format
     }
     let (body, digest) = bytes.split_at(len - DIGEST_LEN);
     if Sha256::digest(body).as_slice() != digest {
-        // A file cut short fails here too; say which it looks like.
-        let header_len = read_u32(&body[MAGIC.len()..]) as usize;
-        return Err(if MAGIC.len() + 4 + header_len > body.len() {
+        // A file cut short fails here too: shorter than its header says.
+        return Err(if expected_len(bytes).is_none_or(|e| e > len) {
             FormatError::Truncated { len }
         } else {
             FormatError::Checksum
@@ -97,6 +96,16 @@ pub fn decode<H: DeserializeOwned>(bytes: &[u8]) -> Result<(H, Vec<f64>), Format
         .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
     Ok((envelope.header, values))
+}
+
+/// The length the file's header announces, if the header is all there.
+fn expected_len(bytes: &[u8]) -> Option<usize> {
+    let rest = &bytes[MAGIC.len()..];
+    let header_len = read_u32(rest) as usize;
+    let header = rest.get(4..4 + header_len)?;
+    let envelope: Envelope<serde::de::IgnoredAny> = serde_json::from_slice(header).ok()?;
+    let floats = usize::try_from(envelope.floats).ok()?;
+    Some(MAGIC.len() + 4 + header_len + floats.checked_mul(8)? + DIGEST_LEN)
 }
 
 fn read_u32(bytes: &[u8]) -> u32 {
@@ -149,5 +158,11 @@ mod tests {
         let mut other = bytes.clone();
         other[0] = b'X';
         assert_eq!(decode::<H>(&other).unwrap_err(), FormatError::Magic);
+        let half = &bytes[..bytes.len() - 20];
+        assert!(matches!(decode::<H>(half), Err(FormatError::Truncated { .. })));
+        let mut flipped = bytes.clone();
+        let at = bytes.len() - 40;
+        flipped[at] ^= 1;
+        assert_eq!(decode::<H>(&flipped).unwrap_err(), FormatError::Checksum);
     }
 }

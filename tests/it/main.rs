@@ -10,6 +10,7 @@ mod interop;
 mod policies;
 mod predictor;
 mod proactive;
+mod resume;
 mod trace;
 mod training;
 mod whatif;
