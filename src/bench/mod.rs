@@ -2,6 +2,7 @@
 //! seeds, with raw results in Parquet and a markdown report that records the
 //! command, git revision and machine.
 
+pub mod launched;
 pub mod machine;
 pub mod report;
 pub mod results;
@@ -16,7 +17,7 @@ pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
 use crate::inject::Pattern;
 use crate::report::RunSummary;
-use crate::run::{params_digest, plain::train_plain, run_job, RunOutput};
+use crate::run::{params_digest, plain::train_plain, run_job_in_cluster, RunOptions, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
 use crate::workload::cnn::reference::burn_reference;
@@ -51,6 +52,14 @@ pub enum BenchError {
         /// Why.
         #[source]
         source: crate::data::DataError,
+    },
+    /// A run as processes failed.
+    #[error("sweep '{sweep}': {message}")]
+    Launched {
+        /// The sweep.
+        sweep: String,
+        /// What happened.
+        message: String,
     },
     /// A run failed.
     #[error("sweep '{sweep}': {source}")]
@@ -243,6 +252,9 @@ pub fn run_pipeline(
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: plan.policy.keeps_bsp_semantics(),
+            processes: 1,
+            checkpoint_every: plan.checkpoint_every,
+            recovery_s: None,
         };
         let key = plan.math_hash();
         if run.plain_reference {
@@ -293,19 +305,48 @@ pub fn run_pipeline(
             plan_hash: plan.hash(),
             seed: plan.seed,
         };
-        let out =
-            run_job(plan, Arc::clone(&workload), &trace_dir, stamp, None).map_err(|source| {
-                BenchError::Run {
-                    sweep: run.sweep.clone(),
-                    source,
+        let (out, kind, recovery_s) =
+            match run.processes {
+                Some(processes) => {
+                    let launched = launched::run_launched(run, plan, processes, &trace_dir)
+                        .map_err(|e| BenchError::Launched {
+                            sweep: run.sweep.clone(),
+                            message: e.to_string(),
+                        })?;
+                    let layout = format!("timely {processes}×{}", plan.workers / processes);
+                    (launched.output, layout, launched.recovery_s)
                 }
-            })?;
+                None => {
+                    // The run writes its checkpoints beside its trace, as `forestall
+                    // run` does, so their cost is in the figures.
+                    let options = RunOptions {
+                        checkpoint_dir: Some(trace_dir.join("run")),
+                        ..RunOptions::default()
+                    };
+                    let out =
+                        run_job_in_cluster(plan, Arc::clone(&workload), &trace_dir, stamp, options)
+                            .and_then(|o| o.ok_or(crate::run::RunError::Incomplete))
+                            .map_err(|source| BenchError::Run {
+                                sweep: run.sweep.clone(),
+                                source,
+                            })?;
+                    (out, "timely".to_owned(), None)
+                }
+            };
         let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());
         let load_us = out.iterations.first().map_or(0, |i| i.start_us);
+        let span_us = out
+            .iterations
+            .last()
+            .map_or(0, |i| i.end_us)
+            .saturating_sub(load_us);
         let row = BenchRow {
-            time_per_iteration_ms: out.wall_us.saturating_sub(load_us) as f64
-                / 1000.0
-                / plan.iterations as f64,
+            kind,
+            processes: run.processes.unwrap_or(1),
+            recovery_s,
+            // The iterations' span on the job clock: the same measure for
+            // threads and for processes (whose clock starts at the launch).
+            time_per_iteration_ms: span_us as f64 / 1000.0 / plan.iterations as f64,
             load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
             barrier_wait_s: summary.barrier_wait_s,

@@ -97,15 +97,27 @@ fn mean_of(rows: &[&BenchRow], f: impl Fn(&BenchRow) -> f64) -> f64 {
     mean_sd(&rows.iter().map(|r| f(r)).collect::<Vec<_>>()).0
 }
 
-/// The time per iteration a sweep's rows are compared with, for `workers`.
-fn baseline(sweep: &SweepSpec, rows: &[BenchRow], workers: u32) -> Option<(String, f64)> {
-    let pick = |r: &&BenchRow| r.kind == "timely" && r.workers == workers;
+/// Whether a row is a timely run (threads in the bench, or launched
+/// processes: kind `timely N×T`), not a reference loop.
+fn is_timely(kind: &str) -> bool {
+    kind.starts_with("timely")
+}
+
+/// The time per iteration a sweep's rows of `kind` are compared with, for
+/// `workers`: the same kind's runs of the baseline policy, or the timely runs
+/// of the baseline sweep.
+fn baseline(
+    sweep: &SweepSpec,
+    rows: &[BenchRow],
+    kind: &str,
+    workers: u32,
+) -> Option<(String, f64)> {
     let (label, chosen): (String, Vec<&BenchRow>) = if let Some(p) = &sweep.relative_to_policy {
         (
             format!("`{p}`"),
             rows.iter()
                 .filter(|r| r.sweep == sweep.name && r.policy == *p)
-                .filter(pick)
+                .filter(|r| r.kind == kind && r.workers == workers)
                 .collect(),
         )
     } else if let Some(name) = &sweep.relative_to {
@@ -113,7 +125,7 @@ fn baseline(sweep: &SweepSpec, rows: &[BenchRow], workers: u32) -> Option<(Strin
             format!("`{name}`"),
             rows.iter()
                 .filter(|r| &r.sweep == name)
-                .filter(pick)
+                .filter(|r| is_timely(&r.kind) && r.workers == workers)
                 .collect(),
         )
     } else if sweep.reference.is_some() {
@@ -144,7 +156,7 @@ fn mitigation(groups: &BTreeMap<GroupKey, Vec<&BenchRow>>, key: &GroupKey, t: f6
             .map(|g| mean_of(g, |r| r.time_per_iteration_ms))
     };
     let (bsp, ideal) = (of("bsp")?, of("ideal")?);
-    (key.kind == "timely" && bsp - ideal > 0.02 * ideal).then(|| 1.0 - (t - ideal) / (bsp - ideal))
+    (is_timely(&key.kind) && bsp - ideal > 0.02 * ideal).then(|| 1.0 - (t - ideal) / (bsp - ideal))
 }
 
 /// summary.md: one table per sweep, with ratios where the pipeline asks.
@@ -174,15 +186,15 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         );
         let label = mine
             .first()
-            .and_then(|r| baseline(sweep, rows, r.workers))
+            .and_then(|r| baseline(sweep, rows, &r.kind, r.workers))
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | time to target acc s | digests equal |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | time to target acc s | digests equal | checkpoint every | kill → first iteration s |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
         let groups = group(&mine);
         for (key, group) in &groups {
@@ -190,8 +202,8 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             let (mean, sd) = mean_sd(&t);
             let mitigation = mitigation(&groups, key, mean)
                 .map_or("—".to_owned(), |m| format!("{:.0} %", 100.0 * m));
-            let ratio = baseline(sweep, rows, key.workers)
-                .filter(|_| key.kind == "timely" || sweep.relative_to_policy.is_none())
+            let ratio = baseline(sweep, rows, &key.kind, key.workers)
+                .filter(|_| is_timely(&key.kind) || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
             let converged: Vec<&BenchRow> = group
                 .iter()
@@ -223,9 +235,22 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                 }
                 Some(_) => format!("{} of {} runs", reached.len(), group.len()),
             };
+            let recoveries: Vec<f64> = group.iter().filter_map(|r| r.recovery_s).collect();
+            let recovery = if recoveries.is_empty() {
+                "—".to_owned()
+            } else {
+                format!(
+                    "{:.2}",
+                    recoveries.iter().sum::<f64>() / recoveries.len() as f64
+                )
+            };
+            let every = match group[0].checkpoint_every {
+                0 => "off".to_owned(),
+                k => k.to_string(),
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} | {every} | {recovery} |",
                 key.kind,
                 key.policy,
                 key.workers,
@@ -257,19 +282,23 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
 fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf> {
     let mine: Vec<&BenchRow> = rows
         .iter()
-        .filter(|r| r.sweep == sweep.name && r.kind == "timely")
+        .filter(|r| r.sweep == sweep.name && is_timely(&r.kind))
         .collect();
-    let mut by_policy: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut by_policy: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut relative = false;
     for r in &mine {
-        let y = match baseline(sweep, rows, r.workers) {
+        let y = match baseline(sweep, rows, &r.kind, r.workers) {
             Some((_, b)) => {
                 relative = true;
                 r.time_per_iteration_ms / b
             }
             None => r.time_per_iteration_ms,
         };
-        by_policy.entry(r.policy.as_str()).or_default().push(y);
+        let label = match r.kind.strip_prefix("timely ") {
+            Some(layout) => format!("{} {layout}", r.policy),
+            None => r.policy.clone(),
+        };
+        by_policy.entry(label).or_default().push(y);
     }
     if by_policy.len() < 2 {
         return Vec::new();
@@ -283,7 +312,7 @@ fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Pat
         },
         bars: by_policy
             .into_iter()
-            .map(|(p, ys)| (p.to_owned(), mean_sd(&ys).0))
+            .map(|(p, ys)| (p, mean_sd(&ys).0))
             .collect(),
     };
     match write_bar_plot(&dir.join(format!("plot-{}", sweep.name)), &plot) {
@@ -306,13 +335,13 @@ pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf>
         }
         let mine: Vec<&BenchRow> = rows
             .iter()
-            .filter(|r| r.sweep == sweep.name && r.kind == "timely")
+            .filter(|r| r.sweep == sweep.name && is_timely(&r.kind))
             .collect();
         let mut lines: BTreeMap<(String, u32), Vec<(f64, f64)>> = BTreeMap::new();
         let mut relative = false;
         for (key, group) in &group(&mine) {
             let mean = mean_of(group, |r| r.time_per_iteration_ms);
-            let y = match baseline(sweep, rows, key.workers) {
+            let y = match baseline(sweep, rows, &key.kind, key.workers) {
                 Some((_, b)) => {
                     relative = true;
                     mean / b

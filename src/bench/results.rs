@@ -77,6 +77,13 @@ pub struct BenchRow {
     pub digest_matches: bool,
     /// Whether the policy keeps BSP semantics (so the digest check applies).
     pub bsp_semantics: bool,
+    /// Processes the run used (1: threads in the bench's own process).
+    pub processes: u32,
+    /// `[checkpoint] every` of the run (0: no checkpoints).
+    pub checkpoint_every: u64,
+    /// Seconds from killing a process to the restarted job's first completed
+    /// iteration (runs with a kill).
+    pub recovery_s: Option<f64>,
 }
 
 /// Writes `rows` to `path` as one Parquet file (atomically).
@@ -131,6 +138,14 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("target_accuracy", opt_f64s(|r| r.target_accuracy)),
         ("time_to_accuracy_s", opt_f64s(|r| r.time_to_accuracy_s)),
         ("params_sha256", s(|r| &r.params_sha256)),
+        (
+            "processes",
+            Arc::new(UInt32Array::from_iter_values(
+                rows.iter().map(|r| r.processes),
+            )),
+        ),
+        ("checkpoint_every", u64s(|r| r.checkpoint_every)),
+        ("recovery_s", opt_f64s(|r| r.recovery_s)),
         (
             "bsp_semantics",
             Arc::new(BooleanArray::from(

@@ -72,6 +72,17 @@ pub struct SweepSpec {
     /// Report the time each run took to reach this test accuracy
     /// (`time_to_accuracy_s`), next to its time per iteration.
     pub target_accuracy: Option<f64>,
+    /// Run each job as this many local processes (timely's cluster mode over
+    /// loopback, `workers / processes` threads each); absent: threads in the
+    /// bench's own process.
+    #[serde(default)]
+    pub processes: Vec<u32>,
+    /// `[checkpoint] every` for every run of the sweep.
+    pub checkpoint_every: Option<u64>,
+    /// With `processes`: kill process 1 with SIGKILL once this iteration is
+    /// reported and let the launcher restart the job from its newest
+    /// checkpoint (`recovery_s`: kill to the restarted job's first iteration).
+    pub kill_at_iteration: Option<u64>,
 }
 
 /// One run of a sweep: the job and what to override in it.
@@ -89,6 +100,10 @@ pub struct RunSpec {
     pub burn_reference: bool,
     /// Test accuracy whose time to reach is reported.
     pub target_accuracy: Option<f64>,
+    /// Run as this many local processes (none: threads in the bench).
+    pub processes: Option<u32>,
+    /// Kill process 1 at this iteration (launched runs).
+    pub kill_at: Option<u64>,
 }
 
 impl SweepSpec {
@@ -107,13 +122,21 @@ impl SweepSpec {
         } else {
             self.workers.iter().copied().map(Some).collect()
         };
+        let processes: Vec<Option<u32>> = if self.processes.is_empty() {
+            vec![None]
+        } else {
+            self.processes.iter().copied().map(Some).collect()
+        };
         let policies: Vec<Option<String>> = if self.policies.is_empty() {
             vec![None]
         } else {
             self.policies.iter().cloned().map(Some).collect()
         };
         let mut runs = Vec::new();
-        for &w in &workers {
+        for (&w, &processes) in workers
+            .iter()
+            .flat_map(|w| processes.iter().map(move |p| (w, p)))
+        {
             for probability in opt(&self.probability) {
                 for alpha in opt(&self.alpha) {
                     for delay in opt(&self.delay_percent) {
@@ -133,7 +156,10 @@ impl SweepSpec {
                                         policy: policy.clone(),
                                         pace_ns_per_row: self.pace_ns_per_row,
                                         out: None,
+                                        checkpoint_every: self.checkpoint_every,
                                     },
+                                    processes,
+                                    kill_at: self.kill_at_iteration,
                                     plain_reference: self.reference.as_deref() == Some("plain"),
                                     burn_reference: self.reference.as_deref() == Some("burn"),
                                     target_accuracy: self.target_accuracy,

@@ -11,10 +11,10 @@ use serde::Serialize;
 
 use super::output::{print_stdout, progress_bar};
 use super::GlobalArgs;
+use crate::checkpoint::{store, Checkpoint};
 use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp, write_atomic};
 use crate::report::{json, RunSummary};
 use crate::run::cluster::{read_hostfile, ClusterError, ClusterSpec};
-use crate::checkpoint::{store, Checkpoint};
 use crate::run::{run_job_in_cluster, RunOptions, RunOutput};
 use crate::spec::{read_job_file, validate::validate_with, JobPlan, Overrides};
 use crate::trace::{IterationRecord, TraceStamp};
@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// Paced mode: nominal ns of work per row on a dedicated core (0 = native speed).
     #[arg(long, value_name = "NS_PER_ROW")]
     pub pace: Option<u64>,
+    /// Checkpoint every N iterations and at the end (0: never; default: the
+    /// job's [checkpoint] every, or 10).
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<u64>,
     /// Output directory (default: runs/<job name>/<UTC time>).
     #[arg(long)]
     pub out: Option<String>,
@@ -110,22 +114,7 @@ impl RunArgs {
     /// The flags that change the job, as command-line words (for the
     /// launcher's processes).
     pub fn override_words(&self) -> Vec<String> {
-        let mut words = Vec::new();
-        let mut push = |flag: &str, value: Option<String>| {
-            if let Some(v) = value {
-                words.push(format!("--{flag}"));
-                words.push(v);
-            }
-        };
-        push("iterations", self.iterations.map(|v| v.to_string()));
-        push("seed", self.seed.map(|v| v.to_string()));
-        push("pattern", self.pattern.clone());
-        push("delay", self.delay.map(|v| v.to_string()));
-        push("probability", self.probability.map(|v| v.to_string()));
-        push("alpha", self.alpha.map(|v| v.to_string()));
-        push("policy", self.policy.clone());
-        push("pace", self.pace.map(|v| v.to_string()));
-        words
+        self.overrides().words()
     }
 
     /// The overrides as given (the launcher sets the worker count).
@@ -145,6 +134,7 @@ impl RunArgs {
             policy: self.policy.clone(),
             pace_ns_per_row: self.pace,
             out: self.out.clone(),
+            checkpoint_every: self.checkpoint_every,
         }
     }
 }
@@ -291,7 +281,12 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     }
 
     let resume = match &args.resume {
-        Some(dir) => Some(find_checkpoint(dir, &plan, workload.param_count(), args.resume_at)?),
+        Some(dir) => Some(find_checkpoint(
+            dir,
+            &plan,
+            workload.param_count(),
+            args.resume_at,
+        )?),
         None => None,
     };
     if let (Some(c), true) = (&resume, coordinator && global.quiet == 0 && !global.json) {
@@ -440,8 +435,13 @@ pub fn find_checkpoint(
 ) -> anyhow::Result<Checkpoint> {
     let hash = plan.hash();
     if let Some(at) = at {
-        return store::load(&store::iteration_dir(dir, at), &hash, plan.workers, Some(dims))
-            .map_err(anyhow::Error::from);
+        return store::load(
+            &store::iteration_dir(dir, at),
+            &hash,
+            plan.workers,
+            Some(dims),
+        )
+        .map_err(anyhow::Error::from);
     }
     let mut skipped = Vec::new();
     let found = store::newest_valid(dir, &hash, plan.workers, Some(dims), &mut |e| {

@@ -111,9 +111,36 @@ pub struct Overrides {
     pub pace_ns_per_row: Option<u64>,
     /// `--out`.
     pub out: Option<String>,
+    /// `--checkpoint-every`.
+    pub checkpoint_every: Option<u64>,
 }
 
 impl Overrides {
+    /// The overrides as `forestall run` flags, but for `--workers` and
+    /// `--out` (a launcher sets those).
+    pub fn words(&self) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(v) = value {
+                words.push(format!("--{flag}"));
+                words.push(v);
+            }
+        };
+        push("iterations", self.iterations.map(|v| v.to_string()));
+        push("seed", self.seed.map(|v| v.to_string()));
+        push("pattern", self.pattern.clone());
+        push("delay", self.delay_percent.map(|v| v.to_string()));
+        push("probability", self.probability.map(|v| v.to_string()));
+        push("alpha", self.alpha.map(|v| v.to_string()));
+        push("policy", self.policy.clone());
+        push("pace", self.pace_ns_per_row.map(|v| v.to_string()));
+        push(
+            "checkpoint-every",
+            self.checkpoint_every.map(|v| v.to_string()),
+        );
+        words
+    }
+
     /// Applies the overrides to `spec`.
     pub fn apply(&self, spec: &mut JobSpec) {
         if let Some(w) = self.workers {
@@ -150,6 +177,9 @@ impl Overrides {
         }
         if let Some(o) = &self.out {
             spec.job.out = Some(o.clone());
+        }
+        if let Some(e) = self.checkpoint_every {
+            spec.checkpoint.every = Some(e);
         }
     }
 }

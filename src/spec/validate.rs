@@ -117,6 +117,7 @@ impl Overrides {
             ("straggler", "delay_percent") => self.delay_percent.is_some(),
             ("straggler", "alpha") => self.alpha.is_some(),
             ("policy", "name") => self.policy.is_some(),
+            ("checkpoint", "every") => self.checkpoint_every.is_some(),
             _ => false,
         }
     }
@@ -392,10 +393,7 @@ pub fn validate_with(
         control_delay: spec.policy.control_delay.unwrap_or(0),
         laggard_threshold,
         part_iterations,
-        checkpoint_every: spec
-            .checkpoint
-            .every
-            .unwrap_or(DEFAULT_CHECKPOINT_EVERY),
+        checkpoint_every: spec.checkpoint.every.unwrap_or(DEFAULT_CHECKPOINT_EVERY),
         out: spec.job.out.as_ref().map(PathBuf::from),
         source: path.map(Path::to_owned),
     })

@@ -1,0 +1,158 @@
+//! A bench run as real processes: `forestall run … --processes N` started as
+//! a child, its output read back into a [`RunOutput`] from the summary and the
+//! trace every process wrote, so a launched run's row is computed exactly as a
+//! threads run's is. With a kill iteration, process 1 is killed with SIGKILL
+//! once process 0 reports that iteration, and the time until the restarted job
+//! completes its first iteration is measured.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use super::spec::RunSpec;
+use crate::run::RunOutput;
+use crate::spec::JobPlan;
+use crate::trace::{read_trace_dir, UnitAction};
+use crate::workload::Evaluation;
+
+/// What a launched run produced.
+pub struct Launched {
+    /// The run, as the coordinator and the trace tell it.
+    pub output: RunOutput,
+    /// Seconds from the kill to the restarted job's first completed iteration.
+    pub recovery_s: Option<f64>,
+}
+
+/// Why a launched run failed.
+#[derive(Debug, thiserror::Error)]
+#[error("launched run ({processes} processes): {message}")]
+pub struct LaunchError {
+    processes: u32,
+    message: String,
+}
+
+/// Runs `run` (validated as `plan`) as `processes` local processes with its
+/// output in `out_dir`.
+pub fn run_launched(
+    run: &RunSpec,
+    plan: &JobPlan,
+    processes: u32,
+    out_dir: &Path,
+) -> Result<Launched, LaunchError> {
+    let fail = |message: String| LaunchError { processes, message };
+    if processes == 0 || !plan.workers.is_multiple_of(processes) {
+        return Err(fail(format!(
+            "{} workers do not split evenly into {processes} processes",
+            plan.workers
+        )));
+    }
+    let exe = std::env::current_exe().map_err(|e| fail(format!("no forestall binary: {e}")))?;
+    let mut command = Command::new(exe);
+    command
+        .args(["--json", "-q", "run"])
+        .arg(&run.job)
+        .args(run.overrides.words())
+        .args(["--processes", &processes.to_string()])
+        .args(["--threads", &(plan.workers / processes).to_string()])
+        .arg("--out")
+        .arg(out_dir)
+        .arg("--force")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if run.kill_at.is_some() {
+        command.args(["--max-restarts", "1"]);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| fail(format!("cannot start: {e}")))?;
+    let stdout = child.stdout.take().expect("piped");
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut killed, mut restarted, mut recovery_s) = (None, false, None);
+    for (at, line) in received {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        match v["type"].as_str() {
+            Some("restart") => restarted = true,
+            Some("iteration") => {
+                let iteration = v["data"]["iteration"].as_u64().unwrap_or(0);
+                if let (Some(k), None) = (run.kill_at, killed) {
+                    if iteration >= k {
+                        kill_process_1(out_dir).map_err(fail)?;
+                        killed = Some(Instant::now());
+                    }
+                } else if let (Some(t), true, None) = (killed, restarted, recovery_s) {
+                    recovery_s = Some(at.duration_since(t).as_secs_f64());
+                }
+            }
+            _ => {}
+        }
+    }
+    let result = child
+        .wait_with_output()
+        .map_err(|e| fail(format!("cannot wait: {e}")))?;
+    if !result.status.success() {
+        return Err(fail(format!(
+            "exited with {}: {}",
+            result.status,
+            String::from_utf8_lossy(&result.stderr).trim()
+        )));
+    }
+    let output = read_back(out_dir).map_err(fail)?;
+    Ok(Launched { output, recovery_s })
+}
+
+fn kill_process_1(out_dir: &Path) -> Result<(), String> {
+    let pids = std::fs::read_to_string(out_dir.join("pids")).map_err(|e| e.to_string())?;
+    let pid = pids
+        .lines()
+        .nth(1)
+        .ok_or("a kill needs at least 2 processes")?;
+    let status = Command::new("kill")
+        .args(["-KILL", pid])
+        .status()
+        .map_err(|e| e.to_string())?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| format!("kill -KILL {pid} failed"))
+}
+
+/// The run as its output directory holds it.
+fn read_back(out_dir: &Path) -> Result<RunOutput, String> {
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out_dir.join("summary.json")).map_err(|e| format!("summary.json: {e}"))?,
+    )
+    .map_err(|e| format!("summary.json: {e}"))?;
+    let trace = read_trace_dir(&out_dir.join("trace")).map_err(|e| e.to_string())?;
+    let count = |action: UnitAction| trace.units.iter().filter(|u| u.action == action).count();
+    let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
+    Ok(RunOutput {
+        digest: summary["params_sha256"].as_str().unwrap_or("").to_owned(),
+        params: Vec::new(),
+        eval: Evaluation {
+            log_loss: number("test_log_loss"),
+            accuracy: number("test_accuracy"),
+            metrics: Default::default(),
+        },
+        wall_us: (number("wall_s") * 1e6) as u64,
+        parts: Vec::new(),
+        ideal_us: (number("ideal_iteration_s") * 1e6) as u64,
+        units_total: trace.units.len() as u64,
+        units_reassigned: count(UnitAction::Reassigned) as u64,
+        units_cloned: count(UnitAction::Clone) as u64,
+        checkpoints: Vec::new(),
+        first_iteration: 0,
+        iterations: trace.iterations,
+    })
+}
