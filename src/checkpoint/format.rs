@@ -159,7 +159,10 @@ mod tests {
         other[0] = b'X';
         assert_eq!(decode::<H>(&other).unwrap_err(), FormatError::Magic);
         let half = &bytes[..bytes.len() - 20];
-        assert!(matches!(decode::<H>(half), Err(FormatError::Truncated { .. })));
+        assert!(matches!(
+            decode::<H>(half),
+            Err(FormatError::Truncated { .. })
+        ));
         let mut flipped = bytes.clone();
         let at = bytes.len() - 40;
         flipped[at] ^= 1;

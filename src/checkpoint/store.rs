@@ -117,8 +117,7 @@ pub struct Checkpoint {
 
 /// `OUT/checkpoints/it-{iteration:08}`.
 pub fn iteration_dir(out: &Path, iteration: u64) -> PathBuf {
-    out.join(CHECKPOINTS_DIR)
-        .join(format!("it-{iteration:08}"))
+    out.join(CHECKPOINTS_DIR).join(format!("it-{iteration:08}"))
 }
 
 fn shard_file(dir: &Path, shard: u32) -> PathBuf {
@@ -396,8 +395,10 @@ mod tests {
         bytes[mid] ^= 1;
         std::fs::write(&bad, bytes).unwrap();
         let mut why = Vec::new();
-        let c = newest_valid(tmp.path(), "abc", 2, Some(5), &mut |e| why.push(e.to_string()))
-            .expect("the older one");
+        let c = newest_valid(tmp.path(), "abc", 2, Some(5), &mut |e| {
+            why.push(e.to_string())
+        })
+        .expect("the older one");
         assert_eq!(c.iteration, 10);
         assert_eq!(why.len(), 1);
         assert!(

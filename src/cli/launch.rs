@@ -90,7 +90,10 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
         }
         if restarts >= args.max_restarts {
             let tried = if args.max_restarts > 0 {
-                format!(" after {restarts} restarts (--max-restarts {})", args.max_restarts)
+                format!(
+                    " after {restarts} restarts (--max-restarts {})",
+                    args.max_restarts
+                )
             } else {
                 String::new()
             };

@@ -209,7 +209,12 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
             reducer = reducer.with_substitution();
         }
         if let Some(c) = &cx.resume {
-            reducer = reducer.resume_at(c.iteration, &c.m[range.clone()], &c.v[range.clone()], c.steps);
+            reducer = reducer.resume_at(
+                c.iteration,
+                &c.m[range.clone()],
+                &c.v[range.clone()],
+                c.steps,
+            );
         }
         let reduce_cx = Arc::clone(&cx);
         let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
@@ -308,10 +313,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                     if index == 0 {
                         // The receiver only disappears if the sink failed; the
                         // run reports that error at the end.
-                        let _ = reduce_sink.send(SinkEvent::TrainLoss {
-                            iteration: t,
-                            loss,
-                        });
+                        let _ = reduce_sink.send(SinkEvent::TrainLoss { iteration: t, loss });
                     }
                 }
             }

@@ -288,7 +288,8 @@ fn sink_loop(
     // out.iterations[written..] are the rows not yet in a part.
     let mut written = 0usize;
     let mut next_row = config.first_iteration;
-    let mut part_end = (config.first_iteration / config.part_iterations + 1) * config.part_iterations;
+    let mut part_end =
+        (config.first_iteration / config.part_iterations + 1) * config.part_iterations;
     let wants_eval = |t: u64| t.is_multiple_of(config.eval_every) || t + 1 == config.iterations;
 
     for event in events {
@@ -351,7 +352,12 @@ fn sink_loop(
             }
             SinkEvent::Shard(state) => {
                 if let Some(cuts) = cuts.as_mut() {
-                    store::write_shard(&cuts.cfg.out, &state, &cuts.cfg.plan_hash, &cuts.cfg.quota)?;
+                    store::write_shard(
+                        &cuts.cfg.out,
+                        &state,
+                        &cuts.cfg.plan_hash,
+                        &cuts.cfg.quota,
+                    )?;
                     *cuts.shards.entry(state.iteration).or_default() += 1;
                 }
             }
@@ -414,13 +420,27 @@ fn sink_loop(
                     .as_ref()
                     .and_then(|c| c.next)
                     .map_or(part_end, |c| c.min(part_end));
-                flush(&mut writer, &mut out, &mut units, &mut workers, &mut written, end)?;
+                flush(
+                    &mut writer,
+                    &mut out,
+                    &mut units,
+                    &mut workers,
+                    &mut written,
+                    end,
+                )?;
                 part_end += config.part_iterations;
             }
         }
         // A checkpoint's cut: this process's records before it are committed.
         while let Some(c) = cuts.as_ref().and_then(|cuts| cuts.due(next_row)) {
-            flush(&mut writer, &mut out, &mut units, &mut workers, &mut written, c)?;
+            flush(
+                &mut writer,
+                &mut out,
+                &mut units,
+                &mut workers,
+                &mut written,
+                c,
+            )?;
             let cuts = cuts.as_mut().expect("due");
             let job_us = cuts.begun.get(&c).map_or(0, |b| b.0);
             cuts.write_cut(c, job_us)?;
@@ -443,10 +463,10 @@ fn sink_loop(
             if cuts.shards.get(&c).copied().unwrap_or(0) < local {
                 break;
             }
-            let job_us = cuts.begun.get(&c).map_or_else(
-                || config.job_start.elapsed().as_micros() as u64,
-                |b| b.0,
-            );
+            let job_us = cuts
+                .begun
+                .get(&c)
+                .map_or_else(|| config.job_start.elapsed().as_micros() as u64, |b| b.0);
             cuts.write_cut(c, job_us)?;
             out.checkpoints.push(c);
         }

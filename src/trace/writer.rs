@@ -20,13 +20,13 @@ use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, TraceError};
-use crate::fsutil::{Quota, QuotaFile};
 use super::metrics_json;
 use super::record::{IterationRecord, UnitRecord, WorkerRecord};
 use super::schema::{
     self, TraceTable, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
     META_SEED, META_TABLE, SCHEMA_VERSION,
 };
+use crate::fsutil::{Quota, QuotaFile};
 
 /// What every part file is stamped with, so a trace can be traced back to the
 /// code, plan and seed that produced it.
@@ -149,10 +149,23 @@ impl TraceWriter {
         // Read everything first: a part of another job must change nothing.
         let units = read_parts(&units, &writer.stamp, super::reader::read_units_file)?;
         let workers = read_parts(&workers, &writer.stamp, super::reader::read_workers_file)?;
-        let iterations =
-            read_parts(&iterations, &writer.stamp, super::reader::read_iterations_file)?;
-        writer.keep(TraceTable::Units, units, |r| r.iteration < keep_before, units_batch)?;
-        writer.keep(TraceTable::Workers, workers, |r| r.iteration < keep_before, workers_batch)?;
+        let iterations = read_parts(
+            &iterations,
+            &writer.stamp,
+            super::reader::read_iterations_file,
+        )?;
+        writer.keep(
+            TraceTable::Units,
+            units,
+            |r| r.iteration < keep_before,
+            units_batch,
+        )?;
+        writer.keep(
+            TraceTable::Workers,
+            workers,
+            |r| r.iteration < keep_before,
+            workers_batch,
+        )?;
         let kept = writer.keep(
             TraceTable::Iterations,
             iterations,
@@ -203,12 +216,11 @@ impl TraceWriter {
             if stay.is_empty() {
                 fs::remove_file(&path).map_err(TraceError::io(&path))?;
             } else if stay.len() < records.len() {
-                let batch = to_batch(&self.stamp.job_id, &stay).map_err(|source| {
-                    TraceError::Arrow {
+                let batch =
+                    to_batch(&self.stamp.job_id, &stay).map_err(|source| TraceError::Arrow {
                         path: path.clone(),
                         source,
-                    }
-                })?;
+                    })?;
                 let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
                 let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
                 if let Err(err) = write_parquet(&tmp, &batch, stamp_metadata(table, &self.stamp)) {
@@ -666,7 +678,10 @@ mod tests {
         let first = writer.write_units(&[unit(0, 0, 0, 0)]).expect("fits");
         let mut writer = writer.with_quota(Quota::bytes(1_000));
         let many: Vec<UnitRecord> = (0..2_000).map(|i| unit(1, 0, i, 0)).collect();
-        let err = writer.write_units(&many).expect_err("disk full").to_string();
+        let err = writer
+            .write_units(&many)
+            .expect_err("disk full")
+            .to_string();
         assert!(err.contains("part-p000-00001.parquet"), "{err}");
         // the earlier part reads; nothing half-written is visible or left over
         assert_eq!(
@@ -690,7 +705,11 @@ mod tests {
             .expect("part 1");
         writer.write_units(&[unit(4, 0, 0, 0)]).expect("part 2");
         // a part being written when the process was killed
-        fs::write(tmp.path().join("units/.part-p001-00003.parquet.tmp"), b"half").expect("tmp");
+        fs::write(
+            tmp.path().join("units/.part-p001-00003.parquet.tmp"),
+            b"half",
+        )
+        .expect("tmp");
         let (mut resumed, _) =
             TraceWriter::resume(tmp.path(), 1, stamp("job"), 3).expect("resumes");
         assert_eq!(

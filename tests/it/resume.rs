@@ -77,7 +77,10 @@ fn wait_for_iteration(out: &Path, iteration: u64) {
         if reached >= iteration {
             return;
         }
-        assert!(Instant::now() < deadline, "the job never reached {iteration}");
+        assert!(
+            Instant::now() < deadline,
+            "the job never reached {iteration}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -103,7 +106,11 @@ fn assert_exactly_once(out: &Path) {
     let total = units.len();
     units.dedup();
     assert_eq!(total, units.len(), "a unit record appears twice");
-    assert_eq!(total, ITERATIONS as usize * UNITS, "every unit of every iteration");
+    assert_eq!(
+        total,
+        ITERATIONS as usize * UNITS,
+        "every unit of every iteration"
+    );
     let iterations: Vec<u64> = trace.iterations.iter().map(|r| r.iteration).collect();
     assert_eq!(iterations, (0..ITERATIONS).collect::<Vec<_>>());
     assert_eq!(trace.workers.len(), ITERATIONS as usize * 4);
@@ -153,7 +160,12 @@ fn a_worker_process_killed_at_a_random_iteration_is_restarted_with_identical_res
         let kill_at = random_iteration();
         wait_for_iteration(&dir.join(&out), kill_at);
         let pids = std::fs::read_to_string(dir.join(&out).join("pids")).expect("pids");
-        let victim: u32 = pids.lines().nth(1).expect("process 1").parse().expect("pid");
+        let victim: u32 = pids
+            .lines()
+            .nth(1)
+            .expect("process 1")
+            .parse()
+            .expect("pid");
         sigkill(victim);
         let o = child.wait_with_output().expect("launcher ends");
         assert!(
@@ -197,7 +209,10 @@ fn resume_continues_a_killed_run_with_identical_results() {
     assert!(!dir.join("killed/summary.json").exists(), "it was killed");
     let o = forestall(dir, &["--json", "run", "job.toml", "--resume", "killed"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(summary(&o)["params_sha256"].as_str(), Some(expected.as_str()));
+    assert_eq!(
+        summary(&o)["params_sha256"].as_str(),
+        Some(expected.as_str())
+    );
     assert_exactly_once(&dir.join("killed"));
 }
 
@@ -215,10 +230,15 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("shard-00002.ckpt") && err.contains("truncated") && err.contains("falling back"),
+        err.contains("shard-00002.ckpt")
+            && err.contains("truncated")
+            && err.contains("falling back"),
         "{err}"
     );
-    assert_eq!(summary(&o)["params_sha256"].as_str(), Some(expected.as_str()));
+    assert_eq!(
+        summary(&o)["params_sha256"].as_str(),
+        Some(expected.as_str())
+    );
     assert_exactly_once(&dir.join("run"));
     // with both checkpoints unusable, --resume refuses and changes nothing
     let older = dir.join("run/checkpoints/it-00000036/cut-p000.ckpt");
@@ -245,7 +265,10 @@ fn resume_refuses_another_jobs_directory() {
     let o = forestall(dir, &["run", "job.toml", "--resume", "nowhere"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("--resume nowhere") && err.contains("plan.json"), "{err}");
+    assert!(
+        err.contains("--resume nowhere") && err.contains("plan.json"),
+        "{err}"
+    );
     // a fresh run into the used directory needs --force
     let o = forestall(dir, &["run", "job.toml", "--out", "run"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -273,7 +296,16 @@ fn a_diverging_run_stops_naming_the_iteration_and_is_not_restarted() {
     assert!(!dir.join("threads/summary.json").exists());
     let o = forestall(
         dir,
-        &["run", "job.toml", "--processes", "2", "--max-restarts", "3", "--out", "p"],
+        &[
+            "run",
+            "job.toml",
+            "--processes",
+            "2",
+            "--max-restarts",
+            "3",
+            "--out",
+            "p",
+        ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -289,10 +321,25 @@ fn a_taken_port_is_named() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("addr").port();
     let free = forestall::run::cluster::free_loopback_addresses(1).expect("port");
-    std::fs::write(dir.join("hosts"), format!("127.0.0.1:{port}\n{}\n", free[0])).expect("hosts");
+    std::fs::write(
+        dir.join("hosts"),
+        format!("127.0.0.1:{port}\n{}\n", free[0]),
+    )
+    .expect("hosts");
     let o = forestall(
         dir,
-        &["run", "job.toml", "--hostfile", "hosts", "--process", "0", "--threads", "2", "--out", "x"],
+        &[
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            "0",
+            "--threads",
+            "2",
+            "--out",
+            "x",
+        ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -270,7 +270,11 @@ impl ComputeState {
         if let Some(caps) = self.initial.take() {
             // Version 0, or the checkpoint's version when the run resumes.
             let first = self.cx.first_iteration();
-            let caps = if first == 0 { caps } else { caps.delayed(first) };
+            let caps = if first == 0 {
+                caps
+            } else {
+                caps.delayed(first)
+            };
             self.install(first, caps, Arc::clone(&self.cx.initial_params));
         }
         while let Some((&v, p)) = self.pending.first_key_value() {
@@ -312,7 +316,10 @@ impl ComputeState {
             || self.next_iteration == 0
             || self.next_iteration >= self.cx.plan.iterations
             || (self.next_iteration == self.cx.first_iteration()
-                && self.history.as_ref().is_some_and(|h| !h.complete(self.next_iteration - 1)))
+                && self
+                    .history
+                    .as_ref()
+                    .is_some_and(|h| !h.complete(self.next_iteration - 1)))
             || self
                 .history
                 .as_ref()
