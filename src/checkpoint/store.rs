@@ -133,7 +133,7 @@ fn write(path: &Path, bytes: &[u8], quota: &Quota) -> Result<(), CheckpointError
         path: path.to_owned(),
         source,
     };
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.is_dir()) {
         std::fs::create_dir_all(dir).map_err(io)?;
         // The new directory's own entry must be durable too.
         if let Some(parent) = dir.parent() {

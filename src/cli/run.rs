@@ -56,7 +56,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NS_PER_ROW")]
     pub pace: Option<u64>,
     /// Checkpoint every N iterations and at the end (0: never; default: the
-    /// job's [checkpoint] every, or 10).
+    /// job's [checkpoint] every, or 50).
     #[arg(long, value_name = "N")]
     pub checkpoint_every: Option<u64>,
     /// Output directory (default: runs/<job name>/<UTC time>).

@@ -217,7 +217,8 @@ pub fn run_job_in_cluster(
     let first = cx.first_iteration();
     let plan_hash = plan.hash();
     let (writer, kept_rows) = if cx.resume.is_some() {
-        TraceWriter::resume(trace_dir, process, stamp, first)?
+        let processes = cluster.map_or(1, ClusterSpec::processes);
+        TraceWriter::resume(trace_dir, (process, processes), stamp, first)?
     } else {
         (TraceWriter::try_new(trace_dir, process, stamp)?, Vec::new())
     };

@@ -109,22 +109,36 @@ impl TraceWriter {
         Ok(Self::new_unchecked(dir, process, stamp))
     }
 
-    /// Continues process `process`'s trace in `dir` for a run resumed at
-    /// iteration `keep_before`: each of the process's parts keeps only the rows
-    /// of earlier iterations (a part with none left is removed, a part with
-    /// some rewritten atomically), the hidden temporary files of a write that
-    /// was killed are removed, and new parts are numbered after the existing
-    /// ones. Returns the writer and the iteration rows kept.
+    /// Continues a trace in `dir` for a run resumed at iteration `keep_before`
+    /// as process `process` of `processes`: each part of a process `q` with
+    /// `q % processes == process` (its own, and those of processes the new
+    /// layout no longer has) keeps only the rows of earlier iterations (a part
+    /// with none left is removed, a part with some rewritten atomically), the
+    /// hidden temporary files of a write that was killed are removed, and new
+    /// parts are numbered after the existing ones. Returns the writer and the
+    /// iteration rows kept.
     ///
     /// Fails with [`TraceError::StampMismatch`] if a part belongs to another
     /// job (another plan hash), and changes nothing then.
     pub fn resume(
         dir: &Path,
-        process: u32,
+        (process, processes): (u32, u32),
         stamp: TraceStamp,
         keep_before: u64,
     ) -> Result<(Self, Vec<IterationRecord>)> {
         let mut writer = Self::new_unchecked(dir, process, stamp);
+        let ours = |name: &str| {
+            let digits: String = name
+                .trim_start_matches('.')
+                .strip_prefix("part-p")
+                .unwrap_or("")
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits
+                .parse::<u32>()
+                .is_ok_and(|q| q % processes.max(1) == process)
+        };
         let mine = |table: TraceTable| -> Result<Vec<PathBuf>> {
             let table_dir = dir.join(table.name());
             fs::create_dir_all(&table_dir).map_err(TraceError::io(&table_dir))?;
@@ -132,9 +146,12 @@ impl TraceWriter {
             for entry in fs::read_dir(&table_dir).map_err(TraceError::io(&table_dir))? {
                 let entry = entry.map_err(TraceError::io(&table_dir))?;
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&format!(".{}", part_prefix(process))) {
+                if !ours(&name) {
+                    continue;
+                }
+                if name.starts_with('.') {
                     fs::remove_file(entry.path()).map_err(TraceError::io(entry.path()))?;
-                } else if name.starts_with(&part_prefix(process)) && is_part_file_name(&name) {
+                } else if is_part_file_name(&name) {
                     parts.push(entry.path());
                 }
             }
@@ -208,10 +225,11 @@ impl TraceWriter {
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_prefix(&part_prefix(self.process)))
                 .and_then(|n| n.strip_suffix(PART_SUFFIX))
-                .and_then(|n| n.parse::<u32>().ok())
-                .unwrap_or(0);
-            let next = &mut self.next_seq[table.index()];
-            *next = (*next).max(seq + 1);
+                .and_then(|n| n.parse::<u32>().ok());
+            if let Some(seq) = seq {
+                let next = &mut self.next_seq[table.index()];
+                *next = (*next).max(seq + 1);
+            }
             let stay: Vec<R> = records.iter().filter(|r| keep(r)).cloned().collect();
             if stay.is_empty() {
                 fs::remove_file(&path).map_err(TraceError::io(&path))?;
@@ -711,7 +729,7 @@ mod tests {
         )
         .expect("tmp");
         let (mut resumed, _) =
-            TraceWriter::resume(tmp.path(), 1, stamp("job"), 3).expect("resumes");
+            TraceWriter::resume(tmp.path(), (1, 2), stamp("job"), 3).expect("resumes");
         assert_eq!(
             file_names(&tmp.path().join("units")),
             vec!["part-p001-00000.parquet", "part-p001-00001.parquet"]
@@ -726,8 +744,13 @@ mod tests {
             plan_hash: "another-plan".into(),
             ..stamp("job")
         };
-        let err = TraceWriter::resume(tmp.path(), 1, other, 1).expect_err("other job");
+        let err = TraceWriter::resume(tmp.path(), (1, 2), other, 1).expect_err("other job");
         assert!(err.to_string().contains("another job"), "{err}");
         assert_eq!(file_names(&tmp.path().join("units")).len(), 3);
+        // resumed as one process, process 0 takes over process 1's parts
+        let (_, _) = TraceWriter::resume(tmp.path(), (0, 1), stamp("job"), 1).expect("resumes");
+        let trace = crate::trace::read_trace_dir(tmp.path()).expect("reads");
+        let iterations: Vec<u64> = trace.units.iter().map(|u| u.iteration).collect();
+        assert_eq!(iterations, vec![0]);
     }
 }

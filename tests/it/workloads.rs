@@ -98,6 +98,34 @@ fn cnn_parameters_are_bit_identical_across_workers_and_policies() {
     assert!(reference.eval.metrics.contains_key("auc"));
 }
 
+/// The CNN as 2 processes × 1 thread (timely's cluster mode) trains the same
+/// parameters as 2 threads, under `bsp` and `forestall`.
+#[test]
+fn cnn_parameters_are_bit_identical_across_processes_and_threads() {
+    let Some(npz) = pneumonia() else { return };
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    for policy in ["bsp", "forestall"] {
+        std::fs::write(dir.join("job.toml"), cnn_job(&npz, 2, policy)).expect("job");
+        let digest = |extra: &[&str], out: &str| {
+            let mut args = vec!["--json", "-q", "run", "job.toml", "--out", out];
+            args.extend_from_slice(extra);
+            let o = crate::common::forestall_in(dir, &args);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|v| v["type"] == "summary")
+                .and_then(|v| v["data"]["params_sha256"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| panic!("no summary in {stdout}"))
+        };
+        let threads = digest(&[], &format!("t-{policy}"));
+        let processes = digest(&["--processes", "2", "--threads", "1"], &format!("p-{policy}"));
+        assert_eq!(processes, threads, "{policy}: 2 × 1 processes vs 2 threads");
+    }
+}
+
 /// The peer check: W = 1 under `bsp` against a plain burn loop (burn's own
 /// Adam, no timely) over the same units in the same order.
 #[test]
