@@ -9,8 +9,8 @@
 //!   owner;
 //! - `cut-p{p:03}.ckpt`: process `p`'s trace cut — every trace record of an
 //!   iteration before `c` that `p` writes is in a committed part — written after
-//!   those parts. Process 0's also carries the online predictor's history and
-//!   the job clock at `c`.
+//!   those parts, with the holders of `p`'s workers' partitions. Process 0's
+//!   also carries the online predictor's history and the job clock at `c`.
 //!
 //! The checkpoint is complete when every shard and every process's cut is
 //! there and each file's checksum holds ([`store::load`]). Each file is written
@@ -18,10 +18,9 @@
 //! removes every checkpoint older than the two newest complete ones.
 //!
 //! What a checkpoint does not hold, because no parameter depends on it: the
-//! placement of partitions moved during the run (a resumed run starts from the
-//! initial holders), the peer agents' per-iteration state (it starts afresh
-//! every iteration anyway) and dpro-substitute's memory of each unit's last
-//! gradient (a resumed dpro-substitute run starts with none).
+//! peer agents' memory of recent control messages and dpro-substitute's memory
+//! of each unit's last gradient (a resumed dpro-substitute run starts with
+//! none).
 
 pub mod format;
 pub mod store;

@@ -91,6 +91,10 @@ pub struct CutHeader {
     pub plan_hash: String,
     /// Job clock (µs) when worker 0 began iteration `iteration`.
     pub job_us: u64,
+    /// The holders of the process's workers' partitions, `(partition,
+    /// holder)`.
+    #[serde(default)]
+    pub placement: Vec<(u32, u32)>,
 }
 
 /// A complete checkpoint, loaded and checked.
@@ -111,6 +115,9 @@ pub struct Checkpoint {
     pub history: Vec<f64>,
     /// Job clock (µs) at the checkpoint.
     pub job_us: u64,
+    /// Every partition's holders at the checkpoint, `(partition, holder)` in
+    /// order (empty if the writer recorded none).
+    pub placement: Vec<(u32, u32)>,
     /// Where it was read from.
     pub dir: PathBuf,
 }
@@ -216,6 +223,7 @@ pub fn load(
             cut0.workers
         )));
     }
+    let mut placement = cut0.placement.clone();
     for p in 1..cut0.processes {
         let (cut, _): (CutHeader, Vec<f64>) = read(&cut_file(dir, p))?;
         if cut.iteration != cut0.iteration || cut.plan_hash != cut0.plan_hash {
@@ -223,7 +231,10 @@ pub fn load(
                 "process {p}'s cut is of another checkpoint"
             )));
         }
+        placement.extend(cut.placement);
     }
+    placement.sort_unstable();
+    placement.dedup();
     let (mut params, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
     let mut steps = None;
     for s in 0..workers {
@@ -259,6 +270,7 @@ pub fn load(
         steps: steps.unwrap_or(0),
         history,
         job_us: cut0.job_us,
+        placement,
         dir: dir.to_owned(),
     })
 }
@@ -360,6 +372,7 @@ mod tests {
             workers: 2,
             plan_hash: "abc".into(),
             job_us: 1000 * iteration,
+            placement: vec![(process, process), (process, 1 - process)],
         }
     }
 
@@ -382,6 +395,7 @@ mod tests {
         assert_eq!(c.steps, 10);
         assert_eq!(c.history, vec![1.0, 2.0]);
         assert_eq!(c.job_us, 10_000);
+        assert_eq!(c.placement, vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
     }
 
     #[test]

@@ -216,6 +216,11 @@ fn start(
 
 /// Waits for every process; the first to fail stops the others and is
 /// returned (none: all succeeded).
+///
+/// A process that dies takes its peers down with it (their connections
+/// break), so when one fails the others get a moment to exit too, and a
+/// process killed by a signal is named as the cause over those that merely
+/// lost it.
 fn watch(children: &mut [Child]) -> anyhow::Result<Option<(usize, ExitStatus)>> {
     let mut done = vec![false; children.len()];
     while done.iter().any(|d| !d) {
@@ -226,14 +231,34 @@ fn watch(children: &mut [Child]) -> anyhow::Result<Option<(usize, ExitStatus)>> 
             if let Some(status) = children[i].try_wait().context("cannot watch a process")? {
                 done[i] = true;
                 if !status.success() {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let mut cause = (i, status);
+                    for (j, child) in children.iter_mut().enumerate() {
+                        if let Ok(Some(other)) = child.try_wait() {
+                            if killed_by_signal(&other) && !killed_by_signal(&cause.1) {
+                                cause = (j, other);
+                            }
+                        }
+                    }
                     stop(children);
-                    return Ok(Some((i, status)));
+                    return Ok(Some(cause));
                 }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(None)
+}
+
+#[cfg(unix)]
+fn killed_by_signal(status: &ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().is_some()
+}
+
+#[cfg(not(unix))]
+fn killed_by_signal(_: &ExitStatus) -> bool {
+    false
 }
 
 /// Kills every process still running and reaps it.

@@ -129,10 +129,23 @@ impl JobContext {
     }
 
     /// The same job continuing from `checkpoint`: its parameters are version
-    /// `checkpoint.iteration`'s, and the job clock (set it first) goes on from
-    /// the checkpoint's time.
+    /// `checkpoint.iteration`'s, its partitions held where they were, and the
+    /// job clock (set it first) goes on from the checkpoint's time.
     pub fn resuming(mut self, checkpoint: Checkpoint) -> Self {
         self.initial_params = Arc::new(checkpoint.params.clone());
+        // The placement as it was: owners first, then the other holders.
+        if !checkpoint.placement.is_empty() {
+            for holders in &mut self.holders {
+                holders.truncate(1);
+            }
+            for &(partition, holder) in &checkpoint.placement {
+                if let Some(h) = self.holders.get_mut(partition as usize) {
+                    if holder < self.plan.workers && !h.contains(&holder) {
+                        h.push(holder);
+                    }
+                }
+            }
+        }
         // The clock goes on from the checkpoint's time (the time lost to the
         // failure and the restart is not on it).
         self.start = self

@@ -95,6 +95,16 @@ impl Holdings {
         }
     }
 
+    /// The settled holders of this worker's partitions, as `(partition,
+    /// holder)` pairs in order (for a checkpoint).
+    pub fn placement(&self) -> Vec<(u32, u32)> {
+        self.view
+            .iter()
+            .filter(|(_, &(time, _))| time < self.settled_before)
+            .map(|(&key, _)| key)
+            .collect()
+    }
+
     /// Deliveries and placement updates before `time` are complete.
     pub fn settle_before(&mut self, time: u64) {
         self.settled_before = self.settled_before.max(time);

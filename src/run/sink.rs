@@ -55,6 +55,8 @@ pub enum SinkEvent {
         job_us: u64,
         /// Worker 0 at a checkpoint iteration: the online predictor's history.
         history: Option<Vec<f64>>,
+        /// At a checkpoint iteration: the holders of the worker's partitions.
+        placement: Option<Vec<(u32, u32)>>,
     },
     /// A parameter shard's state at a checkpoint version (its owner).
     Shard(ShardState),
@@ -175,6 +177,8 @@ struct Cuts {
     shards: BTreeMap<u64, u32>,
     /// Worker 0's begin of each checkpoint iteration: job clock and history.
     begun: BTreeMap<u64, (u64, Vec<f64>)>,
+    /// The local workers' partitions' holders at each checkpoint iteration.
+    placement: BTreeMap<u64, Vec<(u32, u32)>>,
     /// The next checkpoint to complete.
     next: Option<u64>,
 }
@@ -188,6 +192,7 @@ impl Cuts {
             began,
             shards: BTreeMap::new(),
             begun: BTreeMap::new(),
+            placement: BTreeMap::new(),
             next: None,
         };
         cuts.next = cuts.after(first);
@@ -227,6 +232,7 @@ impl Cuts {
             workers: self.cfg.workers,
             plan_hash: self.cfg.plan_hash.clone(),
             job_us,
+            placement: self.placement.remove(&c).unwrap_or_default(),
         };
         store::write_cut(&self.cfg.out, &cut, &history, &self.cfg.quota)?;
         if self.cfg.process == 0 {
@@ -234,6 +240,7 @@ impl Cuts {
         }
         self.shards.retain(|&v, _| v > c);
         self.begun.retain(|&v, _| v > c);
+        self.placement.retain(|&v, _| v > c);
         self.next = self.after(c);
         Ok(())
     }
@@ -338,8 +345,15 @@ fn sink_loop(
                 iteration,
                 job_us,
                 history,
+                placement,
             } => {
                 if let Some(cuts) = cuts.as_mut() {
+                    if let Some(mut pairs) = placement {
+                        cuts.placement
+                            .entry(iteration)
+                            .or_default()
+                            .append(&mut pairs);
+                    }
                     let local = cuts.cfg.local.clone();
                     if let Some(b) = cuts.began.get_mut((worker - local.start) as usize) {
                         *b = (*b).max(iteration);

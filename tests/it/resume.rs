@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use forestall::checkpoint::store;
 use forestall::trace::read_trace_dir;
 
 use crate::common::{adult_path, forestall_in as forestall};
@@ -214,6 +215,25 @@ fn resume_continues_a_killed_run_with_identical_results() {
         Some(expected.as_str())
     );
     assert_exactly_once(&dir.join("killed"));
+    // a checkpoint holds every partition's holders: its owner, its replica,
+    // and any worker a moved unit made a holder (the final one has no next
+    // iteration to hold data for)
+    let text = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    let hash = crate::common::plan(&text).hash();
+    let before_last = store::iteration_dir(&dir.join("killed"), ITERATIONS - 4);
+    let checkpoint = store::load(&before_last, &hash, 4, None).expect("the checkpoint loads");
+    for partition in 0..16u32 {
+        let holders = checkpoint
+            .placement
+            .iter()
+            .filter(|(p, _)| *p == partition)
+            .count();
+        assert!(
+            holders >= 2,
+            "partition {partition}: {:?}",
+            checkpoint.placement
+        );
+    }
 }
 
 #[test]

@@ -121,7 +121,10 @@ fn cnn_parameters_are_bit_identical_across_processes_and_threads() {
                 .unwrap_or_else(|| panic!("no summary in {stdout}"))
         };
         let threads = digest(&[], &format!("t-{policy}"));
-        let processes = digest(&["--processes", "2", "--threads", "1"], &format!("p-{policy}"));
+        let processes = digest(
+            &["--processes", "2", "--threads", "1"],
+            &format!("p-{policy}"),
+        );
         assert_eq!(processes, threads, "{policy}: 2 × 1 processes vs 2 threads");
     }
 }

@@ -365,7 +365,8 @@ impl ComputeState {
         let ready_us = self.cx.now_us();
         // Every record of this worker's from before `iteration − slack` is with
         // the sink now (the trace cut of a checkpoint waits for it).
-        let history = (self.worker == 0 && self.cx.is_checkpoint(iteration))
+        let checkpoint = self.cx.is_checkpoint(iteration);
+        let history = (self.worker == 0 && checkpoint)
             .then(|| self.history.as_ref().map(OnlineHistory::to_floats))
             .flatten();
         let _ = self.sink.send(SinkEvent::Began {
@@ -373,6 +374,7 @@ impl ComputeState {
             iteration,
             job_us: ready_us,
             history,
+            placement: checkpoint.then(|| self.holdings.placement()),
         });
         (emit.progress)(
             &caps.progress,
