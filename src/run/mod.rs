@@ -96,7 +96,8 @@ pub struct RunOptions<'a> {
     pub checkpoint_dir: Option<PathBuf>,
     /// The checkpoint this run continues from.
     pub resume: Option<Checkpoint>,
-    /// Testing: the bytes the checkpoint files may take (a full disk).
+    /// Testing: the bytes the trace parts and checkpoint files may take
+    /// together (a disk that fills up).
     pub quota: crate::fsutil::Quota,
 }
 
@@ -222,6 +223,7 @@ pub fn run_job_in_cluster(
     } else {
         (TraceWriter::try_new(trace_dir, process, stamp)?, Vec::new())
     };
+    let writer = writer.with_quota(quota.clone());
     if let Some(out) = &checkpoint_dir {
         crate::checkpoint::store::remove_after(out, first)?;
     }

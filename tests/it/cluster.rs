@@ -269,3 +269,23 @@ fn a_peer_that_never_connects_times_out_naming_it() {
         "no hang"
     );
 }
+
+#[test]
+fn the_cluster_section_of_the_job_file_launches_processes() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let mut text = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    text.push_str("[cluster]\nprocesses = 2\nthreads = 2\n");
+    std::fs::write(dir.join("cluster.toml"), text).expect("job");
+    let o = forestall(dir, &["--json", "run", "cluster.toml", "--out", "c"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = read_trace_dir(&dir.join("c/trace")).expect("trace reads");
+    assert!(trace.units.iter().any(|u| u.process == 1), "process 1 ran");
+    // --max-restarts supervises processes the launcher starts
+    let o = forestall(dir, &["run", "job.toml", "--max-restarts", "2", "--out", "d"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--max-restarts needs --processes"), "{err}");
+    assert!(!dir.join("d").exists());
+}

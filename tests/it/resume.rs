@@ -368,3 +368,86 @@ fn a_taken_port_is_named() {
         "{err}"
     );
 }
+
+/// A disk that fills up mid-run (the writers' byte quota): the run stops with
+/// an error naming the file, and what was committed before still reads.
+#[test]
+fn a_full_disk_stops_the_run_and_keeps_what_was_committed() {
+    use forestall::fsutil::Quota;
+    use forestall::run::{run_job_in_cluster, RunOptions};
+    use forestall::trace::TraceStamp;
+
+    let plan = crate::common::plan(
+        "[job]\niterations = 30\nseed = 3\n[data]\npartitions = 8\nunits_per_partition = 2\n[workers]\ncount = 2\n[checkpoint]\nevery = 5\n[trace]\npart_iterations = 5\n",
+    );
+    let stamp = TraceStamp {
+        job_id: "full".into(),
+        git_revision: "test".into(),
+        plan_hash: plan.hash(),
+        seed: plan.seed,
+    };
+    let used = |dir: &Path| -> u64 {
+        fn walk(p: &Path) -> u64 {
+            std::fs::read_dir(p)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| {
+                    let m = e.metadata().expect("metadata");
+                    if m.is_dir() {
+                        walk(&e.path())
+                    } else {
+                        m.len()
+                    }
+                })
+                .sum()
+        }
+        walk(dir)
+    };
+    let whole = tempfile::tempdir().expect("dir");
+    let options = RunOptions {
+        checkpoint_dir: Some(whole.path().to_owned()),
+        ..RunOptions::default()
+    };
+    run_job_in_cluster(
+        &plan,
+        crate::common::adult(),
+        &whole.path().join("trace"),
+        stamp.clone(),
+        options,
+    )
+    .expect("runs");
+    let total = used(whole.path());
+
+    let full = tempfile::tempdir().expect("dir");
+    let options = RunOptions {
+        checkpoint_dir: Some(full.path().to_owned()),
+        quota: Quota::bytes(total / 2),
+        ..RunOptions::default()
+    };
+    let err = run_job_in_cluster(
+        &plan,
+        crate::common::adult(),
+        &full.path().join("trace"),
+        stamp,
+        options,
+    )
+    .expect_err("the disk fills");
+    let mut chain = vec![err.to_string()];
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push(s.to_string());
+        source = s.source();
+    }
+    let err = chain.join(": ");
+    assert!(
+        err.contains("No space left") || err.contains("i/o error"),
+        "{err}"
+    );
+    assert!(err.contains(".parquet") || err.contains(".ckpt"), "names the file: {err}");
+    // every committed part reads; the newest complete checkpoint loads
+    let trace = read_trace_dir(&full.path().join("trace")).expect("committed parts read");
+    assert!(trace.iterations.len() < 30);
+    let checkpoint = store::newest_valid(full.path(), &plan.hash(), 2, None, &mut |_| {});
+    assert!(checkpoint.is_some(), "an earlier checkpoint survives");
+}
