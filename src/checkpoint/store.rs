@@ -212,7 +212,7 @@ pub fn load(
     let (cut0, history): (CutHeader, Vec<f64>) = read(&cut_file(dir, 0))?;
     if cut0.plan_hash != plan_hash {
         return Err(unusable(format!(
-            "written by another job (plan {}, this job's {})",
+            "written by another job (plan {}, this job's {}): resume with the job file and flags of the run it continues",
             short(&cut0.plan_hash),
             short(plan_hash)
         )));

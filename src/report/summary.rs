@@ -59,6 +59,10 @@ pub struct RunSummary {
     pub converged_iteration: Option<u64>,
     /// Time from the job's start to the end of that iteration, s.
     pub converged_s: Option<f64>,
+    /// The checkpoint iteration this run resumed from (its wall time counts
+    /// from there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<u64>,
 }
 
 /// FlexRR's stopping rule: the first iteration `t ≥ window` whose training loss
@@ -137,6 +141,7 @@ impl RunSummary {
             params_sha256: out.digest.clone(),
             converged_iteration: converged.map(|c| c.0),
             converged_s: converged.map(|c| c.1 as f64 / 1e6),
+            resumed_from: (out.first_iteration > 0).then_some(out.first_iteration),
         }
     }
 
@@ -188,6 +193,12 @@ impl RunSummary {
             ),
             _ => writeln!(s, "converged    not within the run (loss still changing ≥ 2 % over 10 iterations)"),
         };
+        if let Some(c) = self.resumed_from {
+            let _ = writeln!(
+                s,
+                "resumed      from the checkpoint at iteration {c} (the wall time is this run's)"
+            );
+        }
         let _ = writeln!(s, "parameters   sha256 {}", self.params_sha256);
         let _ = writeln!(s, "output       {}", self.out_dir);
         s

@@ -33,6 +33,7 @@ use crate::checkpoint::Checkpoint;
 
 use crate::inject::{CpuDisruptor, Pattern};
 use crate::spec::{hex, DisruptorMode, JobPlan};
+use crate::trace::writer::Kept;
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
 use crate::workload::{Evaluation, Workload};
 
@@ -221,7 +222,10 @@ pub fn run_job_in_cluster(
         let processes = cluster.map_or(1, ClusterSpec::processes);
         TraceWriter::resume(trace_dir, (process, processes), stamp, first)?
     } else {
-        (TraceWriter::try_new(trace_dir, process, stamp)?, Vec::new())
+        (
+            TraceWriter::try_new(trace_dir, process, stamp)?,
+            Kept::default(),
+        )
     };
     let writer = writer.with_quota(quota.clone());
     if let Some(out) = &checkpoint_dir {
@@ -354,7 +358,26 @@ pub fn run_job_in_cluster(
     if process != 0 {
         return Ok(None);
     }
-    let mut iterations = kept_rows;
+    // The iterations before the checkpoint come from the trace, with their
+    // ideal time estimated as the sink estimates it.
+    let kept_ideal_us: u64 = kept_rows
+        .iterations
+        .iter()
+        .map(|it| {
+            kept_rows
+                .workers
+                .iter()
+                .filter(|w| w.iteration == it.iteration)
+                .map(|w| {
+                    w.finish_us
+                        .saturating_sub(it.start_us)
+                        .saturating_sub(w.gt_delay_us)
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    let mut iterations = kept_rows.iterations;
     iterations.extend(sink_output.iterations);
     let params = sink_output
         .final_params
@@ -370,7 +393,7 @@ pub fn run_job_in_cluster(
         eval,
         wall_us,
         parts: sink_output.parts,
-        ideal_us: sink_output.ideal_us,
+        ideal_us: kept_ideal_us + sink_output.ideal_us,
         units_total: sink_output.units_total,
         units_reassigned: sink_output.units_reassigned,
         units_cloned: sink_output.units_cloned,

@@ -116,7 +116,7 @@ impl TraceWriter {
     /// with none left is removed, a part with some rewritten atomically), the
     /// hidden temporary files of a write that was killed are removed, and new
     /// parts are numbered after the existing ones. Returns the writer and the
-    /// iteration rows kept.
+    /// iteration and worker rows kept.
     ///
     /// Fails with [`TraceError::StampMismatch`] if a part belongs to another
     /// job (another plan hash), and changes nothing then.
@@ -125,7 +125,7 @@ impl TraceWriter {
         (process, processes): (u32, u32),
         stamp: TraceStamp,
         keep_before: u64,
-    ) -> Result<(Self, Vec<IterationRecord>)> {
+    ) -> Result<(Self, Kept)> {
         let mut writer = Self::new_unchecked(dir, process, stamp);
         let ours = |name: &str| {
             let digits: String = name
@@ -177,7 +177,7 @@ impl TraceWriter {
             |r| r.iteration < keep_before,
             units_batch,
         )?;
-        writer.keep(
+        let kept_workers = writer.keep(
             TraceTable::Workers,
             workers,
             |r| r.iteration < keep_before,
@@ -189,7 +189,13 @@ impl TraceWriter {
             |r| r.iteration < keep_before,
             iterations_batch,
         )?;
-        Ok((writer, kept))
+        Ok((
+            writer,
+            Kept {
+                iterations: kept,
+                workers: kept_workers,
+            },
+        ))
     }
 
     fn new_unchecked(dir: &Path, process: u32, stamp: TraceStamp) -> Self {
@@ -308,6 +314,15 @@ impl TraceWriter {
         sync_dir(&table_dir)?;
         Ok(Some(path))
     }
+}
+
+/// The rows a resumed trace keeps from before its checkpoint.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// Iteration rows, in iteration order.
+    pub iterations: Vec<IterationRecord>,
+    /// Worker rows.
+    pub workers: Vec<WorkerRecord>,
 }
 
 /// Reads `paths` with `read`, refusing parts of another job than `stamp`'s.
