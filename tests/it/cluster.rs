@@ -283,7 +283,10 @@ fn the_cluster_section_of_the_job_file_launches_processes() {
     let trace = read_trace_dir(&dir.join("c/trace")).expect("trace reads");
     assert!(trace.units.iter().any(|u| u.process == 1), "process 1 ran");
     // --max-restarts supervises processes the launcher starts
-    let o = forestall(dir, &["run", "job.toml", "--max-restarts", "2", "--out", "d"]);
+    let o = forestall(
+        dir,
+        &["run", "job.toml", "--max-restarts", "2", "--out", "d"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--max-restarts needs --processes"), "{err}");

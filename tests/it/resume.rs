@@ -444,7 +444,10 @@ fn a_full_disk_stops_the_run_and_keeps_what_was_committed() {
         err.contains("No space left") || err.contains("i/o error"),
         "{err}"
     );
-    assert!(err.contains(".parquet") || err.contains(".ckpt"), "names the file: {err}");
+    assert!(
+        err.contains(".parquet") || err.contains(".ckpt"),
+        "names the file: {err}"
+    );
     // every committed part reads; the newest complete checkpoint loads
     let trace = read_trace_dir(&full.path().join("trace")).expect("committed parts read");
     assert!(trace.iterations.len() < 30);
