@@ -292,7 +292,7 @@ pub fn list(out: &Path) -> Vec<(u64, PathBuf)> {
             Some((it, e.path()))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found
 }
 

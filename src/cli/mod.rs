@@ -50,7 +50,7 @@ pub enum Command {
     Data(data::DataCommand),
     /// Train a job: real model, real data, W timely workers, injected stragglers,
     /// traces written to Parquet.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Run a benchmark pipeline: sweeps of jobs; raw results in Parquet and a
     /// report with the command, git revision and machine.
     Bench(bench::BenchArgs),
@@ -66,7 +66,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Data(command) => data::run(command, &cli.global),
-        Command::Run(args) => run::run(args, &cli.global),
+        Command::Run(args) => run::run(*args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),
         Command::Predictor(command) => predictor::run(command, &cli.global),
