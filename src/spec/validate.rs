@@ -15,6 +15,15 @@ use crate::workload::AdamConfig;
 /// under `data/`.
 pub const DEFAULT_DATASET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/adult.parquet");
 
+/// The largest injected delay, percent (100× slower).
+pub const MAX_DELAY_PERCENT: f64 = 9_900.0;
+/// The largest slowdown factor a pattern may name.
+pub const MAX_SLOWDOWN: f64 = 100.0;
+/// The most iterations a job may run.
+pub const MAX_ITERATIONS: u64 = 10_000_000;
+/// The slowest pace, ns per row.
+pub const MAX_PACE_NS_PER_ROW: u64 = 10_000_000;
+
 /// What a job of each model kind uses when it does not say.
 struct ModelDefaults {
     dataset: &'static str,
@@ -179,6 +188,13 @@ pub fn validate_with(
     if iterations == 0 {
         return Err(cx.invalid("job", "iterations", "must be at least 1 (got 0)"));
     }
+    if iterations > MAX_ITERATIONS {
+        return Err(cx.invalid(
+            "job",
+            "iterations",
+            format!("must be in 1..={MAX_ITERATIONS} (got {iterations})"),
+        ));
+    }
 
     // model (first: the data's defaults depend on it)
     let kind = spec.model.kind.as_deref().unwrap_or("logistic");
@@ -302,6 +318,13 @@ pub fn validate_with(
         ));
     }
     let pace_ns_per_row = spec.workers.pace_ns_per_row.unwrap_or(0);
+    if pace_ns_per_row > MAX_PACE_NS_PER_ROW {
+        return Err(cx.invalid(
+            "workers",
+            "pace_ns_per_row",
+            format!("must be in 0..={MAX_PACE_NS_PER_ROW} (10 ms per row; got {pace_ns_per_row})"),
+        ));
+    }
     let replicas = spec
         .data
         .replicas
@@ -463,13 +486,13 @@ fn validate_pattern(
     };
     let delay = |default: f64| -> Result<f64> {
         let d = s.delay_percent.unwrap_or(default);
-        if d.is_finite() && d >= 0.0 {
+        if d.is_finite() && (0.0..=MAX_DELAY_PERCENT).contains(&d) {
             Ok(d)
         } else {
             Err(cx.invalid(
                 "straggler",
                 "delay_percent",
-                format!("must be ≥ 0 (got {d})"),
+                format!("must be in [0, {MAX_DELAY_PERCENT}] (at most 100× slower; got {d})"),
             ))
         }
     };
@@ -482,8 +505,12 @@ fn validate_pattern(
         },
         "disrupted-machine" => {
             let period_ms = s.period_ms.unwrap_or(DEFAULT_PERIOD_MS);
-            if period_ms == 0 {
-                return Err(cx.invalid("straggler", "period_ms", "must be at least 1 (got 0)"));
+            if period_ms == 0 || period_ms > 3_600_000 {
+                return Err(cx.invalid(
+                    "straggler",
+                    "period_ms",
+                    format!("must be in 1..=3600000 (one hour; got {period_ms})"),
+                ));
             }
             let per_machine = s
                 .workers_per_machine
@@ -515,19 +542,19 @@ fn validate_pattern(
         }
         "power-law" => {
             let alpha = s.alpha.unwrap_or(4.0);
-            if !(alpha.is_finite() && alpha > 1.0) {
+            if !(alpha.is_finite() && alpha > 1.0 && alpha <= 100.0) {
                 return Err(cx.invalid(
                     "straggler",
                     "alpha",
-                    format!("must be > 1 for p(x) ∝ x^-α to be a distribution (got {alpha})"),
+                    format!("must be in (1, 100] (> 1 for p(x) ∝ x^-α to be a distribution; got {alpha})"),
                 ));
             }
             let max_slowdown = s.max_slowdown.unwrap_or(DEFAULT_MAX_SLOWDOWN);
-            if !(max_slowdown.is_finite() && max_slowdown >= 1.0) {
+            if !(max_slowdown.is_finite() && (1.0..=MAX_SLOWDOWN).contains(&max_slowdown)) {
                 return Err(cx.invalid(
                     "straggler",
                     "max_slowdown",
-                    format!("must be ≥ 1 (got {max_slowdown})"),
+                    format!("must be in [1, {MAX_SLOWDOWN}] (got {max_slowdown})"),
                 ));
             }
             Pattern::PowerLaw {
@@ -562,11 +589,11 @@ fn validate_pattern(
                 } else {
                     2.0
                 });
-            if !(factor.is_finite() && factor >= 1.0) {
+            if !(factor.is_finite() && (1.0..=MAX_SLOWDOWN).contains(&factor)) {
                 return Err(cx.invalid(
                     "straggler",
                     "factor",
-                    format!("must be ≥ 1 (got {factor})"),
+                    format!("must be in [1, {MAX_SLOWDOWN}] (got {factor})"),
                 ));
             }
             let work_share = match (s.work_share, s.workers.is_none() && s.factor.is_none()) {
@@ -652,6 +679,16 @@ mod tests {
             "job.toml:3: [policy] multiplier: does not apply to policy 'rapid-reassign' (it is a speculate knob)";
         multiplier_below_one: "[policy]\nname = \"speculate\"\nmultiplier = 0.5\n" =>
             "job.toml:3: [policy] multiplier: must be ≥ 1 (got 0.5)";
+        delay_too_large: "[straggler]\npattern = \"slow-worker\"\ndelay_percent = 1e300\n" =>
+            "job.toml:3: [straggler] delay_percent: must be in [0, 9900] (at most 100× slower; got 1000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000)";
+        factor_too_large: "[straggler]\npattern = \"persistent\"\nfactor = 1000.0\n" =>
+            "job.toml:3: [straggler] factor: must be in [1, 100] (got 1000)";
+        pace_too_slow: "[workers]\npace_ns_per_row = 20000000000\n" =>
+            "job.toml:2: [workers] pace_ns_per_row: must be in 0..=10000000 (10 ms per row; got 20000000000)";
+        iterations_too_many: "[job]\niterations = 100000000000\n" =>
+            "job.toml:2: [job] iterations: must be in 1..=10000000 (got 100000000000)";
+        checkpoint_every_too_large: "[job]\niterations = 10\n[checkpoint]\nevery = 11\n" =>
+            "job.toml:4: [checkpoint] every: must be in 0..=10 (0 = no checkpoints; the job has 10 iterations, got 11)";
         checkpoint_zero: "[policy]\nname = \"rapid-reassign\"\ncheckpoint = 0.0\n" =>
             "job.toml:3: [policy] checkpoint: must be in (0, 1] (got 0)";
         probability_above_one: "[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n" =>
@@ -659,7 +696,7 @@ mod tests {
         knob_of_another_pattern: "[straggler]\npattern = \"slow-worker\"\nalpha = 4.0\n" =>
             "job.toml:3: [straggler] alpha: does not apply to pattern 'slow-worker' (its keys: probability, delay_percent)";
         alpha_one: "[straggler]\npattern = \"power-law\"\nalpha = 1.0\n" =>
-            "job.toml:3: [straggler] alpha: must be > 1 for p(x) ∝ x^-α to be a distribution (got 1)";
+            "job.toml:3: [straggler] alpha: must be in (1, 100] (> 1 for p(x) ∝ x^-α to be a distribution; got 1)";
         missing_dataset: "[data]\npath = \"nowhere.parquet\"\n" =>
             "job.toml:2: [data] path: dataset file nowhere.parquet does not exist";
         persistent_unknown_worker: "[workers]\ncount = 2\n[straggler]\npattern = \"persistent\"\nworkers = [5]\n" =>

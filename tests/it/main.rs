@@ -5,6 +5,7 @@ mod cli;
 mod cluster;
 mod common;
 mod detect;
+mod fuzz;
 mod import;
 mod interop;
 mod policies;

@@ -205,7 +205,50 @@ fn check_same_stamp(path: &Path, expected: &TraceStamp, found: &TraceStamp) -> R
 
 type Decode<R> = fn(&Columns<'_>) -> Result<Vec<R>>;
 
+/// Reads a part, turning a panic of the Parquet decoder on a damaged file
+/// (found by fuzzing: parquet panics on some corrupt column metadata) into an
+/// error naming the file.
 fn read_part<R>(path: &Path, table: TraceTable, decode: Decode<R>) -> Result<TracePart<R>> {
+    quietly(|| read_part_unguarded(path, table, decode)).unwrap_or_else(|message| {
+        Err(TraceError::Parquet {
+            path: path.into(),
+            source: ParquetError::General(format!("corrupt file: {message}")),
+        })
+    })
+}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, returning its panic's message instead of printing it.
+fn quietly<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(false));
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "the decoder panicked".to_owned())
+    })
+}
+
+fn read_part_unguarded<R>(
+    path: &Path,
+    table: TraceTable,
+    decode: Decode<R>,
+) -> Result<TracePart<R>> {
     let file = File::open(path).map_err(TraceError::io(path))?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(TraceError::parquet(path))?;
