@@ -34,6 +34,7 @@ pub mod data;
 pub mod fsutil;
 pub mod import;
 pub mod inject;
+pub mod ops;
 pub mod policy;
 pub mod predict;
 pub mod report;
