@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod analyze;
 pub mod bench;
 pub mod checkpoint;
 pub mod cli;

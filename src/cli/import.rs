@@ -13,6 +13,7 @@ use super::run::GIT_REVISION;
 use super::GlobalArgs;
 use crate::fsutil::{is_non_empty_dir, write_atomic};
 use crate::import::{read, records, BadRow, Format, Imported, OnBad};
+use crate::ops::write_ops;
 use crate::report::json;
 use crate::spec::hex;
 use crate::trace::{TraceStamp, TraceWriter};
@@ -51,6 +52,8 @@ struct Summary<'a> {
     samples: usize,
     skipped: &'a [BadRow],
     notes: &'a [BadRow],
+    /// Operation records kept in `ops.parquet` (0: none, or not an operation trace).
+    operations: usize,
 }
 
 /// The trace directory for `file` under `out`.
@@ -99,6 +102,7 @@ pub fn run(args: ImportArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             samples: trace.samples.len(),
             skipped: &trace.skipped,
             notes: &trace.notes,
+            operations: trace.ops.as_ref().map_or(0, Vec::len),
         };
         write_atomic(
             &dir.join("import.json"),
@@ -144,5 +148,9 @@ fn write_trace(trace: &Imported, dir: &Path) -> anyhow::Result<()> {
     writer.write_units(&units)?;
     writer.write_workers(&workers)?;
     writer.write_iterations(&iterations)?;
+    if let Some(ops) = &trace.ops {
+        // The operations themselves, for `forestall analyze` to replay.
+        write_ops(&dir.join("ops.parquet"), ops)?;
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The `forestall` command line: global flags, subcommands, and how results
 //! reach stdout (results) and stderr (everything else).
 
+pub mod analyze;
 pub mod bench;
 pub mod data;
 pub mod import;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Straggler predictors: score them on traces.
     #[command(subcommand)]
     Predictor(predictor::PredictorCommand),
+    /// Analyse traces: per-worker times, laggards, barrier waits, each worker's
+    /// straggling classified, and the slowdown S against the ideal.
+    Analyze(analyze::AnalyzeArgs),
 }
 
 /// Runs the parsed command line.
@@ -70,5 +74,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),
         Command::Predictor(command) => predictor::run(command, &cli.global),
+        Command::Analyze(args) => analyze::run(args, &cli.global),
     }
 }

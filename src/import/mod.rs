@@ -129,6 +129,9 @@ pub struct Imported {
     pub skipped: Vec<BadRow>,
     /// Harmless oddities left out (exact duplicates).
     pub notes: Vec<BadRow>,
+    /// The operation records of an operation trace (`bytedance-ops`), when
+    /// every row is valid: the what-if replay needs them whole.
+    pub ops: Option<Vec<crate::ops::OpRecord>>,
 }
 
 /// Why a file could not be imported.
@@ -205,7 +208,18 @@ pub fn read(format: Format, path: &Path, on_bad: OnBad) -> Result<Imported, Impo
         s.iteration = steps.partition_point(|&step| step < s.iteration) as u64;
     }
     samples.sort_by_key(|s| (s.iteration, s.worker));
+    let ops = match format {
+        Format::BytedanceOps => match crate::ops::read_ops(path) {
+            Ok(ops) => Some(ops),
+            Err(e) => {
+                tracing::warn!("operation records not kept, so no operation replay: {e}");
+                None
+            }
+        },
+        Format::AlibabaMinibatch => None,
+    };
     Ok(Imported {
+        ops,
         source: path.into(),
         format,
         workers,
@@ -314,6 +328,7 @@ mod tests {
             steps: vec![5, 9],
             skipped: Vec::new(),
             notes: Vec::new(),
+            ops: None,
         };
         let (units, workers, iterations) = records(&imported);
         assert_eq!(units.len(), 6);
@@ -345,6 +360,7 @@ mod tests {
             steps: vec![0],
             skipped: Vec::new(),
             notes: Vec::new(),
+            ops: None,
         };
         let (_, _, iterations) = records(&imported);
         assert_eq!(iterations[0].workload, "bytedance-ops");

@@ -247,16 +247,16 @@ impl OpTrace {
             Ok(self.mixed(ideal, recorded, pick)? / t_ideal)
         };
         let workers = self.workers();
-        let mut by_dp_rank = BTreeMap::new();
-        let mut by_stage = BTreeMap::new();
-        for w in &workers {
-            if !by_dp_rank.contains_key(&w.dp_rank) {
-                by_dp_rank.insert(w.dp_rank, only(&|o| o.dp_rank == w.dp_rank)?);
-            }
-            if !by_stage.contains_key(&w.stage) {
-                by_stage.insert(w.stage, only(&|o| o.stage == w.stage)?);
-            }
-        }
+        let ranks: std::collections::BTreeSet<u32> = workers.iter().map(|w| w.dp_rank).collect();
+        let stages: std::collections::BTreeSet<u32> = workers.iter().map(|w| w.stage).collect();
+        let by_dp_rank = ranks
+            .into_iter()
+            .map(|r| Ok((r, only(&|o| o.dp_rank == r)?)))
+            .collect::<Result<BTreeMap<_, _>, GraphError>>()?;
+        let by_stage = stages
+            .into_iter()
+            .map(|s| Ok((s, only(&|o| o.stage == s)?)))
+            .collect::<Result<BTreeMap<_, _>, GraphError>>()?;
         let mut by_optype = BTreeMap::new();
         let names: std::collections::BTreeSet<&str> =
             self.ops.iter().map(|o| o.kind.attribution_name()).collect();

@@ -139,7 +139,7 @@ pub enum TraceError {
     },
     /// The file's stamp disagrees with the other parts of the trace directory,
     /// or its `job_id` column disagrees with its `forestall.job_id` metadata.
-    #[error("{path} has {key} {found:?}, expected {expected:?}")]
+    #[error("{path} has {key} {found:?}, expected {expected:?} (one trace directory holds the parts of one run)")]
     StampMismatch {
         /// The part file.
         path: PathBuf,

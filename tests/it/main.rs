@@ -1,5 +1,6 @@
 //! Integration tests: one binary, themed modules.
 
+mod analyze;
 mod bench;
 mod cli;
 mod cluster;

@@ -160,6 +160,32 @@ fn sort_iterations(records: &mut [IterationRecord]) {
     records.sort_by_key(|r| r.iteration);
 }
 
+/// Reads one table of the trace directory `dir` part by part, handing each
+/// part to `each` and checking that every part carries the first one's stamp
+/// (one run per directory). Only one part is in memory at a time. A missing
+/// table directory has no parts.
+pub fn for_each_part<R>(
+    dir: &Path,
+    table: TraceTable,
+    read: impl Fn(&Path) -> Result<TracePart<R>>,
+    mut each: impl FnMut(TracePart<R>) -> Result<()>,
+    stamp: &mut Option<TraceStamp>,
+) -> Result<()> {
+    let table_dir = dir.join(table.name());
+    if !table_dir.is_dir() {
+        return Ok(());
+    }
+    for path in list_parts(&table_dir)? {
+        let part = read(&path)?;
+        match stamp {
+            Some(first) => check_same_stamp(&path, first, &part.stamp)?,
+            None => *stamp = Some(part.stamp.clone()),
+        }
+        each(part)?;
+    }
+    Ok(())
+}
+
 /// The part files in a table directory, sorted by file name.
 fn list_parts(table_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut parts = Vec::new();
