@@ -9,6 +9,8 @@ pub mod launch;
 pub mod output;
 pub mod predictor;
 pub mod run;
+pub mod trace;
+pub mod whatif;
 
 use std::process::ExitCode;
 
@@ -64,6 +66,13 @@ pub enum Command {
     /// Analyse traces: per-worker times, laggards, barrier waits, each worker's
     /// straggling classified, and the slowdown S against the ideal.
     Analyze(analyze::AnalyzeArgs),
+    /// Replay traces under other policies (the policies' own code, a
+    /// discrete-event loop): time per iteration, against the load-balancing
+    /// bound.
+    Whatif(whatif::WhatIfArgs),
+    /// Traces: synthesise one from an injection pattern.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
 }
 
 /// Runs the parsed command line.
@@ -75,5 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args, &cli.global),
         Command::Predictor(command) => predictor::run(command, &cli.global),
         Command::Analyze(args) => analyze::run(args, &cli.global),
+        Command::Whatif(args) => whatif::run(args, &cli.global),
+        Command::Trace(command) => trace::run(command, &cli.global),
     }
 }

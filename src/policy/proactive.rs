@@ -19,6 +19,9 @@
 //! executes only its own row of it (the units it gives), so no unit can be
 //! given twice or lost.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
 use serde::{Deserialize, Serialize};
 
 /// Knobs of `proactive` (and of `forestall`'s proactive half).
@@ -93,32 +96,67 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
     // Own units still here (only these can be given).
     let mut own_left: Vec<u32> = own[..n].to_vec();
     let finish = |w: usize, c: &[u32]| speed[w].map_or(0.0, |t| f64::from(c[w]) * t);
-    let mut moved = vec![vec![0u32; n]; n];
-    // The worker predicted to finish last among those that can still give.
-    while let Some(slow) = (0..n)
-        .filter(|&w| speed[w].is_some() && own_left[w] > keep[w])
-        .max_by(|&a, &b| {
-            finish(a, &count)
-                .total_cmp(&finish(b, &count))
-                .then(b.cmp(&a))
-        })
-    {
-        let makespan = (0..n).map(|w| finish(w, &count)).fold(0.0, f64::max);
+    // Finish times are ≥ 0, so their bits order like the numbers. Heaps with
+    // lazy deletion (an entry is stale when it no longer matches) keep each
+    // step O(log n) at thousands of workers.
+    let bits = |x: f64| x.to_bits();
+    let mut latest: BinaryHeap<(u64, Reverse<usize>)> = (0..n)
+        .map(|w| (bits(finish(w, &count)), Reverse(w)))
+        .collect();
+    let can_give = |w: usize, left: &[u32]| speed[w].is_some() && left[w] > keep[w];
+    let mut givers: BinaryHeap<(u64, Reverse<usize>)> = (0..n)
+        .filter(|&w| can_give(w, &own_left))
+        .map(|w| (bits(finish(w, &count)), Reverse(w)))
+        .collect();
+    let mut takers: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
+        .filter_map(|w| speed[w].map(|t| Reverse((bits(finish(w, &count) + t), w))))
+        .collect();
+    let mut moved: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    loop {
+        // The worker predicted to finish last among those that can still give.
+        let slow = loop {
+            match givers.peek() {
+                None => break None,
+                Some(&(f, Reverse(w)))
+                    if f == bits(finish(w, &count)) && can_give(w, &own_left) =>
+                {
+                    break Some(w)
+                }
+                Some(_) => {
+                    givers.pop();
+                }
+            }
+        };
+        let Some(slow) = slow else { break };
+        let makespan = loop {
+            let &(f, Reverse(w)) = latest.peek().expect("every worker has an entry");
+            if f == bits(finish(w, &count)) {
+                break f64::from_bits(f);
+            }
+            latest.pop();
+        };
         if finish(slow, &count) < makespan {
             break; // the last to finish cannot give: nothing shortens the makespan
         }
         // The receiver that would finish earliest with one more unit.
-        let Some((fast, t_fast)) = (0..n)
-            .filter(|&w| w != slow)
-            .filter_map(|w| speed[w].map(|t| (w, t)))
-            .min_by(|&(a, ta), &(b, tb)| {
-                (finish(a, &count) + ta)
-                    .total_cmp(&(finish(b, &count) + tb))
-                    .then(a.cmp(&b))
-            })
-        else {
-            break;
+        let mut set_aside = Vec::new();
+        let fast = loop {
+            match takers.peek() {
+                None => break None,
+                Some(&Reverse((f, w))) => {
+                    let t = speed[w].unwrap_or(0.0);
+                    if f != bits(finish(w, &count) + t) {
+                        takers.pop();
+                    } else if w == slow {
+                        set_aside.extend(takers.pop());
+                    } else {
+                        break Some((w, t));
+                    }
+                }
+            }
         };
+        takers.extend(set_aside);
+        let Some((fast, t_fast)) = fast else { break };
         let t_slow = speed[slow].unwrap_or(0.0);
         let after = (finish(slow, &count) - t_slow).max(finish(fast, &count) + t_fast);
         if makespan - after <= config.min_gain * t_fast {
@@ -127,21 +165,24 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
         count[slow] -= 1;
         own_left[slow] -= 1;
         count[fast] += 1;
-        moved[slow][fast] += 1;
-    }
-    let mut moves = Vec::new();
-    for (from, row) in moved.iter().enumerate() {
-        for (to, &c) in row.iter().enumerate() {
-            if c > 0 {
-                moves.push(Move {
-                    from: from as u32,
-                    to: to as u32,
-                    count: c,
-                });
+        *moved.entry((slow, fast)).or_default() += 1;
+        for w in [slow, fast] {
+            let f = finish(w, &count);
+            latest.push((bits(f), Reverse(w)));
+            if can_give(w, &own_left) {
+                givers.push((bits(f), Reverse(w)));
             }
+            takers.push(Reverse((bits(f + speed[w].unwrap_or(0.0)), w)));
         }
     }
-    moves
+    moved
+        .into_iter()
+        .map(|((from, to), count)| Move {
+            from: from as u32,
+            to: to as u32,
+            count,
+        })
+        .collect()
 }
 
 /// The order of a giver's own `units` before it executes its row of the plan.

@@ -114,18 +114,26 @@ pub enum ControlKind {
 /// run in each process: the next workers in a ring that starts in the next
 /// process, so helpers are in other processes first.
 pub fn helper_group(worker: u32, workers: u32, per_process: u32, size: u32) -> Vec<u32> {
-    let size = size.min(workers.saturating_sub(1));
+    let size = size.min(workers.saturating_sub(1)) as usize;
     let per_process = per_process.max(1);
     let process = worker / per_process;
     let start = (process + 1) * per_process + worker % per_process;
-    let mut ring: Vec<u32> = (0..workers)
+    let ring = (0..workers)
         .map(|k| (start + k) % workers)
-        .filter(|&w| w != worker)
-        .collect();
-    // other processes first, each group in ring order
-    ring.sort_by_key(|&w| w / per_process == process);
-    ring.truncate(size as usize);
-    ring
+        .filter(|&w| w != worker);
+    // Other processes first, each group in ring order; each pass stops as
+    // soon as the group is full (O(size) with one process, not O(workers)).
+    let mut group: Vec<u32> = Vec::with_capacity(size);
+    if workers > per_process {
+        group.extend(
+            ring.clone()
+                .filter(|&w| w / per_process != process)
+                .take(size),
+        );
+    }
+    let missing = size - group.len();
+    group.extend(ring.filter(|&w| w / per_process == process).take(missing));
+    group
 }
 
 /// A worker's own progress in the current iteration and the reports it owes its

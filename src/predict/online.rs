@@ -50,7 +50,8 @@ pub struct Timing {
 #[derive(Debug, Clone)]
 pub struct OnlineHistory {
     workers: usize,
-    pending: BTreeMap<u64, Vec<Option<Timing>>>,
+    /// Iterations not yet complete: how many workers reported, and what.
+    pending: BTreeMap<u64, (usize, Vec<Option<Timing>>)>,
     series: Vec<Vec<Step>>,
     /// Iterations complete so far (all workers' timings in), in order.
     complete_through: Option<u64>,
@@ -73,19 +74,20 @@ impl OnlineHistory {
         if self.complete_through.is_some_and(|c| iteration <= c) {
             return;
         }
-        let slots = self
+        let (filled, slots) = self
             .pending
             .entry(iteration)
-            .or_insert_with(|| vec![None; self.workers]);
-        if let Some(slot) = slots.get_mut(worker as usize) {
-            slot.get_or_insert(timing);
+            .or_insert_with(|| (0, vec![None; self.workers]));
+        if let Some(slot @ None) = slots.get_mut(worker as usize) {
+            *slot = Some(timing);
+            *filled += 1;
         }
         while let Some(entry) = self.pending.first_entry() {
             let next = self.complete_through.map_or(0, |c| c + 1);
-            if *entry.key() != next || entry.get().iter().any(Option::is_none) {
+            if *entry.key() != next || entry.get().0 < self.workers {
                 break;
             }
-            let timings: Vec<Timing> = entry.remove().into_iter().flatten().collect();
+            let timings: Vec<Timing> = entry.remove().1.into_iter().flatten().collect();
             self.append(next, &timings);
             self.complete_through = Some(next);
         }

@@ -17,15 +17,17 @@ use crate::workload::Workload;
 
 /// The predictor `plan` names, loaded (an LSTM from its model directory).
 pub fn online_predictor(plan: &JobPlan) -> Result<Option<OnlinePredictor>, LstmError> {
-    Ok(match &plan.predictor {
-        None => None,
-        Some(PredictorPlan::Last) => Some(OnlinePredictor::Last),
-        Some(PredictorPlan::Ewma { alpha }) => Some(OnlinePredictor::Ewma(Ewma { alpha: *alpha })),
-        Some(PredictorPlan::Sustained { k }) => {
-            Some(OnlinePredictor::Sustained(Sustained { k: *k }))
-        }
-        Some(PredictorPlan::Lstm { model }) => {
-            Some(OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?)))
+    plan.predictor.as_ref().map(load_predictor).transpose()
+}
+
+/// The predictor `plan` describes, loaded.
+pub fn load_predictor(plan: &PredictorPlan) -> Result<OnlinePredictor, LstmError> {
+    Ok(match plan {
+        PredictorPlan::Last => OnlinePredictor::Last,
+        PredictorPlan::Ewma { alpha } => OnlinePredictor::Ewma(Ewma { alpha: *alpha }),
+        PredictorPlan::Sustained { k } => OnlinePredictor::Sustained(Sustained { k: *k }),
+        PredictorPlan::Lstm { model } => {
+            OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?))
         }
     })
 }

@@ -422,6 +422,56 @@ pub fn validate_with(
     })
 }
 
+/// The policy `name` with its default knobs, and its predictor (`predictor`,
+/// or the policy's default), for `workers` workers: what a job file with only
+/// `[policy] name = "…"` (and `[predictor] name = "…"`) runs.
+pub fn policy_named(
+    name: &str,
+    predictor: Option<&str>,
+    workers: u32,
+) -> Result<(crate::policy::PolicyPlan, Option<PredictorPlan>)> {
+    let text = format!("[policy]\nname = {name:?}\n");
+    let overrides = Overrides::default();
+    let cx = Context {
+        text: &text,
+        path: None,
+        overrides: &overrides,
+    };
+    let section = super::job::PolicySection {
+        name: Some(name.to_owned()),
+        ..Default::default()
+    };
+    let policy = validate_policy(&cx, &section, workers)?;
+    let section = super::job::PredictorSection {
+        name: predictor.map(str::to_owned),
+        ..Default::default()
+    };
+    let predictor = validate_predictor(&cx, &section, Path::new("."), &policy)?;
+    Ok((policy, predictor))
+}
+
+/// The straggler pattern of a `[straggler]` section written as TOML `text`
+/// (`pattern = "slow-worker"`, `probability = 0.1`, …) for `workers` workers.
+pub fn pattern_from_toml(text: &str, workers: u32) -> Result<Pattern> {
+    #[derive(serde::Deserialize)]
+    struct Only {
+        #[serde(default)]
+        straggler: StragglerSection,
+    }
+    let text = format!("[straggler]\n{text}");
+    let only: Only = toml::from_str(&text).map_err(|e| SpecError::Parse {
+        origin: "the pattern's knobs".into(),
+        message: e.message().to_owned(),
+    })?;
+    let overrides = Overrides::default();
+    let cx = Context {
+        text: &text,
+        path: None,
+        overrides: &overrides,
+    };
+    Ok(validate_pattern(&cx, &only.straggler, workers)?.0)
+}
+
 fn validate_pattern(
     cx: &Context<'_>,
     s: &StragglerSection,

@@ -10,6 +10,7 @@ mod metrics_json;
 pub mod reader;
 pub mod record;
 pub mod schema;
+pub mod synth;
 pub mod writer;
 
 #[cfg(test)]

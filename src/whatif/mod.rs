@@ -11,12 +11,23 @@
 //! them (SSP's running ahead is not replayed).
 //!
 //! Only the peer-to-peer agents need a replay of their own: `bsp` and `ideal`
-//! replay without one. Speculation (clones racing their originals) is not
-//! replayed yet and is refused.
+//! replay without one. The proactive policies (`proactive`, `forestall`) plan
+//! their moves before each iteration from an online predictor that learns from
+//! the replayed iterations ([`drive`]). Clones racing their originals
+//! (`speculate`, `proactive-clone`) and the policies that change what is
+//! computed (`ssp`, `flexrr`, `backup-workers`, `dpro-substitute`) are not
+//! replayed yet and are refused.
+//!
+//! [`source::Timings`] reads a trace's timings (its units, or, without a units
+//! table, its workers' rows cut into equal units).
 
+pub mod drive;
 mod replay;
+pub mod source;
 
+pub use drive::{bound_us, replay_policy, Outcome};
 pub use replay::{replay_iteration, Replayed};
+pub use source::{SourceError, Timings};
 
 use std::collections::BTreeMap;
 
@@ -55,8 +66,14 @@ pub enum WhatIfError {
     #[error("the trace holds no unit rows to replay")]
     EmptyTrace,
     /// The policy has no replay yet.
-    #[error("policy {0} cannot be replayed yet (bsp, ideal and rapid-reassign can)")]
+    #[error("policy {0} cannot be replayed yet (bsp, ideal, rapid-reassign, proactive and forestall can)")]
     Unsupported(&'static str),
+    /// More workers than the replay's event keys hold.
+    #[error("{0} workers: the replay takes at most 16,777,215")]
+    TooManyWorkers(usize),
+    /// A predictive policy was given no predictor.
+    #[error("policy {0} plans from predictions and needs a predictor")]
+    NoPredictor(&'static str),
 }
 
 /// Per-iteration timings of `trace`, for `workers` workers.

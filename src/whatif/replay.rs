@@ -24,7 +24,7 @@ pub struct Replayed {
     pub messages: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// Worker finishes the unit it is computing.
     UnitDone(u32),
@@ -41,7 +41,9 @@ struct Message {
 
 #[derive(Default)]
 struct Worker {
-    own: VecDeque<TimedUnit>,
+    /// Its own units still to compute: `flat[head..tail]` of the replay.
+    head: usize,
+    tail: usize,
     given: VecDeque<(TimedUnit, u32)>,
     /// The unit being computed, and whether it is one of its own.
     running: Option<(TimedUnit, bool)>,
@@ -63,10 +65,18 @@ struct Replay<'a> {
     agents: &'a mut [Option<PeerAgent>],
     latency_us: u64,
     workers: Vec<Worker>,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    /// Unit completions: (time, sequence << 24 | worker), small entries for a
+    /// fast heap.
+    events: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Messages in flight, in arrival order: every message takes the same
+    /// latency and the clock never goes back, so they arrive in the order they
+    /// were sent and need no heap.
+    in_flight: VecDeque<(u64, u64, Event)>,
     seq: u64,
     /// Messages sent, each taken when its receiver reads it.
     messages: Vec<Option<Message>>,
+    /// Every worker's own units, worker after worker.
+    flat: Vec<TimedUnit>,
     out: Replayed,
 }
 
@@ -84,28 +94,33 @@ pub fn replay_iteration(
         latency_us,
         workers: (0..n).map(|_| Worker::default()).collect(),
         events: BinaryHeap::new(),
+        in_flight: VecDeque::new(),
         seq: 0,
-        messages: Vec::new(),
+        messages: Vec::with_capacity(4 * n),
+        flat: timings.own.iter().flatten().copied().collect(),
         out: Replayed {
             iteration: timings.iteration,
             makespan_us: 0,
             finish_us: vec![0; n],
-            executed: Vec::new(),
+            executed: Vec::with_capacity(timings.own.iter().map(Vec::len).sum()),
             reassigned: 0,
             messages: 0,
         },
     };
+    let mut head = 0;
     for w in 0..n {
-        let own: VecDeque<TimedUnit> = timings.own[w].iter().copied().collect();
+        let own = timings.own[w].len();
         if let Some(agent) = replay.agents.get_mut(w).and_then(Option::as_mut) {
-            agent.begin(timings.iteration, own.len() as u32);
+            agent.begin(timings.iteration, own as u32);
         }
-        replay.workers[w].own = own;
+        replay.workers[w].head = head;
+        replay.workers[w].tail = head + own;
+        head += own;
     }
     for w in 0..n as u32 {
         replay.next_unit(w, 0);
     }
-    while let Some(Reverse((now, _, event))) = replay.events.pop() {
+    while let Some((now, _, event)) = replay.pop() {
         match event {
             Event::UnitDone(w) => replay.unit_done(w, now),
             Event::Message { to, at } => {
@@ -125,7 +140,26 @@ pub fn replay_iteration(
 impl Replay<'_> {
     fn push(&mut self, at: u64, event: Event) {
         self.seq += 1;
-        self.events.push(Reverse((at, self.seq, event)));
+        match event {
+            Event::Message { .. } => self.in_flight.push_back((at, self.seq, event)),
+            Event::UnitDone(w) => self
+                .events
+                .push(Reverse((at, self.seq << 24 | u64::from(w)))),
+        }
+    }
+
+    /// The earliest event (ties: the first pushed).
+    fn pop(&mut self) -> Option<(u64, u64, Event)> {
+        let heap = self.events.peek().map(|Reverse((t, s))| (*t, *s >> 24));
+        let queue = self.in_flight.front().map(|(t, s, _)| (*t, *s));
+        match (heap, queue) {
+            (Some(h), Some(q)) if q < h => self.in_flight.pop_front(),
+            (Some(_), _) => self
+                .events
+                .pop()
+                .map(|Reverse((t, s))| (t, s >> 24, Event::UnitDone((s & 0xff_ffff) as u32))),
+            (None, _) => self.in_flight.pop_front(),
+        }
     }
 
     fn agent(&mut self, w: u32) -> Option<&mut PeerAgent> {
@@ -166,7 +200,7 @@ impl Replay<'_> {
             if !worker.given.is_empty() {
                 worker.idle_reported = false;
             }
-            let left = worker.own.len();
+            let left = worker.tail - worker.head;
             if let Some(agent) = self.agent(w) {
                 let sends = agent.on_message(from, &kind, left);
                 self.send_all(w, sends, now);
@@ -185,7 +219,11 @@ impl Replay<'_> {
         }
         let next = match worker.given.pop_front() {
             Some((unit, _)) => Some((unit, false)),
-            None => worker.own.pop_front().map(|u| (u, true)),
+            None if worker.head < worker.tail => {
+                worker.head += 1;
+                Some((self.flat[worker.head - 1], true))
+            }
+            None => None,
         };
         if let Some((unit, own)) = next {
             let us = if own {
@@ -216,14 +254,13 @@ impl Replay<'_> {
         for (to, kind) in sends {
             let units = match kind {
                 ControlKind::Assign { count } => {
-                    let own = &mut self.workers[from as usize].own;
-                    let mut taken: Vec<TimedUnit> =
-                        (0..count).filter_map(|_| own.pop_back()).collect();
-                    if taken.is_empty() {
+                    let giver = &mut self.workers[from as usize];
+                    let take = (count as usize).min(giver.tail - giver.head);
+                    if take == 0 {
                         continue;
                     }
-                    taken.reverse();
-                    taken
+                    giver.tail -= take;
+                    self.flat[giver.tail..giver.tail + take].to_vec()
                 }
                 _ => Vec::new(),
             };

@@ -1,0 +1,147 @@
+//! `forestall whatif TRACE… --policy P…`: a trace's timings replayed under
+//! other policies, through the policies' own code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+
+use super::output::{print_stdout, progress_bar};
+use super::GlobalArgs;
+use crate::analyze::find_traces;
+use crate::report::json;
+use crate::run::context::load_predictor;
+use crate::spec::policy_named;
+use crate::whatif::{replay_policy, Outcome, Timings};
+
+/// The policies replayed when none is named.
+pub const DEFAULT_POLICIES: [&str; 3] = ["bsp", "rapid-reassign", "forestall"];
+
+/// Arguments of `forestall whatif`.
+#[derive(Debug, Args)]
+pub struct WhatIfArgs {
+    /// Trace directories (every trace under each is replayed).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Policies to replay (repeat or separate by commas): bsp, rapid-reassign,
+    /// proactive, forestall. Default: bsp, rapid-reassign, forestall.
+    #[arg(long = "policy", value_delimiter = ',')]
+    pub policies: Vec<String>,
+    /// Latency of a control message between workers, µs.
+    #[arg(long, default_value_t = 100)]
+    pub latency_us: u64,
+    /// Predictor of the predictive policies: last, ewma, sustained (their
+    /// default: sustained; an LSTM needs a model and is not offered here).
+    #[arg(long)]
+    pub predictor: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    trace: String,
+    workers: usize,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+    /// Wall time of the replay, s.
+    replay_s: f64,
+}
+
+/// Runs `forestall whatif`.
+pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let names: Vec<String> = if args.policies.is_empty() {
+        DEFAULT_POLICIES.map(String::from).to_vec()
+    } else {
+        args.policies.clone()
+    };
+    let mut dirs = Vec::new();
+    for path in &args.traces {
+        if !path.is_dir() {
+            bail!("{} is not a directory", path.display());
+        }
+        let found = find_traces(path);
+        if found.is_empty() {
+            bail!("{} holds no trace", path.display());
+        }
+        dirs.extend(found);
+    }
+    for dir in &dirs {
+        let timings = Timings::load(dir)?;
+        let workers = timings.workers();
+        // Every policy is checked before any is replayed.
+        let mut plans = Vec::new();
+        for name in &names {
+            let predicts = policy_named(name, None, workers as u32)?.1.is_some();
+            let chosen = args.predictor.as_deref().filter(|_| predicts);
+            let (policy, predictor) = policy_named(name, chosen, workers as u32)?;
+            let predictor = predictor
+                .as_ref()
+                .map(load_predictor)
+                .transpose()
+                .with_context(|| format!("policy {name}"))?;
+            plans.push((policy, predictor));
+        }
+        let bar = progress_bar(global, plans.len() as u64, "policies");
+        let mut lines = Vec::new();
+        for (policy, predictor) in &plans {
+            let started = Instant::now();
+            let outcome = replay_policy(&timings, policy, predictor.as_ref(), args.latency_us)
+                .with_context(|| format!("{}", dir.display()))?;
+            bar.inc(1);
+            lines.push((outcome, started.elapsed().as_secs_f64()));
+        }
+        bar.finish_and_clear();
+        if global.json {
+            for (outcome, replay_s) in &lines {
+                print_stdout(&json::line(
+                    "whatif",
+                    &Line {
+                        trace: dir.display().to_string(),
+                        workers,
+                        outcome,
+                        replay_s: *replay_s,
+                    },
+                ));
+            }
+        } else if global.quiet == 0 {
+            print_stdout(&format!(
+                "{}: {} workers × {} iterations, messages take {} µs",
+                dir.display(),
+                workers,
+                timings.len(),
+                args.latency_us
+            ));
+            print_stdout(&format!(
+                "  {:<16} {:>14} {:>9} {:>12} {:>12} {:>12} {:>9}",
+                "policy",
+                "ms/iteration",
+                "vs bound",
+                "moved/it",
+                "planned/it",
+                "messages/it",
+                "replay s"
+            ));
+            for (o, replay_s) in &lines {
+                print_stdout(&format!(
+                    "  {:<16} {:>14.3} {:>8.3}× {:>12.1} {:>12.1} {:>12.1} {:>9.2}",
+                    o.policy,
+                    o.mean_iteration_us / 1e3,
+                    o.vs_bound,
+                    o.moved_units_per_iteration,
+                    o.planned_units_per_iteration,
+                    o.messages_per_iteration,
+                    replay_s
+                ));
+            }
+            if let Some((first, _)) = lines.first() {
+                print_stdout(&format!(
+                    "  load-balancing bound: {:.3} ms/iteration (the rows over the workers' combined speed)",
+                    first.bound_iteration_us / 1e3
+                ));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

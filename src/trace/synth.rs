@@ -1,0 +1,159 @@
+//! Synthetic traces from the injection patterns: `forestall trace synth`.
+//!
+//! Every worker computes `units` units of `rows` rows at `us_per_row` µs a
+//! row, times the pattern's slowdown for it in that iteration (the same
+//! [`StragglerSchedule`] a run injects, so a synthetic trace of a pattern is
+//! what a run of it would record with a perfectly even machine), times an
+//! optional seeded jitter. Iterations are synchronous: iteration t starts when
+//! the slowest worker of t − 1 finished. Only the `workers` and `iterations`
+//! tables are written (a unit table at 10,000 workers would be tens of
+//! millions of rows); the what-if replay cuts each worker's time into its
+//! recorded number of equal units.
+
+use std::path::Path;
+
+use super::{IterationRecord, Result, TraceStamp, TraceWriter, WorkerRecord};
+use crate::inject::StragglerSchedule;
+use crate::rng;
+use crate::run::detect_laggard;
+
+/// What to synthesise.
+#[derive(Debug, Clone)]
+pub struct Synth {
+    /// Workers.
+    pub workers: u32,
+    /// Iterations.
+    pub iterations: u64,
+    /// Units per worker per iteration.
+    pub units: u32,
+    /// Rows per unit.
+    pub rows: u32,
+    /// Nominal µs per row.
+    pub us_per_row: f64,
+    /// Each (worker, iteration) is scaled by a uniform draw in 1 ± jitter.
+    pub jitter: f64,
+    /// The slowdowns.
+    pub schedule: StragglerSchedule,
+}
+
+/// Iterations per part file (bounds the writer's memory at 10,000 workers).
+const ITERATIONS_PER_PART: u64 = 25;
+
+const STREAM_JITTER: u64 = u64::from_be_bytes(*b"syn-jitr");
+
+/// Writes the trace into `dir`; returns the mean iteration time, µs.
+pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> {
+    let mut writer = TraceWriter::try_new(dir, 0, stamp)?;
+    let weights = synth.schedule.work_weights();
+    let mut start = 0u64;
+    let (mut workers, mut iterations) = (Vec::new(), Vec::new());
+    for t in 0..synth.iterations {
+        let mut rows: Vec<WorkerRecord> = (0..synth.workers)
+            .map(|w| {
+                let share = weights
+                    .as_ref()
+                    .map_or(1.0, |v| v[w as usize] * f64::from(synth.workers));
+                let work_rows = (f64::from(synth.units * synth.rows) * share).round();
+                let slowdown = synth.schedule.slowdown(w, t, start);
+                let noise = 1.0
+                    + synth.jitter
+                        * (2.0
+                            * rng::uniform(&[
+                                synth.schedule.seed(),
+                                STREAM_JITTER,
+                                u64::from(w),
+                                t,
+                            ])
+                            - 1.0);
+                let busy = (work_rows * synth.us_per_row * slowdown * noise).round() as u64;
+                WorkerRecord {
+                    units: synth.units,
+                    rows: work_rows as u64,
+                    gt_slowdown: slowdown,
+                    gt_delay_us: (busy as f64 * (1.0 - 1.0 / slowdown)).round() as u64,
+                    ..WorkerRecord::single_unit(t, w, start, start + busy)
+                }
+            })
+            .collect();
+        let longest = rows.iter().map(|r| r.busy_us).max().unwrap_or(0);
+        for r in &mut rows {
+            r.barrier_wait_us = longest - r.busy_us;
+        }
+        let report = detect_laggard(&rows, crate::spec::DEFAULT_LAGGARD_THRESHOLD);
+        iterations.push(IterationRecord {
+            iteration: t,
+            start_us: start,
+            end_us: start + longest,
+            wall_us: longest,
+            train_loss: f64::NAN,
+            test_loss: None,
+            test_accuracy: None,
+            laggard: report.laggard,
+            lag_us: report.lag_us,
+            median_busy_us: report.median_busy_us,
+            barrier_wait_us: rows.iter().map(|r| r.barrier_wait_us).sum(),
+            units: synth.units * synth.workers,
+            rows: rows.iter().map(|r| r.rows).sum(),
+            dropped_partitions: String::new(),
+            workload: "synth".into(),
+            test_metrics: Default::default(),
+        });
+        workers.extend(rows);
+        start += longest;
+        if (t + 1) % ITERATIONS_PER_PART == 0 || t + 1 == synth.iterations {
+            writer.write_workers(&workers)?;
+            writer.write_iterations(&iterations)?;
+            workers.clear();
+            iterations.clear();
+        }
+    }
+    Ok(start as f64 / synth.iterations.max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inject::Pattern;
+    use crate::trace::read_trace_dir;
+
+    #[test]
+    fn a_persistent_straggler_is_in_every_iteration_of_the_synthetic_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let synth = Synth {
+            workers: 6,
+            iterations: 30,
+            units: 4,
+            rows: 10,
+            us_per_row: 5.0,
+            jitter: 0.0,
+            schedule: StragglerSchedule::new(
+                1,
+                Pattern::Persistent {
+                    workers: vec![2],
+                    factor: 3.0,
+                    work_share: None,
+                },
+                6,
+            ),
+        };
+        let stamp = TraceStamp {
+            job_id: "synth:test".into(),
+            git_revision: "test".into(),
+            plan_hash: "0".into(),
+            seed: 1,
+        };
+        let mean = write_synth(&synth, dir.path(), stamp).unwrap();
+        assert_eq!(mean, 3.0 * 40.0 * 5.0);
+        let trace = read_trace_dir(dir.path()).unwrap();
+        assert_eq!(trace.workers.len(), 6 * 30);
+        assert_eq!(trace.iterations.len(), 30);
+        assert!(trace.units.is_empty());
+        assert!(trace.iterations.iter().all(|i| i.laggard == Some(2)));
+        assert_eq!(trace.workers[0].busy_us, 200);
+        assert_eq!(trace.workers[2].busy_us, 600);
+        assert_eq!(
+            trace.workers[6].ready_us, 600,
+            "iteration 1 starts after the slowest"
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Where a replay's timings come from: a trace's units table (every unit's
+//! recorded duration), or — for traces without one, such as `forestall trace
+//! synth` at 10,000 workers — its workers table, each worker's iteration cut
+//! into its recorded number of equal units. The workers table is read one part
+//! at a time and kept as 16 bytes per (iteration, worker).
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use super::{timings_from_trace, IterationTimings, TimedUnit, WhatIfError};
+use crate::data::UnitKey;
+use crate::trace::{for_each_part, read_trace_dir, read_workers_file, TraceError, TraceTable};
+
+/// One worker's iteration as the workers table has it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Cell {
+    /// Units it computed (0: no row).
+    pub units: u32,
+    /// Rows they covered (0: unknown; each unit then counts as one row).
+    pub rows: u32,
+    /// Its busy time, µs.
+    pub busy_us: u64,
+}
+
+/// Per-(iteration, worker) timings, iteration-major.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerTimings {
+    /// Iteration numbers, ascending.
+    pub iterations: Vec<u64>,
+    /// Workers.
+    pub workers: usize,
+    /// `cells[i * workers + w]`.
+    pub cells: Vec<Cell>,
+}
+
+/// A trace's timings, ready to replay.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timings {
+    /// From the units table.
+    Units(Vec<IterationTimings>),
+    /// From the workers table.
+    Workers(WorkerTimings),
+}
+
+/// Why a trace's timings cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The trace cannot be replayed.
+    #[error("{path}: {source}")]
+    WhatIf {
+        /// The trace.
+        path: String,
+        /// Why.
+        source: WhatIfError,
+    },
+}
+
+impl Timings {
+    /// Reads the trace directory `dir`.
+    pub fn load(dir: &Path) -> Result<Timings, SourceError> {
+        let units_dir = dir.join(TraceTable::Units.name());
+        let has_units = std::fs::read_dir(&units_dir).is_ok_and(|mut d| d.next().is_some());
+        let empty = |source| SourceError::WhatIf {
+            path: dir.display().to_string(),
+            source,
+        };
+        if has_units {
+            let trace = read_trace_dir(dir)?;
+            if !trace.units.is_empty() {
+                return timings_from_trace(&trace)
+                    .map(Timings::Units)
+                    .map_err(empty);
+            }
+        }
+        let mut rows: Vec<(u64, u32, Cell)> = Vec::new();
+        let mut stamp = None;
+        for_each_part(
+            dir,
+            TraceTable::Workers,
+            read_workers_file,
+            |part| {
+                rows.extend(part.records.iter().map(|r| {
+                    (
+                        r.iteration,
+                        r.worker,
+                        Cell {
+                            units: r.units,
+                            rows: u32::try_from(r.rows).unwrap_or(u32::MAX),
+                            busy_us: r.busy_us,
+                        },
+                    )
+                }));
+                Ok(())
+            },
+            &mut stamp,
+        )?;
+        if rows.is_empty() {
+            return Err(empty(WhatIfError::EmptyTrace));
+        }
+        rows.sort_unstable_by_key(|r| (r.0, r.1));
+        let workers = rows.iter().map(|r| r.1).max().map_or(0, |w| w as usize + 1);
+        let mut iterations: Vec<u64> = rows.iter().map(|r| r.0).collect();
+        iterations.dedup();
+        let mut cells = vec![Cell::default(); iterations.len() * workers];
+        let mut i = 0;
+        for (iteration, worker, cell) in rows {
+            while iterations[i] != iteration {
+                i += 1;
+            }
+            cells[i * workers + worker as usize] = cell;
+        }
+        Ok(Timings::Workers(WorkerTimings {
+            iterations,
+            workers,
+            cells,
+        }))
+    }
+
+    /// Iterations.
+    pub fn len(&self) -> usize {
+        match self {
+            Timings::Units(t) => t.len(),
+            Timings::Workers(t) => t.iterations.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Workers.
+    pub fn workers(&self) -> usize {
+        match self {
+            Timings::Units(t) => t.first().map_or(0, |t| t.own.len()),
+            Timings::Workers(t) => t.workers,
+        }
+    }
+
+    /// Iteration `i`'s timings.
+    pub fn get(&self, i: usize) -> Cow<'_, IterationTimings> {
+        match self {
+            Timings::Units(t) => Cow::Borrowed(&t[i]),
+            Timings::Workers(t) => Cow::Owned(t.iteration(i)),
+        }
+    }
+}
+
+impl WorkerTimings {
+    /// Iteration `i` with every worker's time cut into equal units.
+    pub fn iteration(&self, i: usize) -> IterationTimings {
+        let cells = &self.cells[i * self.workers..(i + 1) * self.workers];
+        let rows_of = |c: &Cell| if c.rows == 0 { c.units } else { c.rows };
+        let (busy, rows) = cells.iter().fold((0u64, 0u64), |(b, r), c| {
+            (b + c.busy_us, r + u64::from(rows_of(c)))
+        });
+        let mean = busy as f64 / rows.max(1) as f64;
+        let us_per_row = cells
+            .iter()
+            .map(|c| match rows_of(c) {
+                0 => mean,
+                r => c.busy_us as f64 / f64::from(r),
+            })
+            .collect();
+        let own = cells
+            .iter()
+            .enumerate()
+            .map(|(w, c)| {
+                let n = u64::from(c.units);
+                let rows = u64::from(rows_of(c));
+                (0..n)
+                    .map(|u| TimedUnit {
+                        key: UnitKey {
+                            partition: w as u32,
+                            unit: u as u32,
+                        },
+                        // Equal shares; the remainders go to the first units.
+                        rows: (rows / n + u64::from(u < rows % n)) as u32,
+                        owner_us: c.busy_us / n + u64::from(u < c.busy_us % n),
+                    })
+                    .collect()
+            })
+            .collect();
+        IterationTimings {
+            iteration: self.iterations[i],
+            own,
+            us_per_row,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_time_is_cut_into_equal_units_that_sum_to_it() {
+        let t = WorkerTimings {
+            iterations: vec![7],
+            workers: 2,
+            cells: vec![
+                Cell {
+                    units: 3,
+                    rows: 10,
+                    busy_us: 1001,
+                },
+                Cell {
+                    units: 2,
+                    rows: 0,
+                    busy_us: 40,
+                },
+            ],
+        };
+        let it = t.iteration(0);
+        assert_eq!(it.iteration, 7);
+        let sum = |w: usize| it.own[w].iter().map(|u| u.owner_us).sum::<u64>();
+        assert_eq!((sum(0), sum(1)), (1001, 40));
+        assert_eq!(it.own[0].iter().map(|u| u.rows).sum::<u32>(), 10);
+        assert_eq!(it.own[1].iter().map(|u| u.rows).collect::<Vec<_>>(), [1, 1]);
+        assert!((it.us_per_row[1] - 20.0).abs() < 1e-12);
+    }
+}
