@@ -692,7 +692,7 @@ fn parts_of_another_run_are_rejected() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{} has forestall.seed \"42\", expected \"18446744073709551615\"",
+            "{} has forestall.seed \"42\", expected \"18446744073709551615\" (one trace directory holds the parts of one run)",
             path.display()
         )
     );
