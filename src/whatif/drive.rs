@@ -21,7 +21,8 @@ pub struct Outcome {
     /// Mean predicted time per iteration, µs.
     pub mean_iteration_us: f64,
     /// Mean load-balancing bound per iteration, µs: the iteration's rows over
-    /// the workers' combined speed (rows per µs), as if work were fluid.
+    /// the workers' combined speed (rows per µs), as if work were fluid, plus
+    /// the iteration's recorded overhead beyond its slowest worker.
     pub bound_iteration_us: f64,
     /// `mean_iteration_us / bound_iteration_us`.
     pub vs_bound: f64,
@@ -109,7 +110,7 @@ pub fn replay_policy(
     let (mut total, mut bound, mut moved, mut planned, mut messages) = (0.0, 0.0, 0u64, 0u64, 0u64);
     for i in 0..timings.len() {
         let mut t: Cow<'_, IterationTimings> = timings.get(i);
-        bound += bound_us(&t);
+        bound += bound_us(&t) + t.overhead_us as f64;
         if let Some((config, predictor)) = plan {
             planned += apply_plan(t.to_mut(), &history, predictor, config);
         }
@@ -132,7 +133,7 @@ pub fn replay_policy(
             }
             (r.makespan_us, r.finish_us, units)
         };
-        total += makespan as f64;
+        total += (makespan + t.overhead_us) as f64;
         if plan.is_some() {
             for w in 0..workers {
                 history.record(

@@ -2,7 +2,9 @@
 //! recorded timings instead of a timely run.
 //!
 //! [`timings_from_trace`] turns a trace into, per iteration, every worker's list
-//! of own units with their recorded durations and every worker's time per row;
+//! of own units with their recorded cost (duration and the idle gap before it)
+//! and every worker's time per row, and the iteration's overhead beyond its
+//! slowest worker (kept as recorded under every policy);
 //! [`replay_iteration`] then plays one iteration as the compute operator would:
 //! a worker computes one unit at a time, reads control messages between units,
 //! and hands units over exactly as [`crate::run::worker`] does, with a fixed
@@ -56,6 +58,10 @@ pub struct IterationTimings {
     pub own: Vec<Vec<TimedUnit>>,
     /// Every worker's time per row in this iteration, µs.
     pub us_per_row: Vec<f64>,
+    /// Time the iteration took beyond its slowest worker's busy time, up to
+    /// the next iteration's start (parameter exchange, reduction), µs: added
+    /// to every policy's replayed iteration as recorded.
+    pub overhead_us: u64,
 }
 
 /// Why a replay cannot run.
@@ -84,6 +90,7 @@ pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, Wha
         .map(|u| u.worker.max(u.owner) + 1)
         .max()
         .ok_or(WhatIfError::EmptyTrace)? as usize;
+    let overhead = overheads(trace);
     let mut by_iteration: BTreeMap<u64, Vec<&crate::trace::UnitRecord>> = BTreeMap::new();
     for u in &trace.units {
         // A clone's twin is the original; replay each unit once.
@@ -97,7 +104,7 @@ pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, Wha
             let mut us = vec![0u64; workers];
             let mut rows = vec![0u64; workers];
             for u in &units {
-                us[u.executor as usize] += u.end_us.saturating_sub(u.start_us);
+                us[u.executor as usize] += unit_cost(u);
                 rows[u.executor as usize] += u64::from(u.rows);
             }
             let mean = us.iter().sum::<u64>() as f64 / rows.iter().sum::<u64>().max(1) as f64;
@@ -110,7 +117,7 @@ pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, Wha
             let mut own = vec![Vec::new(); workers];
             for u in &units {
                 let owner_us = if u.executor == u.owner {
-                    u.end_us.saturating_sub(u.start_us)
+                    unit_cost(u)
                 } else {
                     (f64::from(u.rows) * us_per_row[u.owner as usize]).round() as u64
                 };
@@ -130,9 +137,39 @@ pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, Wha
                 iteration,
                 own,
                 us_per_row,
+                overhead_us: overhead.get(&iteration).copied().unwrap_or(0),
             }
         })
         .collect())
+}
+
+/// What a unit cost its executor: its computation and the idle gap before it
+/// (between units a worker reads messages and sends gradients; the gaps of a
+/// worker's units add up to its busy time).
+fn unit_cost(u: &crate::trace::UnitRecord) -> u64 {
+    u.end_us.saturating_sub(u.start_us) + u.wait_us
+}
+
+/// Per iteration, the time beyond its slowest worker's busy time up to the
+/// next iteration's start (the last: up to its own end), µs.
+pub fn overheads(trace: &TraceSet) -> BTreeMap<u64, u64> {
+    let mut longest: BTreeMap<u64, u64> = BTreeMap::new();
+    for w in &trace.workers {
+        let l = longest.entry(w.iteration).or_default();
+        *l = (*l).max(w.busy_us);
+    }
+    let its = &trace.iterations;
+    its.iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let span = match its.get(i + 1) {
+                Some(next) => next.start_us.saturating_sub(it.start_us),
+                None => it.wall_us,
+            };
+            let busy = longest.get(&it.iteration).copied().unwrap_or(0);
+            (it.iteration, span.saturating_sub(busy))
+        })
+        .collect()
 }
 
 /// The agents `policy` runs on `workers` workers of one process, or an error if

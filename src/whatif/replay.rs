@@ -299,6 +299,7 @@ mod tests {
             iteration: 0,
             own,
             us_per_row,
+            overhead_us: 0,
         }
     }
 

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use super::{timings_from_trace, IterationTimings, TimedUnit, WhatIfError};
 use crate::data::UnitKey;
-use crate::trace::{for_each_part, read_trace_dir, read_workers_file, TraceError, TraceTable};
+use crate::trace::{
+    for_each_part, read_iterations_file, read_trace_dir, read_workers_file, TraceError, TraceTable,
+};
 
 /// One worker's iteration as the workers table has it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -31,6 +33,8 @@ pub struct WorkerTimings {
     pub workers: usize,
     /// `cells[i * workers + w]`.
     pub cells: Vec<Cell>,
+    /// Each iteration's overhead beyond its slowest worker, µs.
+    pub overhead_us: Vec<u64>,
 }
 
 /// A trace's timings, ready to replay.
@@ -113,10 +117,38 @@ impl Timings {
             }
             cells[i * workers + worker as usize] = cell;
         }
+        let mut overhead_us = vec![0; iterations.len()];
+        let mut records = Vec::new();
+        for_each_part(
+            dir,
+            TraceTable::Iterations,
+            read_iterations_file,
+            |part| {
+                records.extend(part.records);
+                Ok(())
+            },
+            &mut stamp,
+        )?;
+        records.sort_by_key(|r| r.iteration);
+        for (k, r) in records.iter().enumerate() {
+            let Ok(i) = iterations.binary_search(&r.iteration) else {
+                continue;
+            };
+            let span = records
+                .get(k + 1)
+                .map_or(r.wall_us, |next| next.start_us.saturating_sub(r.start_us));
+            let longest = cells[i * workers..(i + 1) * workers]
+                .iter()
+                .map(|c| c.busy_us)
+                .max()
+                .unwrap_or(0);
+            overhead_us[i] = span.saturating_sub(longest);
+        }
         Ok(Timings::Workers(WorkerTimings {
             iterations,
             workers,
             cells,
+            overhead_us,
         }))
     }
 
@@ -189,6 +221,7 @@ impl WorkerTimings {
             iteration: self.iterations[i],
             own,
             us_per_row,
+            overhead_us: self.overhead_us.get(i).copied().unwrap_or(0),
         }
     }
 }
@@ -214,6 +247,7 @@ mod tests {
                     busy_us: 40,
                 },
             ],
+            overhead_us: vec![5],
         };
         let it = t.iteration(0);
         assert_eq!(it.iteration, 7);
