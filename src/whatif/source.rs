@@ -24,15 +24,15 @@ pub struct Cell {
     pub busy_us: u64,
 }
 
-/// Per-(iteration, worker) timings, iteration-major.
+/// Per-(iteration, worker) timings.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WorkerTimings {
     /// Iteration numbers, ascending.
     pub iterations: Vec<u64>,
     /// Workers.
     pub workers: usize,
-    /// `cells[i * workers + w]`.
-    pub cells: Vec<Cell>,
+    /// `cells[i][w]`.
+    pub cells: Vec<Vec<Cell>>,
     /// Each iteration's overhead beyond its slowest worker, µs.
     pub overhead_us: Vec<u64>,
 }
@@ -80,43 +80,42 @@ impl Timings {
                     .map_err(empty);
             }
         }
-        let mut rows: Vec<(u64, u32, Cell)> = Vec::new();
+        // iteration → its workers' cells (grown as workers appear).
+        let mut by_iteration: std::collections::BTreeMap<u64, Vec<Cell>> = Default::default();
         let mut stamp = None;
         for_each_part(
             dir,
             TraceTable::Workers,
             read_workers_file,
             |part| {
-                rows.extend(part.records.iter().map(|r| {
-                    (
-                        r.iteration,
-                        r.worker,
-                        Cell {
-                            units: r.units,
-                            rows: u32::try_from(r.rows).unwrap_or(u32::MAX),
-                            busy_us: r.busy_us,
-                        },
-                    )
-                }));
+                for r in &part.records {
+                    let row = by_iteration.entry(r.iteration).or_default();
+                    let w = r.worker as usize;
+                    if row.len() <= w {
+                        row.resize(w + 1, Cell::default());
+                    }
+                    row[w] = Cell {
+                        units: r.units,
+                        rows: u32::try_from(r.rows).unwrap_or(u32::MAX),
+                        busy_us: r.busy_us,
+                    };
+                }
                 Ok(())
             },
             &mut stamp,
         )?;
-        if rows.is_empty() {
+        if by_iteration.is_empty() {
             return Err(empty(WhatIfError::EmptyTrace));
         }
-        rows.sort_unstable_by_key(|r| (r.0, r.1));
-        let workers = rows.iter().map(|r| r.1).max().map_or(0, |w| w as usize + 1);
-        let mut iterations: Vec<u64> = rows.iter().map(|r| r.0).collect();
-        iterations.dedup();
-        let mut cells = vec![Cell::default(); iterations.len() * workers];
-        let mut i = 0;
-        for (iteration, worker, cell) in rows {
-            while iterations[i] != iteration {
-                i += 1;
-            }
-            cells[i * workers + worker as usize] = cell;
-        }
+        let workers = by_iteration.values().map(Vec::len).max().unwrap_or(0);
+        let iterations: Vec<u64> = by_iteration.keys().copied().collect();
+        let cells: Vec<Vec<Cell>> = by_iteration
+            .into_values()
+            .map(|mut row| {
+                row.resize(workers, Cell::default());
+                row
+            })
+            .collect();
         let mut overhead_us = vec![0; iterations.len()];
         let mut records = Vec::new();
         for_each_part(
@@ -137,11 +136,7 @@ impl Timings {
             let span = records
                 .get(k + 1)
                 .map_or(r.wall_us, |next| next.start_us.saturating_sub(r.start_us));
-            let longest = cells[i * workers..(i + 1) * workers]
-                .iter()
-                .map(|c| c.busy_us)
-                .max()
-                .unwrap_or(0);
+            let longest = cells[i].iter().map(|c| c.busy_us).max().unwrap_or(0);
             overhead_us[i] = span.saturating_sub(longest);
         }
         Ok(Timings::Workers(WorkerTimings {
@@ -185,7 +180,7 @@ impl Timings {
 impl WorkerTimings {
     /// Iteration `i` with every worker's time cut into equal units.
     pub fn iteration(&self, i: usize) -> IterationTimings {
-        let cells = &self.cells[i * self.workers..(i + 1) * self.workers];
+        let cells = &self.cells[i];
         let rows_of = |c: &Cell| if c.rows == 0 { c.units } else { c.rows };
         let (busy, rows) = cells.iter().fold((0u64, 0u64), |(b, r), c| {
             (b + c.busy_us, r + u64::from(rows_of(c)))
@@ -235,7 +230,7 @@ mod tests {
         let t = WorkerTimings {
             iterations: vec![7],
             workers: 2,
-            cells: vec![
+            cells: vec![vec![
                 Cell {
                     units: 3,
                     rows: 10,
@@ -246,7 +241,7 @@ mod tests {
                     rows: 0,
                     busy_us: 40,
                 },
-            ],
+            ]],
             overhead_us: vec![5],
         };
         let it = t.iteration(0);

@@ -96,7 +96,9 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
                 .next()
                 .expect("the job has a straggler section")
                 .replace("iterations = 12", "iterations = 30");
-            plan(&format!("{text}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n"))
+            plan(&format!(
+                "{text}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n"
+            ))
         };
         let dir = tempfile::tempdir().expect("temp dir");
         run_in(&job("bsp"), &dir.path().join("bsp"));

@@ -1,0 +1,110 @@
+//! The what-if replay at scale: a synthetic trace of 10,000 workers × 1,000
+//! iterations (slow-worker, p = 0.1, 400 %, 4 units of 100 rows at 10 µs a
+//! row), read and replayed under `bsp`, `rapid-reassign` and `forestall`.
+//! Prints a Markdown report with the command, git revision and machine: the
+//! time to read the trace, each policy's replay time, and the peak memory
+//! (VmHWM) after each step.
+//!
+//! Run: `cargo bench --bench whatif_scale` (WORKERS / ITERATIONS in the
+//! environment change the size).
+
+#![allow(missing_docs)]
+
+use std::time::Instant;
+
+use forestall::bench::machine::this_machine;
+use forestall::cli::run::GIT_REVISION;
+use forestall::inject::{Pattern, StragglerSchedule};
+use forestall::run::context::load_predictor;
+use forestall::spec::policy_named;
+use forestall::trace::synth::{write_synth, Synth};
+use forestall::trace::TraceStamp;
+use forestall::whatif::{replay_policy, Timings};
+
+fn peak_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn env_or(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let workers = env_or("WORKERS", 10_000) as u32;
+    let iterations = env_or("ITERATIONS", 1_000);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let synth = Synth {
+        workers,
+        iterations,
+        units: 4,
+        rows: 100,
+        us_per_row: 10.0,
+        jitter: 0.0,
+        schedule: StragglerSchedule::new(
+            1,
+            Pattern::SlowWorker {
+                probability: 0.1,
+                delay_percent: 400.0,
+            },
+            workers,
+        ),
+    };
+    let stamp = TraceStamp {
+        job_id: "synth:bench".into(),
+        git_revision: GIT_REVISION.into(),
+        plan_hash: "bench".into(),
+        seed: 1,
+    };
+    let started = Instant::now();
+    write_synth(&synth, dir.path(), stamp).expect("synthesised");
+    let synth_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let timings = Timings::load(dir.path()).expect("timings");
+    let load_s = started.elapsed().as_secs_f64();
+    let load_mib = peak_mib();
+    let m = this_machine();
+    println!("# What-if replay at scale\n");
+    println!(
+        "- command: `WORKERS={workers} ITERATIONS={iterations} cargo bench --bench whatif_scale`"
+    );
+    println!("- git revision: {GIT_REVISION}");
+    println!(
+        "- machine: {} ({}, {} cores, {:.1} GiB), {}, {}",
+        m.host, m.cpu, m.cores, m.memory_gib, m.rustc, m.os
+    );
+    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, 4 units × 100 rows × 10 µs/row; messages take 100 µs\n");
+    println!(
+        "| step | wall s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!("| synthesise (write Parquet) | {synth_s:.2} | – | | | | |");
+    println!("| read the trace | {load_s:.2} | {load_mib:.0} | | | | |");
+    for name in ["bsp", "rapid-reassign", "forestall"] {
+        let (policy, predictor) = policy_named(name, None, workers).expect("a policy");
+        let predictor = predictor
+            .as_ref()
+            .map(|p| load_predictor(p).expect("predictor"));
+        let started = Instant::now();
+        let o = replay_policy(&timings, &policy, predictor.as_ref(), 100).expect("replays");
+        println!(
+            "| replay `{name}` | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
+            started.elapsed().as_secs_f64(),
+            peak_mib(),
+            o.mean_iteration_us / 1e3,
+            o.vs_bound,
+            o.moved_units_per_iteration,
+            o.messages_per_iteration
+        );
+    }
+}
