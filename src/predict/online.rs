@@ -46,6 +46,11 @@ pub struct Timing {
     pub busy_us: u64,
 }
 
+/// The last [`KEPT_STEPS`] steps of a series: all a predictor sees.
+fn kept(steps: &[Step]) -> &[Step] {
+    &steps[steps.len().saturating_sub(KEPT_STEPS)..]
+}
+
 /// The histories of all workers of a run, as timings arrive.
 #[derive(Debug, Clone)]
 pub struct OnlineHistory {
@@ -99,7 +104,7 @@ impl OnlineHistory {
     /// kept (a resumed run measures them anew).
     pub fn to_floats(&self) -> Vec<f64> {
         let mut out = vec![self.complete_through.map_or(0.0, |c| (c + 1) as f64)];
-        for steps in &self.series {
+        for steps in self.series.iter().map(|s| kept(s)) {
             out.push(steps.len() as f64);
             for s in steps {
                 out.extend([
@@ -183,8 +188,9 @@ impl OnlineHistory {
         for (worker, step) in steps {
             let s = &mut self.series[worker as usize];
             s.push(step);
-            if s.len() > KEPT_STEPS {
-                s.remove(0);
+            // Trimmed in batches (each step moves once), read through `kept`.
+            if s.len() >= 2 * KEPT_STEPS {
+                s.drain(..s.len() - KEPT_STEPS);
             }
         }
     }
@@ -195,6 +201,7 @@ impl OnlineHistory {
         self.series
             .iter()
             .map(|steps| {
+                let steps = kept(steps);
                 let last = steps.last()?;
                 let ratio = predictor.predict(steps, 1).first().copied()?;
                 let us = ratio * last.median_us;
@@ -266,7 +273,8 @@ mod tests {
             h.record(i, 0, t(4, 400));
             h.record(i, 1, t(0, 0));
         }
-        assert_eq!(h.series[0].len(), KEPT_STEPS);
+        assert_eq!(kept(&h.series[0]).len(), KEPT_STEPS);
+        assert!(h.series[0].len() < 2 * KEPT_STEPS);
         assert!(h.series[1].is_empty());
         assert_eq!(h.predict(&Last), vec![Some(100.0), None]);
     }
