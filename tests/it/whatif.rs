@@ -74,53 +74,104 @@ fn unsupported_policies_and_empty_traces_are_refused() {
     );
 }
 
-/// Mean time per iteration of a trace: its iterations' span on the job clock.
-fn span_per_iteration(trace: &TraceSet) -> f64 {
-    let first = trace.iterations.first().expect("iterations");
-    let last = trace.iterations.last().expect("iterations");
-    (last.end_us - first.start_us) as f64 / trace.iterations.len() as f64
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The replay of a `bsp` run predicts what a run of another policy measures.
 #[test]
-fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percent() {
-    use forestall::whatif::{replay_policy, Timings};
-    for pattern in [
-        "pattern = \"persistent\"\nworkers = [3]\nfactor = 4.0",
-        "pattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 400",
-    ] {
-        let job = |policy: &str| {
-            // Enough iterations that one iteration's timing luck averages out.
-            let text = STRAGGLER
-                .split("[straggler]")
-                .next()
-                .expect("the job has a straggler section")
-                .replace("iterations = 12", "iterations = 30");
-            plan(&format!(
-                "{text}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n"
-            ))
-        };
-        let dir = tempfile::tempdir().expect("temp dir");
-        run_in(&job("bsp"), &dir.path().join("bsp"));
-        let timings = Timings::load(&dir.path().join("bsp")).expect("timings");
-        for policy in ["bsp", "rapid-reassign"] {
-            let real_dir = dir.path().join(policy);
-            if policy != "bsp" {
-                run_in(&job(policy), &real_dir);
-            }
-            let real = span_per_iteration(&read_trace_dir(&real_dir).expect("trace"));
-            let plan = job(policy);
-            let predicted = replay_policy(&timings, &plan.policy, None, 100)
-                .expect("replays")
-                .mean_iteration_us;
-            let error = (predicted - real).abs() / real;
-            eprintln!("{policy}: replay {predicted:.0} µs, real {real:.0} µs");
+fn a_synthetic_trace_replays_from_the_command_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("synth");
+    let synth = crate::common::forestall(&[
+        "--json",
+        "trace",
+        "synth",
+        "--workers",
+        "40",
+        "--iterations",
+        "15",
+        "--pattern",
+        "persistent",
+        "--knob",
+        "workers = [7]",
+        "--knob",
+        "factor = 5.0",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let written: serde_json::Value =
+        serde_json::from_str(text(&synth.stdout).trim()).expect("a JSON line");
+    let synth_mean = written["data"]["mean_iteration_us"].as_f64().expect("mean");
+    assert_eq!(synth_mean, 5.0 * 4.0 * 100.0 * 10.0);
 
-            assert!(
-                error <= 0.10,
-                "{pattern:?}, {policy}: replay {predicted:.0} µs vs real {real:.0} µs ({:.1} %)",
-                error * 100.0
-            );
-        }
-    }
+    let replay = crate::common::forestall(&[
+        "--json",
+        "whatif",
+        out.to_str().expect("utf-8"),
+        "--policy",
+        "bsp,rapid-reassign",
+        "--policy",
+        "forestall",
+    ]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+    let lines: Vec<serde_json::Value> = text(&replay.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let policies: Vec<&str> = lines.iter().map(|l| l["data"]["policy"].as_str().expect("policy")).collect();
+    assert_eq!(policies, ["bsp", "rapid-reassign", "forestall"]);
+    let mean = |i: usize| lines[i]["data"]["mean_iteration_us"].as_f64().expect("mean");
+    let vs_bound = |i: usize| lines[i]["data"]["vs_bound"].as_f64().expect("vs_bound");
+    assert_eq!(mean(0), synth_mean, "bsp replays a synthetic trace exactly");
+    assert!(mean(1) < 0.6 * mean(0), "rapid-reassign: {} vs bsp {}", mean(1), mean(0));
+    assert!(vs_bound(1) < vs_bound(0) && vs_bound(1) >= 1.0);
+    // forestall learns the persistent straggler and plans around it.
+    assert!(lines[2]["data"]["planned_units_per_iteration"].as_f64().expect("planned") > 0.0);
+    assert!(mean(2) < mean(0));
+    // The synthetic trace analyses like a run's: worker 7 is the persistent one.
+    let analysis = crate::common::forestall(&["--json", "analyze", out.to_str().expect("utf-8")]);
+    assert!(analysis.status.success(), "{}", text(&analysis.stderr));
+    let a: serde_json::Value = serde_json::from_str(text(&analysis.stdout).trim()).expect("JSON");
+    assert_eq!(a["data"]["per_worker"][7]["class"], "persistent");
+}
+
+#[test]
+fn bad_whatif_and_synth_input_is_refused_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("t");
+    let path = out.to_str().expect("utf-8");
+    let refused = |args: &[&str], needle: &str| {
+        let o = crate::common::forestall(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    let synth = |extra: &[&str]| {
+        let mut args = vec!["trace", "synth", "--workers", "4", "--iterations", "3", "--out", path];
+        args.extend_from_slice(extra);
+        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>, needle: &str| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused(&refs, needle);
+    };
+    run(synth(&["--pattern", "sideways"]), "unknown pattern 'sideways'");
+    run(synth(&["--knob", "alpha=4"]), "alpha");
+    run(synth(&["--knob", "probability"]), "KEY=VALUE");
+    run(synth(&["--knob", "probability=2"]), "probability");
+    run(synth(&["--us-per-row", "NaN"]), "--us-per-row");
+    refused(&["trace", "synth", "--workers", "0", "--iterations", "3", "--out", path], "at least 1");
+    assert!(!out.exists(), "nothing written by a refused synth");
+
+    let ok = crate::common::forestall(&[
+        "trace", "synth", "--workers", "4", "--iterations", "3", "--out", path,
+    ]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    refused(&["trace", "synth", "--workers", "4", "--iterations", "3", "--out", path], "already holds files");
+    refused(&["whatif", path, "--policy", "teleport"], "unknown policy 'teleport'");
+    refused(&["whatif", path, "--policy", "speculate"], "cannot be replayed yet");
+    refused(&["whatif", path, "--policy", "forestall", "--predictor", "oracle"], "oracle");
+    refused(&["whatif", "/no/such/trace"], "/no/such/trace");
 }

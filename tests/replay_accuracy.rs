@@ -1,0 +1,64 @@
+//! The what-if replay's accuracy: replays of a real `bsp` run against real
+//! runs of the replayed policies. A test binary of its own, so that cargo runs
+//! it alone (test binaries run one after another): the real runs' timings are
+//! not disturbed by other tests sharing the two cores.
+
+use forestall::trace::{read_trace_dir, TraceSet};
+
+#[path = "it/common.rs"]
+#[allow(dead_code)]
+mod common;
+
+use common::{plan, run_in, STRAGGLER};
+
+/// Mean time per iteration of a trace: its iterations' span on the job clock.
+fn span_per_iteration(trace: &TraceSet) -> f64 {
+    let first = trace.iterations.first().expect("iterations");
+    let last = trace.iterations.last().expect("iterations");
+    (last.end_us - first.start_us) as f64 / trace.iterations.len() as f64
+}
+
+/// The replay of a `bsp` run predicts what a run of another policy measures.
+#[test]
+fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percent() {
+    use forestall::whatif::{replay_policy, Timings};
+    for pattern in [
+        "pattern = \"persistent\"\nworkers = [3]\nfactor = 4.0",
+        "pattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 400",
+    ] {
+        let job = |policy: &str| {
+            // Enough iterations that one iteration's timing luck averages out.
+            let text = STRAGGLER
+                .split("[straggler]")
+                .next()
+                .expect("the job has a straggler section")
+                .replace("iterations = 12", "iterations = 60");
+            plan(&format!(
+                "{text}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n"
+            ))
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        run_in(&job("bsp"), &dir.path().join("bsp"));
+        let timings = Timings::load(&dir.path().join("bsp")).expect("timings");
+        for policy in ["bsp", "rapid-reassign"] {
+            let real_dir = dir.path().join(policy);
+            if policy != "bsp" {
+                run_in(&job(policy), &real_dir);
+            }
+            let real = span_per_iteration(&read_trace_dir(&real_dir).expect("trace"));
+            let plan = job(policy);
+            let predicted = replay_policy(&timings, &plan.policy, None, 100)
+                .expect("replays")
+                .mean_iteration_us;
+            let error = (predicted - real).abs() / real;
+            eprintln!("{policy}: replay {predicted:.0} µs, real {real:.0} µs");
+
+            assert!(
+                error <= 0.10,
+                "{pattern:?}, {policy}: replay {predicted:.0} µs vs real {real:.0} µs ({:.1} %)",
+                error * 100.0
+            );
+        }
+    }
+}
+
