@@ -61,4 +61,3 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
         }
     }
 }
-

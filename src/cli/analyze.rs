@@ -139,10 +139,16 @@ fn analyze_ops_file(path: &Path, threshold: f64) -> anyhow::Result<Analysis> {
 }
 
 fn analyze_dir(dir: &Path, threshold: f64) -> anyhow::Result<Analysis> {
+    Ok(analyze_dir_observed(dir, threshold)?.0)
+}
+
+/// The analysis of trace directory `dir`, and what it was computed from.
+pub fn analyze_dir_observed(dir: &Path, threshold: f64) -> anyhow::Result<(Analysis, Observed)> {
     let observed = load(dir)?;
     let name = dir.display().to_string();
     let Some(ops_path) = ops_file_of(dir) else {
-        return Ok(analyze_observed(&name, &observed, threshold, None));
+        let analysis = analyze_observed(&name, &observed, threshold, None);
+        return Ok((analysis, observed));
     };
     let ops = read_ops(&ops_path)?;
     let trace = OpTrace::new(ops).with_context(|| format!("{}", ops_path.display()))?;
@@ -166,10 +172,11 @@ fn analyze_dir(dir: &Path, threshold: f64) -> anyhow::Result<Analysis> {
     let replay = trace
         .analyze()
         .with_context(|| format!("{}", ops_path.display()))?;
-    Ok(with_operations(
+    let analysis = with_operations(
         analyze_observed(&name, &observed, threshold, Some(&stages)),
         replay,
-    ))
+    );
+    Ok((analysis, observed))
 }
 
 fn text(a: &Analysis) -> String {

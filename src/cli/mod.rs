@@ -8,6 +8,7 @@ pub mod import;
 pub mod launch;
 pub mod output;
 pub mod predictor;
+pub mod report;
 pub mod run;
 pub mod trace;
 pub mod whatif;
@@ -70,6 +71,9 @@ pub enum Command {
     /// discrete-event loop): time per iteration, against the load-balancing
     /// bound.
     Whatif(whatif::WhatIfArgs),
+    /// Write report.html (inline SVG plots) and report.md for a run, a bench
+    /// or an analysed trace.
+    Report(report::ReportArgs),
     /// Traces: synthesise one from an injection pattern.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
@@ -85,6 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Predictor(command) => predictor::run(command, &cli.global),
         Command::Analyze(args) => analyze::run(args, &cli.global),
         Command::Whatif(args) => whatif::run(args, &cli.global),
+        Command::Report(args) => report::run(args, &cli.global),
         Command::Trace(command) => trace::run(command, &cli.global),
     }
 }

@@ -40,7 +40,7 @@ pub struct LinePlot {
     pub series: Vec<Series>,
 }
 
-fn font_registered() -> bool {
+pub(crate) fn font_registered() -> bool {
     static DONE: OnceLock<bool> = OnceLock::new();
     *DONE.get_or_init(|| {
         let from_env = std::env::var("FORESTALL_FONT").ok();

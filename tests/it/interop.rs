@@ -244,3 +244,81 @@ fn trace_tour_notebook_is_stored_without_outputs() {
     }
     assert_eq!(nb["metadata"]["kernelspec"]["name"], "python3");
 }
+
+/// DuckDB reads every Parquet table forestall writes — a run's trace, an
+/// import's trace and operations, a bench's raw.parquet — and its aggregates
+/// equal forestall's own numbers.
+#[test]
+fn duckdb_reads_every_table_and_agrees_with_forestall() {
+    use crate::common::{forestall, plan, run_in, shared, STRAGGLER};
+    if !python_with(&["duckdb"]) {
+        return;
+    }
+    let Some(ar) = shared("traces/bytedance-stragglers/trace-ST.parquet") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let run = tmp.path().join("run");
+    run_in(&plan(STRAGGLER), &run.join("trace"));
+    let imports = tmp.path().join("imports");
+    let imported = forestall(&[
+        "import",
+        "bytedance-ops",
+        ar.to_str().expect("utf-8"),
+        "--out",
+        imports.to_str().expect("utf-8"),
+    ]);
+    assert!(imported.status.success(), "{}", describe(&imported));
+    let import_dir = imports.join("trace-ST");
+    let raw = repo().join("pipelines/runs/2026-11-22-vm-baseline/raw.parquet");
+    let out = Command::new("python3")
+        .arg(repo().join("notebooks/duckdb_check.py"))
+        .args([&run, &import_dir, &raw])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", describe(&out));
+    let duck: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+
+    // The run: barrier wait per worker and laggard counts, as analyze has them.
+    let analysis = forestall(&["--json", "analyze", run.to_str().expect("utf-8")]);
+    assert!(analysis.status.success(), "{}", describe(&analysis));
+    let a: serde_json::Value = serde_json::from_slice(&analysis.stdout).expect("JSON");
+    let iterations = a["data"]["iterations"].as_f64().expect("iterations");
+    for w in a["data"]["per_worker"].as_array().expect("workers") {
+        let id = w["worker"].to_string();
+        assert_eq!(
+            duck["barrier_wait_us"][&id], w["barrier_wait_us"],
+            "worker {id}"
+        );
+        let lagged = (w["laggard_share"].as_f64().expect("share") * iterations).round() as u64;
+        assert_eq!(
+            duck["laggards"][&id].as_u64().unwrap_or(0),
+            lagged,
+            "worker {id}"
+        );
+    }
+    let trace = forestall::trace::read_trace_dir(&run.join("trace")).expect("trace");
+    assert_eq!(duck["units"].as_u64(), Some(trace.units.len() as u64));
+
+    // The import: operations per kind, and workers.
+    let ops = forestall::ops::read_ops(&import_dir.join("ops.parquet")).expect("ops");
+    let mut by_kind = std::collections::BTreeMap::<&str, u64>::new();
+    for o in &ops {
+        *by_kind.entry(o.kind.as_str()).or_default() += 1;
+    }
+    for (kind, n) in &by_kind {
+        assert_eq!(duck["ops_by_kind"][kind].as_u64(), Some(*n), "{kind}");
+    }
+    assert_eq!(duck["import_workers"].as_u64(), Some(8));
+
+    // The bench: every row.
+    let rows = parquet::file::reader::SerializedFileReader::new(
+        std::fs::File::open(&raw).expect("raw.parquet"),
+    )
+    .map(|r| {
+        use parquet::file::reader::FileReader;
+        r.metadata().file_metadata().num_rows()
+    })
+    .expect("parquet");
+    assert_eq!(duck["bench_rows"].as_i64(), Some(rows));
+}

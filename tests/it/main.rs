@@ -12,6 +12,7 @@ mod interop;
 mod policies;
 mod predictor;
 mod proactive;
+mod report;
 mod resume;
 mod trace;
 mod training;

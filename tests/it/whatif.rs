@@ -119,15 +119,32 @@ fn a_synthetic_trace_replays_from_the_command_line() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON"))
         .collect();
-    let policies: Vec<&str> = lines.iter().map(|l| l["data"]["policy"].as_str().expect("policy")).collect();
+    let policies: Vec<&str> = lines
+        .iter()
+        .map(|l| l["data"]["policy"].as_str().expect("policy"))
+        .collect();
     assert_eq!(policies, ["bsp", "rapid-reassign", "forestall"]);
-    let mean = |i: usize| lines[i]["data"]["mean_iteration_us"].as_f64().expect("mean");
+    let mean = |i: usize| {
+        lines[i]["data"]["mean_iteration_us"]
+            .as_f64()
+            .expect("mean")
+    };
     let vs_bound = |i: usize| lines[i]["data"]["vs_bound"].as_f64().expect("vs_bound");
     assert_eq!(mean(0), synth_mean, "bsp replays a synthetic trace exactly");
-    assert!(mean(1) < 0.6 * mean(0), "rapid-reassign: {} vs bsp {}", mean(1), mean(0));
+    assert!(
+        mean(1) < 0.6 * mean(0),
+        "rapid-reassign: {} vs bsp {}",
+        mean(1),
+        mean(0)
+    );
     assert!(vs_bound(1) < vs_bound(0) && vs_bound(1) >= 1.0);
     // forestall learns the persistent straggler and plans around it.
-    assert!(lines[2]["data"]["planned_units_per_iteration"].as_f64().expect("planned") > 0.0);
+    assert!(
+        lines[2]["data"]["planned_units_per_iteration"]
+            .as_f64()
+            .expect("planned")
+            > 0.0
+    );
     assert!(mean(2) < mean(0));
     // The synthetic trace analyses like a run's: worker 7 is the persistent one.
     let analysis = crate::common::forestall(&["--json", "analyze", out.to_str().expect("utf-8")]);
@@ -149,7 +166,16 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
         assert!(!err.contains("panicked"), "{err}");
     };
     let synth = |extra: &[&str]| {
-        let mut args = vec!["trace", "synth", "--workers", "4", "--iterations", "3", "--out", path];
+        let mut args = vec![
+            "trace",
+            "synth",
+            "--workers",
+            "4",
+            "--iterations",
+            "3",
+            "--out",
+            path,
+        ];
         args.extend_from_slice(extra);
         args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
@@ -157,21 +183,71 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         refused(&refs, needle);
     };
-    run(synth(&["--pattern", "sideways"]), "unknown pattern 'sideways'");
+    run(
+        synth(&["--pattern", "sideways"]),
+        "unknown pattern 'sideways'",
+    );
     run(synth(&["--knob", "alpha=4"]), "alpha");
     run(synth(&["--knob", "probability"]), "KEY=VALUE");
     run(synth(&["--knob", "probability=2"]), "probability");
     run(synth(&["--us-per-row", "NaN"]), "--us-per-row");
-    refused(&["trace", "synth", "--workers", "0", "--iterations", "3", "--out", path], "at least 1");
+    refused(
+        &[
+            "trace",
+            "synth",
+            "--workers",
+            "0",
+            "--iterations",
+            "3",
+            "--out",
+            path,
+        ],
+        "at least 1",
+    );
     assert!(!out.exists(), "nothing written by a refused synth");
 
     let ok = crate::common::forestall(&[
-        "trace", "synth", "--workers", "4", "--iterations", "3", "--out", path,
+        "trace",
+        "synth",
+        "--workers",
+        "4",
+        "--iterations",
+        "3",
+        "--out",
+        path,
     ]);
     assert!(ok.status.success(), "{}", text(&ok.stderr));
-    refused(&["trace", "synth", "--workers", "4", "--iterations", "3", "--out", path], "already holds files");
-    refused(&["whatif", path, "--policy", "teleport"], "unknown policy 'teleport'");
-    refused(&["whatif", path, "--policy", "speculate"], "cannot be replayed yet");
-    refused(&["whatif", path, "--policy", "forestall", "--predictor", "oracle"], "oracle");
+    refused(
+        &[
+            "trace",
+            "synth",
+            "--workers",
+            "4",
+            "--iterations",
+            "3",
+            "--out",
+            path,
+        ],
+        "already holds files",
+    );
+    refused(
+        &["whatif", path, "--policy", "teleport"],
+        "unknown policy 'teleport'",
+    );
+    refused(
+        &["whatif", path, "--policy", "speculate"],
+        "cannot be replayed yet",
+    );
+    refused(
+        &[
+            "whatif",
+            path,
+            "--policy",
+            "forestall",
+            "--predictor",
+            "oracle",
+        ],
+        "oracle",
+    );
     refused(&["whatif", "/no/such/trace"], "/no/such/trace");
 }
