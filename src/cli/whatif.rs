@@ -33,6 +33,11 @@ pub struct WhatIfArgs {
     /// Latency of a control message between workers, µs.
     #[arg(long, default_value_t = 100)]
     pub latency_us: u64,
+    /// Cut each worker's iteration into this many equal units before
+    /// replaying (an imported trace has one unit per worker and iteration,
+    /// which no policy can split).
+    #[arg(long, value_name = "UNITS")]
+    pub split: Option<u32>,
     /// Predictor of the predictive policies: last, ewma, sustained (their
     /// default: sustained; an LSTM needs a model and is not offered here).
     #[arg(long)]
@@ -68,7 +73,13 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         dirs.extend(found);
     }
     for dir in &dirs {
-        let timings = Timings::load(dir)?;
+        let mut timings = Timings::load(dir)?;
+        if let Some(units) = args.split {
+            if !(1..=10_000).contains(&units) {
+                bail!("--split {units} must be in 1..=10000");
+            }
+            timings = timings.split(units);
+        }
         let workers = timings.workers();
         // Every policy is checked before any is replayed.
         let mut plans = Vec::new();

@@ -147,6 +147,48 @@ impl Timings {
         }))
     }
 
+    /// Every worker's iteration cut into `units` equal units (rows and time
+    /// shared evenly), whatever the trace recorded: a trace with one unit per
+    /// worker and iteration (an import) gives the policies work to move.
+    pub fn split(self, units: u32) -> Timings {
+        let units = units.max(1);
+        match self {
+            Timings::Workers(mut t) => {
+                for cell in t.cells.iter_mut().flatten().filter(|c| c.units > 0) {
+                    cell.units = units;
+                }
+                Timings::Workers(t)
+            }
+            Timings::Units(list) => Timings::Units(
+                list.into_iter()
+                    .map(|mut it| {
+                        for (w, own) in it.own.iter_mut().enumerate() {
+                            if own.is_empty() {
+                                continue;
+                            }
+                            let us: u64 = own.iter().map(|u| u.owner_us).sum();
+                            let rows: u64 = own.iter().map(|u| u64::from(u.rows)).sum();
+                            let rows = rows.max(u64::from(units));
+                            let n = u64::from(units);
+                            *own = (0..n)
+                                .map(|k| TimedUnit {
+                                    key: UnitKey {
+                                        partition: w as u32,
+                                        unit: k as u32,
+                                    },
+                                    rows: (rows / n + u64::from(k < rows % n)) as u32,
+                                    owner_us: us / n + u64::from(k < us % n),
+                                })
+                                .collect();
+                            it.us_per_row[w] = us as f64 / rows as f64;
+                        }
+                        it
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
     /// Iterations.
     pub fn len(&self) -> usize {
         match self {
@@ -251,5 +293,16 @@ mod tests {
         assert_eq!(it.own[0].iter().map(|u| u.rows).sum::<u32>(), 10);
         assert_eq!(it.own[1].iter().map(|u| u.rows).collect::<Vec<_>>(), [1, 1]);
         assert!((it.us_per_row[1] - 20.0).abs() < 1e-12);
+
+        let split = Timings::Units(vec![it]).split(4);
+        let it = split.get(0);
+        assert_eq!(it.own[0].len(), 4);
+        assert_eq!(it.own[0].iter().map(|u| u.owner_us).sum::<u64>(), 1001);
+        assert_eq!(
+            it.own[1].iter().map(|u| u.rows).sum::<u32>(),
+            4,
+            "at least a row a unit"
+        );
+        assert!((it.us_per_row[1] - 10.0).abs() < 1e-12);
     }
 }

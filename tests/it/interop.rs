@@ -322,3 +322,65 @@ fn duckdb_reads_every_table_and_agrees_with_forestall() {
     .expect("parquet");
     assert_eq!(duck["bench_rows"].as_i64(), Some(rows));
 }
+
+/// The notebooks a user opens first execute headless on what forestall
+/// writes: a bench's raw.parquet, predictor scores on an imported real trace,
+/// and a what-if replay of it.
+#[test]
+fn compare_predictors_and_whatif_notebooks_execute() {
+    use crate::common::{forestall, shared};
+    if !python_with(&["pandas", "matplotlib", "nbformat", "nbclient", "ipykernel"]) {
+        return;
+    }
+    let Some(job) = shared("traces/alibaba-pai-minibatch/job_1_norm.csv") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let imports = tmp.path().join("imports");
+    let imported = forestall(&[
+        "import",
+        "alibaba-minibatch",
+        job.to_str().expect("utf-8"),
+        "--out",
+        imports.to_str().expect("utf-8"),
+    ]);
+    assert!(imported.status.success(), "{}", describe(&imported));
+    let trace = imports.join("job_1_norm/trace");
+    let trace = trace.to_str().expect("utf-8");
+    let scores = tmp.path().join("scores");
+    std::fs::create_dir(&scores).expect("scores dir");
+    let eval = forestall(&["--json", "predictor", "eval", trace]);
+    assert!(eval.status.success(), "{}", describe(&eval));
+    std::fs::write(scores.join("job_1_norm.jsonl"), &eval.stdout).expect("scores");
+    let whatif = forestall(&["--json", "whatif", trace, "--split", "8"]);
+    assert!(whatif.status.success(), "{}", describe(&whatif));
+    let replays = tmp.path().join("whatif.jsonl");
+    std::fs::write(&replays, &whatif.stdout).expect("replays");
+    for notebook in ["compare_policies", "predictors", "whatif"] {
+        let path = repo().join(format!("notebooks/{notebook}.ipynb"));
+        let raw = std::fs::read_to_string(&path).expect("notebook");
+        assert!(
+            !raw.contains("\"output_type\""),
+            "{notebook}.ipynb is committed with its outputs cleared"
+        );
+        let o = Command::new("python3")
+            .args(["-c", EXECUTE_NOTEBOOK])
+            .arg(&path)
+            .arg(tmp.path())
+            .env("FORESTALL_SCORES_DIR", &scores)
+            .env("FORESTALL_WHATIF", &replays)
+            .env(
+                "FORESTALL_BENCH_RAW",
+                repo().join("pipelines/runs/2026-11-22-vm-flexrr-slow-worker/raw.parquet"),
+            )
+            .output()
+            .expect("python3 runs");
+        assert!(o.status.success(), "{notebook}: {}", describe(&o));
+        let figures: usize = text(&o.stdout)
+            .trim()
+            .strip_prefix("figures ")
+            .and_then(|n| n.parse().ok())
+            .expect("a figure count");
+        assert!(figures >= 1, "{notebook} drew no figure");
+    }
+}
