@@ -27,7 +27,8 @@ pub struct WhatIfArgs {
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
     /// Policies to replay (repeat or separate by commas): bsp, rapid-reassign,
-    /// proactive, forestall. Default: bsp, rapid-reassign, forestall.
+    /// speculate, proactive, proactive-clone, forestall. Default: bsp,
+    /// rapid-reassign, forestall.
     #[arg(long = "policy", value_delimiter = ',')]
     pub policies: Vec<String>,
     /// Latency of a control message between workers, µs.

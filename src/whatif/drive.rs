@@ -8,7 +8,8 @@ use serde::Serialize;
 use super::replay::replay_iteration;
 use super::source::Timings;
 use super::{replay_agents, IterationTimings, WhatIfError};
-use crate::policy::{plan_moves, PolicyPlan};
+use crate::policy::proactive::within_budget;
+use crate::policy::{plan_moves, ControlKind, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
 
 /// What a policy's replay came to.
@@ -28,8 +29,10 @@ pub struct Outcome {
     pub vs_bound: f64,
     /// Units computed by a worker other than their owner, per iteration.
     pub moved_units_per_iteration: f64,
-    /// Units moved before iterations by a plan, per iteration.
+    /// Units moved (or cloned) before iterations by a plan, per iteration.
     pub planned_units_per_iteration: f64,
+    /// Copies of cloned units computed in vain or dropped, per iteration.
+    pub wasted_copies_per_iteration: f64,
     /// Control messages, per iteration.
     pub messages_per_iteration: f64,
 }
@@ -75,6 +78,25 @@ fn apply_plan(
     moved
 }
 
+/// The clones a `proactive-clone` plan sends as the iteration begins: the
+/// plan's moves within the budget, as `Clone` messages.
+fn clone_plan(
+    t: &IterationTimings,
+    history: &OnlineHistory,
+    predictor: &OnlinePredictor,
+    config: &crate::policy::ProactiveConfig,
+    budget: f64,
+) -> Vec<(u32, u32, ControlKind)> {
+    let predicted = history.predict(predictor.as_predictor());
+    let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
+    let total: u32 = own.iter().sum();
+    let moves = plan_moves(&own, &predicted, config);
+    within_budget(&moves, (f64::from(total) * budget).floor() as u32)
+        .into_iter()
+        .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
+        .collect()
+}
+
 /// Replays every iteration of `timings` under `policy` (with `predictor` for
 /// the predictive ones); control messages take `latency_us`.
 pub fn replay_policy(
@@ -95,24 +117,41 @@ pub fn replay_policy(
         (Some(_), None) => return Err(WhatIfError::NoPredictor(policy.as_str())),
         _ => None,
     };
-    if matches!(policy, PolicyPlan::ProactiveClone { .. }) {
-        return Err(WhatIfError::Unsupported(policy.as_str()));
-    }
     let mut agents = match policy {
-        PolicyPlan::Proactive(_) => vec![None; workers as usize],
+        PolicyPlan::Proactive(_) | PolicyPlan::ProactiveClone { .. } => {
+            vec![None; workers as usize]
+        }
         PolicyPlan::Forestall { reassign, .. } => {
             replay_agents(&PolicyPlan::RapidReassign(*reassign), workers)?
         }
         other => replay_agents(other, workers)?,
     };
-    let peerless = agents.iter().all(Option::is_none);
+    let clones = match policy {
+        PolicyPlan::ProactiveClone { budget, .. } => Some(*budget),
+        _ => None,
+    };
+    let peerless = agents.iter().all(Option::is_none) && clones.is_none();
     let mut history = OnlineHistory::new(workers);
     let (mut total, mut bound, mut moved, mut planned, mut messages) = (0.0, 0.0, 0u64, 0u64, 0u64);
+    let mut wasted = 0u64;
     for i in 0..timings.len() {
         let mut t: Cow<'_, IterationTimings> = timings.get(i);
         bound += bound_us(&t) + t.overhead_us as f64;
+        let mut sends = Vec::new();
         if let Some((config, predictor)) = plan {
-            planned += apply_plan(t.to_mut(), &history, predictor, config);
+            match clones {
+                None => planned += apply_plan(t.to_mut(), &history, predictor, config),
+                Some(budget) => {
+                    sends = clone_plan(&t, &history, predictor, config, budget);
+                    planned += sends
+                        .iter()
+                        .map(|s| match s.2 {
+                            ControlKind::Clone { count } => u64::from(count),
+                            _ => 0,
+                        })
+                        .sum::<u64>();
+                }
+            }
         }
         let (makespan, finish, units) = if peerless {
             // Nobody hands work over: each worker computes its own list.
@@ -124,8 +163,9 @@ pub fn replay_policy(
             let units: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
             (finish.iter().copied().max().unwrap_or(0), finish, units)
         } else {
-            let r = replay_iteration(&t, &mut agents, latency_us);
+            let r = replay_iteration(&t, &mut agents, latency_us, &sends);
             moved += u64::from(r.reassigned);
+            wasted += u64::from(r.wasted);
             messages += u64::from(r.messages);
             let mut units = vec![0u32; workers as usize];
             for &(_, w) in &r.executed {
@@ -156,6 +196,7 @@ pub fn replay_policy(
         vs_bound: if bound > 0.0 { total / bound } else { 1.0 },
         moved_units_per_iteration: moved as f64 / n,
         planned_units_per_iteration: planned as f64 / n,
+        wasted_copies_per_iteration: wasted as f64 / n,
         messages_per_iteration: messages as f64 / n,
     })
 }

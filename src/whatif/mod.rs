@@ -15,10 +15,12 @@
 //! Only the peer-to-peer agents need a replay of their own: `bsp` and `ideal`
 //! replay without one. The proactive policies (`proactive`, `forestall`) plan
 //! their moves before each iteration from an online predictor that learns from
-//! the replayed iterations ([`drive`]). Clones racing their originals
-//! (`speculate`, `proactive-clone`) and the policies that change what is
-//! computed (`ssp`, `flexrr`, `backup-workers`, `dpro-substitute`) are not
-//! replayed yet and are refused.
+//! the replayed iterations ([`drive`]). Clones race their originals
+//! (`speculate`, `proactive-clone`): the first copy to finish counts, its
+//! finisher tells the other holder with a `Done`, which skips its copy if it
+//! has not started it. The policies that change what is computed (`ssp`,
+//! `flexrr`, `backup-workers`, `dpro-substitute`) are not replayed and are
+//! refused.
 //!
 //! [`source::Timings`] reads a trace's timings (its units, or, without a units
 //! table, its workers' rows cut into equal units).
@@ -72,7 +74,7 @@ pub enum WhatIfError {
     #[error("the trace holds no unit rows to replay")]
     EmptyTrace,
     /// The policy has no replay yet.
-    #[error("policy {0} cannot be replayed yet (bsp, ideal, rapid-reassign, proactive and forestall can)")]
+    #[error("policy {0} cannot be replayed yet (bsp, ideal, rapid-reassign, speculate, proactive, proactive-clone and forestall can)")]
     Unsupported(&'static str),
     /// More workers than the replay's event keys hold.
     #[error("{0} workers: the replay takes at most 16,777,215")]
@@ -179,7 +181,10 @@ pub fn replay_agents(
     workers: u32,
 ) -> Result<Vec<Option<PeerAgent>>, WhatIfError> {
     match policy {
-        PolicyPlan::Bsp | PolicyPlan::Ideal | PolicyPlan::RapidReassign(_) => Ok((0..workers)
+        PolicyPlan::Bsp
+        | PolicyPlan::Ideal
+        | PolicyPlan::RapidReassign(_)
+        | PolicyPlan::Speculate(_) => Ok((0..workers)
             .map(|w| peer_agent(policy, w, workers, workers))
             .collect()),
         other => Err(WhatIfError::Unsupported(other.as_str())),
@@ -197,6 +202,6 @@ pub fn replay(
     let mut agents = replay_agents(policy, workers)?;
     Ok(timings
         .iter()
-        .map(|t| replay_iteration(t, &mut agents, latency_us))
+        .map(|t| replay_iteration(t, &mut agents, latency_us, &[]))
         .collect())
 }

@@ -1,7 +1,7 @@
 //! One iteration replayed: workers, units and control messages as events.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 use super::{IterationTimings, TimedUnit};
 use crate::data::UnitKey;
@@ -18,8 +18,12 @@ pub struct Replayed {
     pub finish_us: Vec<u64>,
     /// Every unit computed, with the worker that computed it, in finishing order.
     pub executed: Vec<(UnitKey, u32)>,
-    /// Units computed by a worker other than their owner.
+    /// Units computed by a worker other than their owner (the copy that
+    /// finished first, for a cloned unit).
     pub reassigned: u32,
+    /// Copies computed after another copy of the same unit had finished, or
+    /// dropped on a `Done`.
+    pub wasted: u32,
     /// Control messages sent.
     pub messages: u32,
 }
@@ -32,7 +36,7 @@ enum Event {
     Message { to: u32, at: usize },
 }
 
-/// A message in flight; units travel with an `Assign`.
+/// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`.
 struct Message {
     from: u32,
     kind: ControlKind,
@@ -44,9 +48,15 @@ struct Worker {
     /// Its own units still to compute: `flat[head..tail]` of the replay.
     head: usize,
     tail: usize,
-    given: VecDeque<(TimedUnit, u32)>,
-    /// The unit being computed, and whether it is one of its own.
-    running: Option<(TimedUnit, bool)>,
+    /// Units from peers: (unit, from, whether it is a clone).
+    given: VecDeque<(TimedUnit, u32, bool)>,
+    /// Own units cloned to peers, with the peer.
+    cloned_out: Vec<(UnitKey, u32)>,
+    /// Own units a peer's clone finished first: skipped when reached.
+    skip: Vec<UnitKey>,
+    /// The unit being computed, whether it is one of its own, and the owner
+    /// when it is a clone.
+    running: Option<(TimedUnit, bool, Option<u32>)>,
     inbox: Vec<usize>,
     units_done: u32,
     last_end_us: u64,
@@ -77,15 +87,21 @@ struct Replay<'a> {
     messages: Vec<Option<Message>>,
     /// Every worker's own units, worker after worker.
     flat: Vec<TimedUnit>,
+    /// Units with more than one copy, and those of them already finished.
+    cloned: HashSet<UnitKey>,
+    cloned_done: HashSet<UnitKey>,
     out: Replayed,
 }
 
 /// Replays one iteration with the workers' `agents` (None: the worker computes
-/// its own units and nothing else, as under `bsp`). Messages take `latency_us`.
+/// its own units and nothing else, as under `bsp`). Messages take `latency_us`;
+/// `planned` are (from, to, message) sent as the iteration begins (a proactive
+/// plan's clones).
 pub fn replay_iteration(
     timings: &IterationTimings,
     agents: &mut [Option<PeerAgent>],
     latency_us: u64,
+    planned: &[(u32, u32, ControlKind)],
 ) -> Replayed {
     let n = timings.own.len();
     let mut replay = Replay {
@@ -98,12 +114,15 @@ pub fn replay_iteration(
         seq: 0,
         messages: Vec::with_capacity(4 * n),
         flat: timings.own.iter().flatten().copied().collect(),
+        cloned: HashSet::new(),
+        cloned_done: HashSet::new(),
         out: Replayed {
             iteration: timings.iteration,
             makespan_us: 0,
             finish_us: vec![0; n],
             executed: Vec::with_capacity(timings.own.iter().map(Vec::len).sum()),
             reassigned: 0,
+            wasted: 0,
             messages: 0,
         },
     };
@@ -116,6 +135,9 @@ pub fn replay_iteration(
         replay.workers[w].head = head;
         replay.workers[w].tail = head + own;
         head += own;
+    }
+    for (from, to, kind) in planned {
+        replay.send_all(*from, vec![(*to, kind.clone())], 0);
     }
     for w in 0..n as u32 {
         replay.next_unit(w, 0);
@@ -133,7 +155,6 @@ pub fn replay_iteration(
             }
         }
     }
-    replay.out.makespan_us = replay.out.finish_us.iter().copied().max().unwrap_or(0);
     replay.out
 }
 
@@ -168,16 +189,42 @@ impl Replay<'_> {
 
     fn unit_done(&mut self, w: u32, now: u64) {
         let worker = &mut self.workers[w as usize];
-        let (unit, own) = worker.running.take().expect("a unit was running");
+        let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
         worker.units_done += 1;
         worker.last_end_us = now;
         let unit_us = worker.unit_us();
         self.out.finish_us[w as usize] = now;
-        self.out.executed.push((unit.key, w));
-        if !own {
-            self.out.reassigned += 1;
+        let first = !self.cloned.contains(&unit.key) || self.cloned_done.insert(unit.key);
+        if first {
+            // The iteration ends when every unit has one finished copy.
+            self.out.makespan_us = self.out.makespan_us.max(now);
+            self.out.executed.push((unit.key, w));
+            if !own {
+                self.out.reassigned += 1;
+            }
+            if self.cloned.contains(&unit.key) {
+                // Tell the other holders of a copy to skip theirs.
+                let holders: Vec<u32> = if own {
+                    let worker = &mut self.workers[w as usize];
+                    let peers = worker
+                        .cloned_out
+                        .iter()
+                        .filter(|c| c.0 == unit.key)
+                        .map(|c| c.1)
+                        .collect();
+                    worker.cloned_out.retain(|c| c.0 != unit.key);
+                    peers
+                } else {
+                    clone_of.into_iter().collect()
+                };
+                for to in holders {
+                    self.send(w, to, ControlKind::Done, vec![unit], now);
+                }
+            }
+        } else {
+            self.out.wasted += 1;
         }
-        if own {
+        if own && first {
             if let Some(agent) = self.agent(w) {
                 let sends = agent.on_own_unit_done(unit_us);
                 self.send_all(w, sends, now);
@@ -193,14 +240,19 @@ impl Replay<'_> {
             let Some(Message { from, kind, units }) = self.messages[at].take() else {
                 continue; // each message is delivered once
             };
+            if let ControlKind::Done = kind {
+                self.on_done(w, from, &units, now);
+                continue;
+            }
+            let clone = matches!(kind, ControlKind::Clone { .. });
             let worker = &mut self.workers[w as usize];
             worker
                 .given
-                .extend(units.into_iter().map(|unit| (unit, from)));
+                .extend(units.into_iter().map(|unit| (unit, from, clone)));
             if !worker.given.is_empty() {
                 worker.idle_reported = false;
             }
-            let left = worker.tail - worker.head;
+            let left = (worker.tail - worker.head).saturating_sub(worker.cloned_out.len());
             if let Some(agent) = self.agent(w) {
                 let sends = agent.on_message(from, &kind, left);
                 self.send_all(w, sends, now);
@@ -211,27 +263,68 @@ impl Replay<'_> {
         }
     }
 
+    /// A peer finished these units first: skip our copies (own or clones).
+    fn on_done(&mut self, w: u32, from: u32, units: &[TimedUnit], now: u64) {
+        for unit in units {
+            let worker = &mut self.workers[w as usize];
+            let before = worker.given.len();
+            worker
+                .given
+                .retain(|g| !(g.0.key == unit.key && g.1 == from && g.2));
+            if worker.given.len() < before {
+                self.out.wasted += 1;
+                continue;
+            }
+            let was_out = worker
+                .cloned_out
+                .iter()
+                .any(|c| c.0 == unit.key && c.1 == from);
+            if !was_out {
+                continue;
+            }
+            worker.cloned_out.retain(|c| c.0 != unit.key);
+            let pending = self.flat[worker.head..worker.tail]
+                .iter()
+                .any(|u| u.key == unit.key);
+            if pending {
+                worker.skip.push(unit.key);
+                self.out.wasted += 1;
+                let unit_us = worker.unit_us();
+                // Its own unit is done, by the clone.
+                if let Some(agent) = self.agent(w) {
+                    let sends = agent.on_own_unit_done(unit_us);
+                    self.send_all(w, sends, now);
+                }
+            }
+        }
+    }
+
     /// Starts the next unit (a peer's first), or offers help when there is none.
     fn next_unit(&mut self, w: u32, now: u64) {
         let worker = &mut self.workers[w as usize];
         if worker.running.is_some() {
             return;
         }
-        let next = match worker.given.pop_front() {
-            Some((unit, _)) => Some((unit, false)),
-            None if worker.head < worker.tail => {
-                worker.head += 1;
-                Some((self.flat[worker.head - 1], true))
+        let mut next = worker
+            .given
+            .pop_front()
+            .map(|(unit, from, clone)| (unit, false, clone.then_some(from)));
+        while next.is_none() && worker.head < worker.tail {
+            worker.head += 1;
+            let unit = self.flat[worker.head - 1];
+            if let Some(i) = worker.skip.iter().position(|&k| k == unit.key) {
+                worker.skip.swap_remove(i);
+                continue;
             }
-            None => None,
-        };
-        if let Some((unit, own)) = next {
+            next = Some((unit, true, None));
+        }
+        if let Some((unit, own, clone_of)) = next {
             let us = if own {
                 unit.owner_us
             } else {
                 (f64::from(unit.rows) * self.timings.us_per_row[w as usize]).round() as u64
             };
-            worker.running = Some((unit, own));
+            worker.running = Some((unit, own, clone_of));
             self.push(now + us, Event::UnitDone(w));
             return;
         }
@@ -249,7 +342,8 @@ impl Replay<'_> {
     }
 
     /// Sends the agent's messages; an `Assign` takes its units from the end of
-    /// the sender's list before it leaves, as in the timely run.
+    /// the sender's list before it leaves, as in the timely run; a `Clone`
+    /// copies the last ones not cloned yet (the sender keeps them).
     fn send_all(&mut self, from: u32, sends: Vec<(u32, ControlKind)>, now: u64) {
         for (to, kind) in sends {
             let units = match kind {
@@ -262,13 +356,35 @@ impl Replay<'_> {
                     giver.tail -= take;
                     self.flat[giver.tail..giver.tail + take].to_vec()
                 }
+                ControlKind::Clone { count } => {
+                    let giver = &self.workers[from as usize];
+                    let copies: Vec<TimedUnit> = self.flat[giver.head..giver.tail]
+                        .iter()
+                        .rev()
+                        .filter(|u| !giver.cloned_out.iter().any(|c| c.0 == u.key))
+                        .take(count as usize)
+                        .copied()
+                        .collect();
+                    if copies.is_empty() {
+                        continue;
+                    }
+                    for u in &copies {
+                        self.cloned.insert(u.key);
+                        self.workers[from as usize].cloned_out.push((u.key, to));
+                    }
+                    copies
+                }
                 _ => Vec::new(),
             };
-            self.out.messages += 1;
-            self.messages.push(Some(Message { from, kind, units }));
-            let at = self.messages.len() - 1;
-            self.push(now + self.latency_us, Event::Message { to, at });
+            self.send(from, to, kind, units, now);
         }
+    }
+
+    fn send(&mut self, from: u32, to: u32, kind: ControlKind, units: Vec<TimedUnit>, now: u64) {
+        self.out.messages += 1;
+        self.messages.push(Some(Message { from, kind, units }));
+        let at = self.messages.len() - 1;
+        self.push(now + self.latency_us, Event::Message { to, at });
     }
 }
 
@@ -317,7 +433,7 @@ mod tests {
 
     #[test]
     fn bsp_replays_to_the_slowest_workers_sum() {
-        let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10);
+        let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
         exactly_once(&r);
         assert_eq!(r.makespan_us, 8 * 400);
         assert_eq!(r.finish_us[..3], [800, 800, 800]);
@@ -327,7 +443,7 @@ mod tests {
     #[test]
     fn rapid_reassign_moves_the_slow_workers_tail() {
         let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
-        let r = replay_iteration(&timings(), &mut agents(&policy), 10);
+        let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
         exactly_once(&r);
         assert!(r.reassigned > 0 && r.messages > 0);
         // 32 units of work at speeds 1, 1, 1, 1/4 balance at 32·100/3.25 ≈ 985 µs;
@@ -340,10 +456,40 @@ mod tests {
     }
 
     #[test]
+    fn clones_race_and_each_unit_counts_once() {
+        let policy = PolicyPlan::Speculate(crate::policy::SpeculateConfig {
+            group_size: 3,
+            quantile: 0.5,
+            multiplier: 1.5,
+            max_clone_share: 0.5,
+        });
+        let bsp = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
+        let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
+        exactly_once(&r);
+        assert!(r.reassigned > 0, "a clone finished first: {r:?}");
+        assert!(
+            r.makespan_us < bsp.makespan_us,
+            "{} vs {}",
+            r.makespan_us,
+            bsp.makespan_us
+        );
+
+        // A plan's clones, sent as the iteration begins (proactive-clone): the
+        // slow worker's last 4 units are copied to worker 0, which finishes
+        // them first; worker 3 skips its copies.
+        let planned = [(3, 0, ControlKind::Clone { count: 4 })];
+        let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &planned);
+        exactly_once(&r);
+        assert_eq!(r.reassigned, 4);
+        assert!(r.makespan_us <= 4 * 400 + 2 * 10, "{r:?}");
+        assert!(r.wasted >= 1, "worker 3 skipped or dropped copies: {r:?}");
+    }
+
+    #[test]
     fn replay_is_deterministic() {
         let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
-        let a = replay_iteration(&timings(), &mut agents(&policy), 7);
-        let b = replay_iteration(&timings(), &mut agents(&policy), 7);
+        let a = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
+        let b = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
         assert_eq!(a, b);
     }
 }

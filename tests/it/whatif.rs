@@ -1,7 +1,7 @@
 //! The what-if replay drives the same policy agents as a timely run, from a
 //! plain loop over the timings a real run recorded.
 
-use forestall::policy::{PolicyPlan, ReassignConfig, SpeculateConfig};
+use forestall::policy::{PolicyPlan, ReassignConfig};
 use forestall::trace::{read_trace_dir, TraceSet};
 use forestall::whatif::{replay, timings_from_trace, WhatIfError};
 
@@ -54,15 +54,10 @@ fn replaying_a_bsp_trace_reproduces_it_and_reassignment_shortens_it() {
 fn unsupported_policies_and_empty_traces_are_refused() {
     let trace = recorded_bsp();
     let timings = timings_from_trace(&trace).expect("timings");
-    let speculate = PolicyPlan::Speculate(SpeculateConfig {
-        group_size: 3,
-        quantile: 0.75,
-        multiplier: 1.5,
-        max_clone_share: 0.5,
-    });
+    let ssp = PolicyPlan::Ssp { slack: 1 };
     assert_eq!(
-        replay(&timings, &speculate, 50).unwrap_err(),
-        WhatIfError::Unsupported("speculate")
+        replay(&timings, &ssp, 50).unwrap_err(),
+        WhatIfError::Unsupported("ssp")
     );
     let empty = TraceSet {
         units: Vec::new(),
@@ -146,6 +141,23 @@ fn a_synthetic_trace_replays_from_the_command_line() {
             > 0.0
     );
     assert!(mean(2) < mean(0));
+    // Clones race: speculation and the plan's clones beat bsp, never the bound.
+    let clones = crate::common::forestall(&[
+        "--json",
+        "whatif",
+        out.to_str().expect("utf-8"),
+        "--policy",
+        "speculate,proactive-clone",
+    ]);
+    assert!(clones.status.success(), "{}", text(&clones.stderr));
+    for line in text(&clones.stdout).lines() {
+        let l: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        let ratio = l["data"]["vs_bound"].as_f64().expect("vs_bound");
+        assert!(
+            ratio >= 0.999 && l["data"]["mean_iteration_us"].as_f64().expect("mean") < mean(0),
+            "{l}"
+        );
+    }
     // The synthetic trace analyses like a run's: worker 7 is the persistent one.
     let analysis = crate::common::forestall(&["--json", "analyze", out.to_str().expect("utf-8")]);
     assert!(analysis.status.success(), "{}", text(&analysis.stderr));
@@ -235,7 +247,7 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
         "unknown policy 'teleport'",
     );
     refused(
-        &["whatif", path, "--policy", "speculate"],
+        &["whatif", path, "--policy", "flexrr"],
         "cannot be replayed yet",
     );
     refused(
