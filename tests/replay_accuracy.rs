@@ -18,13 +18,17 @@ fn span_per_iteration(trace: &TraceSet) -> f64 {
     (last.end_us - first.start_us) as f64 / trace.iterations.len() as f64
 }
 
-/// The replay of a `bsp` run predicts what a run of another policy measures.
+/// The replay of a `bsp` run predicts what a run of another policy measures,
+/// for the patterns whose slowdowns follow the iteration (the time-windowed
+/// `disrupted-machine` meets a faster policy at other iterations: the replay
+/// was seen 10–17 % off there, and it is not asserted).
 #[test]
 fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percent() {
     use forestall::whatif::{replay_policy, Timings};
     for pattern in [
         "pattern = \"persistent\"\nworkers = [3]\nfactor = 4.0",
         "pattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 400",
+        "pattern = \"power-law\"\nalpha = 4.0",
     ] {
         let job = |policy: &str| {
             // Enough iterations that one iteration's timing luck averages out.
@@ -40,14 +44,18 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
         let dir = tempfile::tempdir().expect("temp dir");
         run_in(&job("bsp"), &dir.path().join("bsp"));
         let timings = Timings::load(&dir.path().join("bsp")).expect("timings");
-        for policy in ["bsp", "rapid-reassign"] {
+        for policy in ["bsp", "rapid-reassign", "forestall", "speculate"] {
             let real_dir = dir.path().join(policy);
             if policy != "bsp" {
                 run_in(&job(policy), &real_dir);
             }
             let real = span_per_iteration(&read_trace_dir(&real_dir).expect("trace"));
             let plan = job(policy);
-            let predicted = replay_policy(&timings, &plan.policy, None, 100)
+            let predictor = plan
+                .predictor
+                .as_ref()
+                .map(|p| forestall::run::context::load_predictor(p).expect("a built predictor"));
+            let predicted = replay_policy(&timings, &plan.policy, predictor.as_ref(), 100)
                 .expect("replays")
                 .mean_iteration_us;
             let error = (predicted - real).abs() / real;

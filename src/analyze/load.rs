@@ -33,7 +33,8 @@ pub struct Observed {
     pub wall: Vec<u64>,
     /// Laggard of each iteration, as the run's detector named it.
     pub laggard: Vec<Option<u32>>,
-    /// Each worker's unit durations, µs.
+    /// Each worker's unit durations, µs (without a units table: its mean time
+    /// per unit in each iteration, from the workers table).
     pub unit_us: Vec<Vec<u32>>,
     /// Units of zero duration.
     pub zero_units: u64,
@@ -70,7 +71,7 @@ pub const MAX_WORKERS: usize = 1 << 20;
 pub fn load(dir: &Path) -> Result<Observed, LoadError> {
     let mut stamp = None;
     // (iteration, worker) → (busy, rows, barrier)
-    let mut rows: BTreeMap<u64, Vec<(u32, u64, u32, u64)>> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, Vec<(u32, u64, u32, u64, u32)>> = BTreeMap::new();
     let mut workers = 0usize;
     let too_many = |worker: u32| LoadError::TooManyWorkers {
         path: dir.display().to_string(),
@@ -94,6 +95,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
                     r.busy_us,
                     u32::try_from(r.rows).unwrap_or(u32::MAX),
                     r.barrier_wait_us,
+                    r.units,
                 ));
             }
             Ok(())
@@ -110,11 +112,18 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         workers,
         ..Observed::default()
     };
+    // Each worker's mean time per unit in each iteration, for a trace without
+    // a units table (a synthetic one).
+    let mut mean_unit_us: Vec<Vec<u32>> = vec![Vec::new(); workers];
     for (iteration, list) in rows {
         let mut busy = vec![MISSING; workers];
         let mut r = vec![0u32; workers];
         let mut barrier = vec![0u64; workers];
-        for (w, b, n, wait) in list {
+        for (w, b, n, wait, units) in list {
+            if units > 0 {
+                let per_unit = b / u64::from(units);
+                mean_unit_us[w as usize].push(u32::try_from(per_unit).unwrap_or(u32::MAX));
+            }
             busy[w as usize] = b;
             r[w as usize] = n;
             barrier[w as usize] = wait;
@@ -173,6 +182,9 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         &mut stamp,
     )?;
     observed.zero_units = zero;
+    if observed.unit_us.iter().all(Vec::is_empty) {
+        observed.unit_us = mean_unit_us;
+    }
     observed.stamp = stamp;
     Ok(observed)
 }
