@@ -40,6 +40,9 @@ pub struct Observed {
     pub zero_units: u64,
     /// Worker rows absent (a worker missing from an iteration).
     pub missing_rows: u64,
+    /// The run's online predictions against what happened: (predicted,
+    /// actual) time per unit, µs, for every worker row that has one.
+    pub predictions: Vec<(f64, f64)>,
 }
 
 /// Why a trace cannot be analysed.
@@ -79,12 +82,16 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         max: MAX_WORKERS,
     };
     let mut bad_worker = None;
+    let mut predictions = Vec::new();
     for_each_part(
         dir,
         TraceTable::Workers,
         read_workers_file,
         |part| {
             for r in part.records {
+                if let (Some(p), true) = (r.predicted_unit_us, r.units > 0) {
+                    predictions.push((p, r.busy_us as f64 / f64::from(r.units)));
+                }
                 if r.worker as usize >= MAX_WORKERS {
                     bad_worker.get_or_insert(r.worker);
                     continue;
@@ -110,6 +117,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
     }
     let mut observed = Observed {
         workers,
+        predictions,
         ..Observed::default()
     };
     // Each worker's mean time per unit in each iteration, for a trace without

@@ -103,6 +103,39 @@ pub struct Analysis {
     pub zero_units: u64,
     /// The operation-level replay, when the trace has operations.
     pub operations: Option<OpAnalysis>,
+    /// How well the run's online predictor did, when it had one.
+    pub online_predictions: Option<PredictionScore>,
+}
+
+/// The run's own online predictions of each worker's time per unit, scored
+/// against what the worker then took.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PredictionScore {
+    /// Worker rows with a prediction.
+    pub predictions: usize,
+    /// Mean absolute error, µs.
+    pub mae_us: f64,
+    /// Mean absolute error over the actual time.
+    pub mape: f64,
+}
+
+/// Scores (predicted, actual) pairs; `None` when there are none.
+pub fn score_predictions(pairs: &[(f64, f64)]) -> Option<PredictionScore> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let n = pairs.len() as f64;
+    let mae_us = pairs.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / n;
+    let mape = pairs
+        .iter()
+        .map(|(p, a)| (p - a).abs() / a.max(f64::MIN_POSITIVE))
+        .sum::<f64>()
+        / n;
+    Some(PredictionScore {
+        predictions: pairs.len(),
+        mae_us,
+        mape,
+    })
 }
 
 /// Percentile `p` (0–100, nearest rank) of sorted `v`.
@@ -239,6 +272,7 @@ pub fn analyze_observed(
         missing_rows: observed.missing_rows,
         zero_units: observed.zero_units,
         operations: None,
+        online_predictions: score_predictions(&observed.predictions),
     }
 }
 

@@ -96,3 +96,18 @@ fn percentiles_take_the_nearest_rank() {
     assert_eq!(percentile(&v, 99.0), 99.0);
     assert_eq!(percentile(&[], 50.0), 0.0);
 }
+
+#[test]
+fn online_predictions_are_scored_when_present() {
+    let mut o = observed(vec![vec![100, 100]; 2], 0);
+    assert_eq!(
+        analyze_observed("t", &o, 0.25, None).online_predictions,
+        None
+    );
+    o.predictions = vec![(110.0, 100.0), (90.0, 100.0)];
+    let s = analyze_observed("t", &o, 0.25, None)
+        .online_predictions
+        .expect("scored");
+    assert_eq!((s.predictions, s.mae_us), (2, 10.0));
+    assert!((s.mape - 0.1).abs() < 1e-12);
+}

@@ -234,6 +234,14 @@ fn text(a: &Analysis) -> String {
             order.len() - SHOWN
         ));
     }
+    if let Some(p) = &a.online_predictions {
+        s.push_str(&format!(
+            "\n  the run's online predictor: {} predictions of a worker's time per unit, MAE {:.2} ms, MAPE {:.1} %",
+            p.predictions,
+            p.mae_us / 1e3,
+            p.mape * 100.0
+        ));
+    }
     if let Some(ops) = &a.operations {
         let list = |m: &std::collections::BTreeMap<u32, f64>| {
             m.iter()

@@ -320,6 +320,20 @@ pub fn render(
             "<div class=\"timeline\" id=\"timeline-{k}\">{}</div>\n",
             timeline_svg(s)?
         ));
+        if let Some(p) = &a.online_predictions {
+            let line = format!(
+                "The run's online predictor: {} predictions of a worker's time per unit, MAE {:.1} ms, MAPE {:.1} %.",
+                p.predictions,
+                p.mae_us / 1e3,
+                p.mape * 100.0
+            );
+            md.push_str(&line);
+            md.push_str("\n\n");
+            html.push_str(&format!(
+                "<p id=\"predictions-{k}\">{}</p>\n",
+                escape(&line)
+            ));
+        }
         if let Some(ops) = &a.operations {
             let line = format!(
                 "Operation replay: replay error {:.1} %, M_W {:.1} %, M_S {:.1} %.",

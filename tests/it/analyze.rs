@@ -164,6 +164,17 @@ fn a_runs_persistent_straggler_is_found_and_the_gate_fails() {
             > workers[3]["barrier_wait_us"].as_u64().expect("test setup")
     );
 
+    assert!(a["online_predictions"].is_null(), "bsp predicts nothing");
+    // A predictive policy's own predictions are scored.
+    let predictive = tempfile::tempdir().expect("temp dir");
+    run_in(
+        &plan(&format!("{STRAGGLER}[policy]\nname = \"forestall\"\n")),
+        predictive.path(),
+    );
+    let p = &analyses(&[predictive.path().to_str().expect("utf-8")])[0]["online_predictions"];
+    assert!(p["predictions"].as_u64().expect("scored") > 0, "{p}");
+    assert!(p["mape"].as_f64().expect("mape").is_finite());
+
     let path = dir.path().to_str().expect("test setup");
     let gate = forestall(&["-q", "analyze", path, "--fail-on-slowdown", "1.5"]);
     assert_eq!(gate.status.code(), Some(1), "{}", text(&gate.stderr));
