@@ -67,6 +67,10 @@ pub enum LoadError {
     },
 }
 
+/// A worker row as kept while reading: worker, busy µs, rows, barrier wait
+/// µs, units.
+type Row = (u32, u64, u32, u64, u32);
+
 /// Workers beyond this are refused (the analysis keeps a dense table).
 pub const MAX_WORKERS: usize = 1 << 20;
 
@@ -74,7 +78,7 @@ pub const MAX_WORKERS: usize = 1 << 20;
 pub fn load(dir: &Path) -> Result<Observed, LoadError> {
     let mut stamp = None;
     // (iteration, worker) → (busy, rows, barrier)
-    let mut rows: BTreeMap<u64, Vec<(u32, u64, u32, u64, u32)>> = BTreeMap::new();
+    let mut rows: BTreeMap<u64, Vec<Row>> = BTreeMap::new();
     let mut workers = 0usize;
     let too_many = |worker: u32| LoadError::TooManyWorkers {
         path: dir.display().to_string(),
