@@ -21,6 +21,8 @@ pub struct Outcome {
     pub iterations: usize,
     /// Mean predicted time per iteration, µs.
     pub mean_iteration_us: f64,
+    /// Median predicted time per iteration, µs.
+    pub median_iteration_us: f64,
     /// Mean load-balancing bound per iteration, µs: the iteration's rows over
     /// the workers' combined speed (rows per µs), as if work were fluid, plus
     /// the iteration's recorded overhead beyond its slowest worker.
@@ -134,6 +136,7 @@ pub fn replay_policy(
     let mut history = OnlineHistory::new(workers);
     let (mut total, mut bound, mut moved, mut planned, mut messages) = (0.0, 0.0, 0u64, 0u64, 0u64);
     let mut wasted = 0u64;
+    let mut per_iteration = Vec::with_capacity(timings.len());
     for i in 0..timings.len() {
         let mut t: Cow<'_, IterationTimings> = timings.get(i);
         bound += bound_us(&t) + t.overhead_us as f64;
@@ -174,6 +177,7 @@ pub fn replay_policy(
             (r.makespan_us, r.finish_us, units)
         };
         total += (makespan + t.overhead_us) as f64;
+        per_iteration.push((makespan + t.overhead_us) as f64);
         if plan.is_some() {
             for w in 0..workers {
                 history.record(
@@ -192,6 +196,7 @@ pub fn replay_policy(
         policy: policy.as_str().to_owned(),
         iterations: timings.len(),
         mean_iteration_us: total / n,
+        median_iteration_us: crate::analyze::classify::median(&mut per_iteration),
         bound_iteration_us: bound / n,
         vs_bound: if bound > 0.0 { total / bound } else { 1.0 },
         moved_units_per_iteration: moved as f64 / n,
