@@ -9,7 +9,7 @@ use super::replay::replay_iteration;
 use super::source::Timings;
 use super::{replay_agents, IterationTimings, WhatIfError};
 use crate::policy::proactive::within_budget;
-use crate::policy::{plan_moves, ControlKind, PolicyPlan};
+use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
 
 /// What a policy's replay came to.
@@ -99,13 +99,114 @@ fn clone_plan(
         .collect()
 }
 
+/// What every range of a replay shares.
+struct Setup<'a> {
+    timings: &'a Timings,
+    workers: u32,
+    plan: Option<(&'a crate::policy::ProactiveConfig, &'a OnlinePredictor)>,
+    clones: Option<f64>,
+    latency_us: u64,
+}
+
+/// What a range of iterations came to.
+#[derive(Default)]
+struct Partial {
+    per_iteration: Vec<f64>,
+    bounds: Vec<f64>,
+    moved: u64,
+    planned: u64,
+    messages: u64,
+    wasted: u64,
+}
+
+impl Setup<'_> {
+    /// Replays iterations `range` in order with `agents`.
+    fn replay_range(
+        &self,
+        range: std::ops::Range<usize>,
+        mut agents: Vec<Option<PeerAgent>>,
+    ) -> Partial {
+        let workers = self.workers;
+        let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
+        let mut history = OnlineHistory::new(workers);
+        let mut out = Partial::default();
+        for i in range {
+            let mut t: Cow<'_, IterationTimings> = self.timings.get(i);
+            out.bounds.push(bound_us(&t) + t.overhead_us as f64);
+            let mut sends = Vec::new();
+            if let Some((config, predictor)) = self.plan {
+                match self.clones {
+                    None => out.planned += apply_plan(t.to_mut(), &history, predictor, config),
+                    Some(budget) => {
+                        sends = clone_plan(&t, &history, predictor, config, budget);
+                        out.planned += sends
+                            .iter()
+                            .map(|s| match s.2 {
+                                ControlKind::Clone { count } => u64::from(count),
+                                _ => 0,
+                            })
+                            .sum::<u64>();
+                    }
+                }
+            }
+            let (makespan, finish, units) = if peerless {
+                // Nobody hands work over: each worker computes its own list.
+                let finish: Vec<u64> = t
+                    .own
+                    .iter()
+                    .map(|o| o.iter().map(|u| u.owner_us).sum())
+                    .collect();
+                let units: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
+                (finish.iter().copied().max().unwrap_or(0), finish, units)
+            } else {
+                let r = replay_iteration(&t, &mut agents, self.latency_us, &sends);
+                out.moved += u64::from(r.reassigned);
+                out.wasted += u64::from(r.wasted);
+                out.messages += u64::from(r.messages);
+                let mut units = vec![0u32; workers as usize];
+                for &(_, w) in &r.executed {
+                    units[w as usize] += 1;
+                }
+                (r.makespan_us, r.finish_us, units)
+            };
+            out.per_iteration.push((makespan + t.overhead_us) as f64);
+            if self.plan.is_some() {
+                for w in 0..workers {
+                    history.record(
+                        t.iteration,
+                        w,
+                        Timing {
+                            units: units[w as usize],
+                            busy_us: finish[w as usize],
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Replays every iteration of `timings` under `policy` (with `predictor` for
-/// the predictive ones); control messages take `latency_us`.
+/// the predictive ones); control messages take `latency_us`. Policies without
+/// a plan replay on every core (the outcome does not depend on it).
 pub fn replay_policy(
     timings: &Timings,
     policy: &PolicyPlan,
     predictor: Option<&OnlinePredictor>,
     latency_us: u64,
+) -> Result<Outcome, WhatIfError> {
+    replay_policy_on(timings, policy, predictor, latency_us, None)
+}
+
+/// [`replay_policy`] on `threads` threads (`None`: one per core), for
+/// policies without a plan; the outcome is the same for any number.
+pub fn replay_policy_on(
+    timings: &Timings,
+    policy: &PolicyPlan,
+    predictor: Option<&OnlinePredictor>,
+    latency_us: u64,
+    threads: Option<usize>,
 ) -> Result<Outcome, WhatIfError> {
     if timings.is_empty() {
         return Err(WhatIfError::EmptyTrace);
@@ -119,78 +220,81 @@ pub fn replay_policy(
         (Some(_), None) => return Err(WhatIfError::NoPredictor(policy.as_str())),
         _ => None,
     };
-    let mut agents = match policy {
-        PolicyPlan::Proactive(_) | PolicyPlan::ProactiveClone { .. } => {
-            vec![None; workers as usize]
+    let make_agents = || -> Result<Vec<Option<PeerAgent>>, WhatIfError> {
+        match policy {
+            PolicyPlan::Proactive(_) | PolicyPlan::ProactiveClone { .. } => {
+                Ok(vec![None; workers as usize])
+            }
+            PolicyPlan::Forestall { reassign, .. } => {
+                replay_agents(&PolicyPlan::RapidReassign(*reassign), workers)
+            }
+            other => replay_agents(other, workers),
         }
-        PolicyPlan::Forestall { reassign, .. } => {
-            replay_agents(&PolicyPlan::RapidReassign(*reassign), workers)?
-        }
-        other => replay_agents(other, workers)?,
     };
     let clones = match policy {
         PolicyPlan::ProactiveClone { budget, .. } => Some(*budget),
         _ => None,
     };
-    let peerless = agents.iter().all(Option::is_none) && clones.is_none();
-    let mut history = OnlineHistory::new(workers);
-    let (mut total, mut bound, mut moved, mut planned, mut messages) = (0.0, 0.0, 0u64, 0u64, 0u64);
-    let mut wasted = 0u64;
-    let mut per_iteration = Vec::with_capacity(timings.len());
-    for i in 0..timings.len() {
-        let mut t: Cow<'_, IterationTimings> = timings.get(i);
-        bound += bound_us(&t) + t.overhead_us as f64;
-        let mut sends = Vec::new();
-        if let Some((config, predictor)) = plan {
-            match clones {
-                None => planned += apply_plan(t.to_mut(), &history, predictor, config),
-                Some(budget) => {
-                    sends = clone_plan(&t, &history, predictor, config, budget);
-                    planned += sends
-                        .iter()
-                        .map(|s| match s.2 {
-                            ControlKind::Clone { count } => u64::from(count),
-                            _ => 0,
-                        })
-                        .sum::<u64>();
-                }
-            }
-        }
-        let (makespan, finish, units) = if peerless {
-            // Nobody hands work over: each worker computes its own list.
-            let finish: Vec<u64> = t
-                .own
-                .iter()
-                .map(|o| o.iter().map(|u| u.owner_us).sum())
+    let setup = Setup {
+        timings,
+        workers,
+        plan,
+        clones,
+        latency_us,
+    };
+    // Without a plan, an iteration's replay does not depend on the ones
+    // before it (each begins every agent afresh and ends with every message
+    // delivered): contiguous ranges replay on separate threads, each with its
+    // own agents, and are joined in order, so the outcome is the same.
+    let threads = match (plan, threads) {
+        (Some(_), _) => 1,
+        (None, Some(n)) => n.max(1),
+        (None, None) if timings.len() >= 64 => std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8),
+        (None, None) => 1,
+    };
+    let len = timings.len();
+    let parts: Vec<Partial> = if threads <= 1 {
+        vec![setup.replay_range(0..len, make_agents()?)]
+    } else {
+        let chunk = len.div_ceil(threads);
+        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
+            .map(|k| k * chunk..((k + 1) * chunk).min(len))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let agents = ranges
+            .iter()
+            .map(|_| make_agents())
+            .collect::<Result<Vec<_>, _>>()?;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = ranges
+                .into_iter()
+                .zip(agents)
+                .map(|(range, agents)| {
+                    let setup = &setup;
+                    scope.spawn(move || setup.replay_range(range, agents))
+                })
                 .collect();
-            let units: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
-            (finish.iter().copied().max().unwrap_or(0), finish, units)
-        } else {
-            let r = replay_iteration(&t, &mut agents, latency_us, &sends);
-            moved += u64::from(r.reassigned);
-            wasted += u64::from(r.wasted);
-            messages += u64::from(r.messages);
-            let mut units = vec![0u32; workers as usize];
-            for &(_, w) in &r.executed {
-                units[w as usize] += 1;
-            }
-            (r.makespan_us, r.finish_us, units)
-        };
-        total += (makespan + t.overhead_us) as f64;
-        per_iteration.push((makespan + t.overhead_us) as f64);
-        if plan.is_some() {
-            for w in 0..workers {
-                history.record(
-                    t.iteration,
-                    w,
-                    Timing {
-                        units: units[w as usize],
-                        busy_us: finish[w as usize],
-                    },
-                );
-            }
-        }
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a replay thread does not panic"))
+                .collect()
+        })
+    };
+    let mut all = Partial::default();
+    for p in parts {
+        all.per_iteration.extend(p.per_iteration);
+        all.bounds.extend(p.bounds);
+        all.moved += p.moved;
+        all.planned += p.planned;
+        all.messages += p.messages;
+        all.wasted += p.wasted;
     }
+    let total: f64 = all.per_iteration.iter().sum();
+    let bound: f64 = all.bounds.iter().sum();
+    let (moved, planned, messages, wasted) = (all.moved, all.planned, all.messages, all.wasted);
+    let mut per_iteration = all.per_iteration;
     let n = timings.len() as f64;
     Ok(Outcome {
         policy: policy.as_str().to_owned(),

@@ -29,7 +29,7 @@ pub mod drive;
 mod replay;
 pub mod source;
 
-pub use drive::{bound_us, replay_policy, Outcome};
+pub use drive::{bound_us, replay_policy, replay_policy_on, Outcome};
 pub use replay::{replay_iteration, Replayed};
 pub use source::{SourceError, Timings};
 

@@ -263,3 +263,38 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
     );
     refused(&["whatif", "/no/such/trace"], "/no/such/trace");
 }
+
+/// Iterations of a policy without a plan replay on several threads; the
+/// outcome is the same as on one, to the bit.
+#[test]
+fn threads_do_not_change_a_replay() {
+    use forestall::spec::policy_named;
+    use forestall::whatif::{replay_policy_on, Timings};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("synth");
+    let synth = crate::common::forestall(&[
+        "trace",
+        "synth",
+        "--workers",
+        "24",
+        "--iterations",
+        "70",
+        "--pattern",
+        "power-law",
+        "--jitter",
+        "0.1",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let timings = Timings::load(&out).expect("timings");
+    for name in ["bsp", "rapid-reassign", "speculate"] {
+        let (policy, _) = policy_named(name, None, 24).expect("policy");
+        let one = replay_policy_on(&timings, &policy, None, 100, Some(1)).expect("replays");
+        for threads in [2, 3, 7] {
+            let many =
+                replay_policy_on(&timings, &policy, None, 100, Some(threads)).expect("replays");
+            assert_eq!(one, many, "{name} on {threads} threads");
+        }
+    }
+}
