@@ -26,6 +26,7 @@ pub mod simulate;
 
 use std::collections::BTreeMap;
 
+use crate::analyze::classify::median;
 pub use graph::{GraphError, StepGraph};
 pub use record::{read_ops, write_ops, OpKind, OpRecord, OpsError};
 use simulate::{play, Durations};
@@ -107,19 +108,6 @@ pub struct OpAnalysis {
 
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
 }
 
 impl OpTrace {
