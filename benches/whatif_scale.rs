@@ -6,7 +6,7 @@
 //! (VmHWM) after each step.
 //!
 //! Run: `cargo bench --bench whatif_scale` (WORKERS / ITERATIONS in the
-//! environment change the size).
+//! environment change the size, POLICIES a comma-separated list the policies).
 
 #![allow(missing_docs)]
 
@@ -90,7 +90,9 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     println!("| synthesise (write Parquet) | {synth_s:.2} | – | | | | |");
     println!("| read the trace | {load_s:.2} | {load_mib:.0} | | | | |");
-    for name in ["bsp", "rapid-reassign", "forestall"] {
+    let policies =
+        std::env::var("POLICIES").unwrap_or_else(|_| "bsp,rapid-reassign,forestall".into());
+    for name in policies.split(',') {
         let (policy, predictor) = policy_named(name, None, workers).expect("a policy");
         let predictor = predictor
             .as_ref()

@@ -240,6 +240,7 @@ pub fn run_pipeline(
             time_per_iteration_ms: 0.0,
             load_ms: 0.0,
             median_iteration_ms: 0.0,
+            bound_iteration_ms: None,
             barrier_wait_s: 0.0,
             work_reassigned: 0.0,
             work_cloned: 0.0,
@@ -349,6 +350,11 @@ pub fn run_pipeline(
             time_per_iteration_ms: span_us as f64 / 1000.0 / plan.iterations as f64,
             load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
+            bound_iteration_ms: (summary.bound_iteration_s > 0.0).then(|| {
+                (span_us as f64 / 1000.0 - summary.iteration_s * 1000.0
+                    + summary.bound_iteration_s * 1000.0)
+                    / plan.iterations as f64
+            }),
             barrier_wait_s: summary.barrier_wait_s,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
             work_cloned: out.units_cloned as f64 / out.units_total.max(1) as f64,

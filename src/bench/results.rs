@@ -48,6 +48,11 @@ pub struct BenchRow {
     pub load_ms: f64,
     /// Median iteration wall time (first ready to last finish), ms.
     pub median_iteration_ms: f64,
+    /// The load-balancing bound per iteration, ms: `time_per_iteration_ms`
+    /// with each iteration's part from its start to its last worker's finish
+    /// replaced by that iteration's bound ([`crate::run::bound`]); None for
+    /// the reference loops.
+    pub bound_iteration_ms: Option<f64>,
     /// Σ barrier wait, worker-seconds.
     pub barrier_wait_s: f64,
     /// Share of the units computed by a peer instead of their owner.
@@ -121,6 +126,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("time_per_iteration_ms", f64s(|r| r.time_per_iteration_ms)),
         ("load_ms", f64s(|r| r.load_ms)),
         ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
+        ("bound_iteration_ms", opt_f64s(|r| r.bound_iteration_ms)),
         ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
         ("work_reassigned", f64s(|r| r.work_reassigned)),
         ("work_cloned", f64s(|r| r.work_cloned)),

@@ -21,7 +21,7 @@
 //! slow worker answers after its current unit, as in FlexRR. The agent is pure:
 //! callers pass in what happened and send what it returns.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -183,6 +183,32 @@ impl Reporter {
     }
 }
 
+/// Progress reports by peer: (peer, (done, total)), sorted by peer.
+#[derive(Debug, Clone, Default)]
+struct Peers(Vec<(u32, (u32, u32))>);
+
+impl Peers {
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Records `peer`'s latest report.
+    fn set(&mut self, peer: u32, report: (u32, u32)) {
+        match self.0.binary_search_by_key(&peer, |&(w, _)| w) {
+            Ok(i) => self.0[i].1 = report,
+            Err(i) => self.0.insert(i, (peer, report)),
+        }
+    }
+}
+
 /// One worker's state of the protocol for the current iteration.
 #[derive(Debug, Clone)]
 pub struct ReassignAgent {
@@ -190,13 +216,14 @@ pub struct ReassignAgent {
     group: Vec<u32>,
     config: ReassignConfig,
     progress: Reporter,
-    /// Last progress each peer reported to us: (done, total).
-    peers: BTreeMap<u32, (u32, u32)>,
+    /// Last progress each peer reported to us: (peer, (done, total)), by peer
+    /// (a helper group is small: a sorted vector beats a map).
+    peers: Peers,
     /// The iteration this worker is in.
     iteration: u64,
     /// Progress peers reported in earlier iterations that may still be open
-    /// (SSP): iteration → peer → (done, total).
-    history: BTreeMap<u64, BTreeMap<u32, (u32, u32)>>,
+    /// (SSP): (iteration, peers), oldest first.
+    history: VecDeque<(u64, Peers)>,
     /// The (iteration, peer) we offered help to and are waiting for.
     waiting_on: Option<(u64, u32)>,
     /// (iteration, peer) pairs that declined.
@@ -211,9 +238,9 @@ impl ReassignAgent {
             group,
             config,
             progress: Reporter::default(),
-            peers: BTreeMap::new(),
+            peers: Peers::new(),
             iteration: 0,
-            history: BTreeMap::new(),
+            history: VecDeque::new(),
             waiting_on: None,
             declined: Vec::new(),
         }
@@ -223,12 +250,20 @@ impl ReassignAgent {
     /// peers reported about earlier iterations is kept a while: under SSP a
     /// worker may help with an iteration it has already left.
     pub fn begin(&mut self, iteration: u64, own_total: u32) {
-        let previous = std::mem::take(&mut self.peers);
-        if !previous.is_empty() {
-            self.history.insert(self.iteration, previous);
-        }
         let keep_from = iteration.saturating_sub(HISTORY);
-        self.history.retain(|&t, _| t >= keep_from);
+        // Forgotten iterations lend their buffer to the next one's reports.
+        let mut spare = Peers::new();
+        while self.history.front().is_some_and(|&(t, _)| t < keep_from) {
+            if let Some((_, old)) = self.history.pop_front() {
+                spare = old;
+            }
+        }
+        spare.clear();
+        let previous = std::mem::replace(&mut self.peers, spare);
+        if !previous.is_empty() && self.iteration >= keep_from {
+            let at = self.history.partition_point(|&(t, _)| t < self.iteration);
+            self.history.insert(at, (self.iteration, previous));
+        }
         self.declined.retain(|&(t, _)| t >= keep_from);
         self.iteration = iteration;
         self.progress.begin(own_total);
@@ -293,7 +328,7 @@ impl ReassignAgent {
                 total,
                 unit_us,
             } => {
-                self.peers.insert(from, (done, total));
+                self.peers.set(from, (done, total));
                 let theirs = Self::fraction(done, total);
                 let mine = Self::fraction(self.progress.own_done, self.progress.own_total);
                 if theirs > mine && left > 1 {
@@ -340,10 +375,13 @@ impl ReassignAgent {
     /// A peer's report about an earlier iteration this worker has left.
     pub fn note_progress(&mut self, iteration: u64, from: u32, done: u32, total: u32) {
         if iteration < self.iteration {
-            self.history
-                .entry(iteration)
-                .or_default()
-                .insert(from, (done, total));
+            let at = self.history.partition_point(|&(t, _)| t < iteration);
+            if self.history.get(at).is_none_or(|&(t, _)| t != iteration) {
+                self.history.insert(at, (iteration, Peers::new()));
+            }
+            if let Some((_, peers)) = self.history.get_mut(at) {
+                peers.set(from, (done, total));
+            }
         }
     }
 
@@ -370,13 +408,18 @@ impl ReassignAgent {
             return Vec::new();
         }
         let current = std::iter::once((self.iteration, &self.peers));
+        // (Under BSP nothing earlier is open.)
         let earlier = self
             .history
-            .range(oldest_open..self.iteration)
-            .map(|(&t, peers)| (t, peers));
+            .iter()
+            .take_while(|_| oldest_open < self.iteration)
+            .filter(|&&(t, _)| t >= oldest_open && t < self.iteration)
+            .map(|(t, peers)| (*t, peers));
         let behind = earlier.chain(current).find_map(|(t, peers)| {
             peers
+                .0
                 .iter()
+                .map(|(w, p)| (w, p))
                 .filter(|(w, (done, total))| {
                     done < total && !self.declined.contains(&(t, **w)) && **w != self.me
                 })

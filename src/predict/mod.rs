@@ -32,6 +32,13 @@ pub trait Predictor {
     /// `horizon` iterations, from `history` (oldest first, at least one step).
     fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64>;
 
+    /// The next iteration's ratio alone ([`Predictor::predict`] with a
+    /// horizon of one, without the vector: the online policies ask it of every
+    /// worker every iteration).
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        self.predict(history, 1).first().copied()
+    }
+
     /// Whether [`Predictor::predict`] predicts times (a classifier does not).
     fn predicts_time(&self) -> bool {
         true
@@ -50,14 +57,23 @@ pub trait Predictor {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Last;
 
+impl Last {
+    fn next(&self, history: &[Step]) -> f64 {
+        history.last().map_or(1.0, |s| s.ratio)
+    }
+}
+
 impl Predictor for Last {
     fn name(&self) -> &str {
         "last"
     }
 
     fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
-        let last = history.last().map_or(1.0, |s| s.ratio);
-        vec![last; horizon]
+        vec![self.next(history); horizon]
+    }
+
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        Some(self.next(history))
     }
 }
 
@@ -74,20 +90,29 @@ impl Default for Ewma {
     }
 }
 
+impl Ewma {
+    fn next(&self, history: &[Step]) -> f64 {
+        let mut steps = history.iter();
+        let Some(first) = steps.next() else {
+            return 1.0;
+        };
+        steps.fold(first.ratio, |level, s| {
+            self.alpha * s.ratio + (1.0 - self.alpha) * level
+        })
+    }
+}
+
 impl Predictor for Ewma {
     fn name(&self) -> &str {
         "ewma"
     }
 
     fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
-        let mut steps = history.iter();
-        let Some(first) = steps.next() else {
-            return vec![1.0; horizon];
-        };
-        let level = steps.fold(first.ratio, |level, s| {
-            self.alpha * s.ratio + (1.0 - self.alpha) * level
-        });
-        vec![level; horizon]
+        vec![self.next(history); horizon]
+    }
+
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        Some(self.next(history))
     }
 }
 
@@ -107,15 +132,29 @@ impl Default for Sustained {
     }
 }
 
+impl Sustained {
+    fn next(&self, history: &[Step]) -> f64 {
+        let recent = &history[history.len().saturating_sub(self.k.max(1))..];
+        let min = recent.iter().map(|s| s.ratio).fold(f64::INFINITY, f64::min);
+        if min.is_finite() {
+            min
+        } else {
+            1.0
+        }
+    }
+}
+
 impl Predictor for Sustained {
     fn name(&self) -> &str {
         "sustained"
     }
 
     fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
-        let recent = &history[history.len().saturating_sub(self.k.max(1))..];
-        let min = recent.iter().map(|s| s.ratio).fold(f64::INFINITY, f64::min);
-        vec![if min.is_finite() { min } else { 1.0 }; horizon]
+        vec![self.next(history); horizon]
+    }
+
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        Some(self.next(history))
     }
 }
 

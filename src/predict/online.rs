@@ -203,7 +203,7 @@ impl OnlineHistory {
             .map(|steps| {
                 let steps = kept(steps);
                 let last = steps.last()?;
-                let ratio = predictor.predict(steps, 1).first().copied()?;
+                let ratio = predictor.predict_next(steps)?;
                 let us = ratio * last.median_us;
                 (us.is_finite() && us > 0.0).then_some(us)
             })

@@ -41,6 +41,10 @@ pub struct RunSummary {
     /// Estimate of that sum without the injected delays (each iteration's
     /// slowest worker minus what was injected into it), s.
     pub ideal_iteration_s: f64,
+    /// Σ of the iterations' load-balancing bounds, s: each iteration's work
+    /// spread over the workers in proportion to their speed (see
+    /// [`crate::run::bound`]); no policy with BSP semantics does better.
+    pub bound_iteration_s: f64,
     /// Iterations in which a laggard was named.
     pub laggard_iterations: u64,
     /// Final test accuracy.
@@ -124,6 +128,7 @@ impl RunSummary {
                 / 1e6,
             iteration_s: out.iterations.iter().map(|r| r.wall_us as f64).sum::<f64>() / 1e6,
             ideal_iteration_s: out.ideal_us as f64 / 1e6,
+            bound_iteration_s: out.bound_us as f64 / 1e6,
             laggard_iterations: out
                 .iterations
                 .iter()
@@ -176,6 +181,14 @@ impl RunSummary {
             "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
             self.ideal_iteration_s, self.iteration_s
         );
+        if self.bound_iteration_s > 0.0 {
+            let _ = writeln!(
+                s,
+                "bound        {:.2} s with the work spread in proportion to the workers' speed: this run took {:.3}× the bound",
+                self.bound_iteration_s,
+                self.iteration_s / self.bound_iteration_s
+            );
+        }
         let own: String = self
             .test_metrics
             .iter()

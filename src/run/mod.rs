@@ -4,6 +4,7 @@
 //! runs the dataflow of [`dataflow`] on timely workers, and returns the final
 //! parameters with every iteration's record.
 
+pub mod bound;
 pub mod cluster;
 pub mod context;
 pub mod dataflow;
@@ -119,6 +120,8 @@ pub struct RunOutput {
     pub parts: Vec<PathBuf>,
     /// Estimated Σ of iteration times without the injected delays (µs).
     pub ideal_us: u64,
+    /// Σ of the iterations' load-balancing bounds ([`bound`]), µs.
+    pub bound_us: u64,
     /// Units computed.
     pub units_total: u64,
     /// Units computed by a peer of their owner (rapid reassignment).
@@ -239,6 +242,7 @@ pub fn run_job_in_cluster(
         rows_per_iteration: cx.partitioning.rows_per_iteration(),
         units_per_iteration: plan.partitions * plan.units_per_partition,
         first_iteration: first,
+        pace_ns_per_row: plan.pace_ns_per_row,
         job_start: cx.start,
         checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
             out,
@@ -377,6 +381,19 @@ pub fn run_job_in_cluster(
                 .unwrap_or(0)
         })
         .sum();
+    let kept_bound_us: u64 = kept_rows
+        .iterations
+        .iter()
+        .map(|it| {
+            let workers: Vec<crate::trace::WorkerRecord> = kept_rows
+                .workers
+                .iter()
+                .filter(|w| w.iteration == it.iteration)
+                .cloned()
+                .collect();
+            bound::iteration_bound_us(&workers, it.start_us, plan.pace_ns_per_row)
+        })
+        .sum();
     let mut iterations = kept_rows.iterations;
     iterations.extend(sink_output.iterations);
     let params = sink_output
@@ -394,6 +411,7 @@ pub fn run_job_in_cluster(
         wall_us,
         parts: sink_output.parts,
         ideal_us: kept_ideal_us + sink_output.ideal_us,
+        bound_us: kept_bound_us + sink_output.bound_us,
         units_total: sink_output.units_total,
         units_reassigned: sink_output.units_reassigned,
         units_cloned: sink_output.units_cloned,

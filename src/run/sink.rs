@@ -93,6 +93,9 @@ pub struct SinkOutput {
     /// Σ over iterations of the estimated iteration time without the injected
     /// delays: max over workers of (finish − iteration start − injected delay).
     pub ideal_us: u64,
+    /// Σ over iterations of their load-balancing bound
+    /// ([`crate::run::bound`]), µs.
+    pub bound_us: u64,
     /// Units computed, and of those computed by a peer of their owner.
     pub units_total: u64,
     /// Units computed by a peer of their owner.
@@ -138,6 +141,8 @@ pub struct SinkConfig {
     pub units_per_iteration: u32,
     /// The first iteration of this run (a resumed run's checkpoint).
     pub first_iteration: u64,
+    /// The job's pace, ns per row (0: native speed), for the bound.
+    pub pace_ns_per_row: u64,
     /// The job clock's origin.
     pub job_start: std::time::Instant,
     /// Checkpoints, if the job writes them.
@@ -279,6 +284,7 @@ fn sink_loop(
         final_eval: None,
         parts: Vec::new(),
         ideal_us: 0,
+        bound_us: 0,
         units_total: 0,
         units_reassigned: 0,
         units_cloned: 0,
@@ -328,6 +334,11 @@ fn sink_loop(
                     })
                     .max()
                     .unwrap_or(0);
+                out.bound_us += crate::run::bound::iteration_bound_us(
+                    &w,
+                    report.start_us,
+                    config.pace_ns_per_row,
+                );
                 workers.append(&mut w);
                 pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
             }

@@ -118,7 +118,8 @@ pub struct WorkerRecord {
     /// in this iteration, made at the iteration boundary before it (None: no
     /// predictor, or no history yet).
     pub predicted_unit_us: Option<f64>,
-    /// Ground truth: the largest slowdown injected into this worker's units.
+    /// Ground truth: the largest slowdown injected into this worker's units
+    /// (for a worker that computed none, the slowdown it had at the start).
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.
     pub gt_delay_us: u64,

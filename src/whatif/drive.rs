@@ -5,9 +5,9 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::replay::replay_iteration;
+use super::replay::{replay_iteration_with, Scratch};
 use super::source::Timings;
-use super::{replay_agents, IterationTimings, WhatIfError};
+use super::{replay_agents, IterationTimings, Planned, WhatIfError};
 use crate::policy::proactive::within_budget;
 use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
@@ -59,25 +59,17 @@ pub fn bound_us(t: &IterationTimings) -> f64 {
 /// list to the end of its receiver's, at the receiver's speed. Returns the
 /// units moved.
 fn apply_plan(
-    t: &mut IterationTimings,
+    t: &mut Planned<'_>,
     history: &OnlineHistory,
     predictor: &OnlinePredictor,
     config: &crate::policy::ProactiveConfig,
 ) -> u64 {
     let predicted = history.predict(predictor.as_predictor());
-    let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
-    let mut moved = 0;
-    for m in plan_moves(&own, &predicted, config) {
-        for _ in 0..m.count {
-            let Some(mut unit) = t.own[m.from as usize].pop() else {
-                break;
-            };
-            unit.owner_us = (f64::from(unit.rows) * t.us_per_row[m.to as usize]).round() as u64;
-            t.own[m.to as usize].push(unit);
-            moved += 1;
-        }
-    }
-    moved
+    let own: Vec<u32> = (0..t.workers()).map(|w| t.own(w).len() as u32).collect();
+    plan_moves(&own, &predicted, config)
+        .into_iter()
+        .map(|m| u64::from(t.move_units(m.from as usize, m.to as usize, m.count)))
+        .sum()
 }
 
 /// The clones a `proactive-clone` plan sends as the iteration begins: the
@@ -129,16 +121,19 @@ impl Setup<'_> {
         let workers = self.workers;
         let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
         let mut history = OnlineHistory::new(workers);
+        let mut scratch = Scratch::default();
         let mut out = Partial::default();
         for i in range {
-            let mut t: Cow<'_, IterationTimings> = self.timings.get(i);
-            out.bounds.push(bound_us(&t) + t.overhead_us as f64);
+            let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
+            let t = &*recorded;
+            let mut lists = Planned::new(t);
+            out.bounds.push(bound_us(t) + t.overhead_us as f64);
             let mut sends = Vec::new();
             if let Some((config, predictor)) = self.plan {
                 match self.clones {
-                    None => out.planned += apply_plan(t.to_mut(), &history, predictor, config),
+                    None => out.planned += apply_plan(&mut lists, &history, predictor, config),
                     Some(budget) => {
-                        sends = clone_plan(&t, &history, predictor, config, budget);
+                        sends = clone_plan(t, &history, predictor, config, budget);
                         out.planned += sends
                             .iter()
                             .map(|s| match s.2 {
@@ -151,15 +146,21 @@ impl Setup<'_> {
             }
             let (makespan, finish, units) = if peerless {
                 // Nobody hands work over: each worker computes its own list.
-                let finish: Vec<u64> = t
-                    .own
-                    .iter()
-                    .map(|o| o.iter().map(|u| u.owner_us).sum())
+                let finish: Vec<u64> = (0..lists.workers())
+                    .map(|w| lists.own(w).iter().map(|u| u.owner_us).sum())
                     .collect();
-                let units: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
+                let units: Vec<u32> = (0..lists.workers())
+                    .map(|w| lists.own(w).len() as u32)
+                    .collect();
                 (finish.iter().copied().max().unwrap_or(0), finish, units)
             } else {
-                let r = replay_iteration(&t, &mut agents, self.latency_us, &sends);
+                let r = replay_iteration_with(
+                    &mut scratch,
+                    &lists,
+                    &mut agents,
+                    self.latency_us,
+                    &sends,
+                );
                 out.moved += u64::from(r.reassigned);
                 out.wasted += u64::from(r.wasted);
                 out.messages += u64::from(r.messages);

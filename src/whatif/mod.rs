@@ -52,7 +52,7 @@ pub struct TimedUnit {
 }
 
 /// What one iteration of a recorded run says about its workers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct IterationTimings {
     /// Iteration.
     pub iteration: u64,
@@ -64,6 +64,60 @@ pub struct IterationTimings {
     /// the next iteration's start (parameter exchange, reduction), µs: added
     /// to every policy's replayed iteration as recorded.
     pub overhead_us: u64,
+}
+
+/// An iteration's timings with a plan's moves applied: the lists of the few
+/// workers a plan touches are copied and changed, the others borrowed (a copy
+/// of every list would cost more than the plan at thousands of workers).
+#[derive(Debug, Clone)]
+pub struct Planned<'a> {
+    /// The iteration as recorded.
+    pub base: &'a IterationTimings,
+    changed: BTreeMap<usize, Vec<TimedUnit>>,
+}
+
+impl<'a> Planned<'a> {
+    /// The iteration as recorded, nothing moved.
+    pub fn new(base: &'a IterationTimings) -> Self {
+        Self {
+            base,
+            changed: Default::default(),
+        }
+    }
+
+    /// Workers.
+    pub fn workers(&self) -> usize {
+        self.base.own.len()
+    }
+
+    /// Worker `w`'s own units, in list order.
+    pub fn own(&self, w: usize) -> &[TimedUnit] {
+        self.changed.get(&w).unwrap_or(&self.base.own[w])
+    }
+
+    /// Moves up to `count` units from the end of `from`'s list to the end of
+    /// `to`'s, timed at `to`'s speed; returns how many moved.
+    pub fn move_units(&mut self, from: usize, to: usize, count: u32) -> u32 {
+        let mut moved = 0;
+        for _ in 0..count {
+            let base = self.base;
+            let Some(mut unit) = self
+                .changed
+                .entry(from)
+                .or_insert_with(|| base.own[from].clone())
+                .pop()
+            else {
+                break;
+            };
+            unit.owner_us = (f64::from(unit.rows) * self.base.us_per_row[to]).round() as u64;
+            self.changed
+                .entry(to)
+                .or_insert_with(|| base.own[to].clone())
+                .push(unit);
+            moved += 1;
+        }
+        moved
+    }
 }
 
 /// Why a replay cannot run.
@@ -204,4 +258,58 @@ pub fn replay(
         .iter()
         .map(|t| replay_iteration(t, &mut agents, latency_us, &[]))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_moves_units_from_the_end_at_the_receivers_speed_and_copies_only_what_it_touches() {
+        let unit = |w: u32, u: u32| TimedUnit {
+            key: UnitKey {
+                partition: w,
+                unit: u,
+            },
+            rows: 10,
+            owner_us: 10 * (w as u64 + 1),
+        };
+        let t = IterationTimings {
+            iteration: 3,
+            own: (0..3)
+                .map(|w| (0..3).map(|u| unit(w, u)).collect())
+                .collect(),
+            us_per_row: vec![1.0, 2.0, 3.0],
+            overhead_us: 0,
+        };
+        let mut p = Planned::new(&t);
+        assert_eq!(p.move_units(2, 0, 2), 2);
+        assert_eq!(p.move_units(1, 0, 5), 3, "no more than it has");
+        let keys = |w: usize| {
+            p.own(w)
+                .iter()
+                .map(|u| (u.key.partition, u.key.unit))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(2), vec![(2, 0)]);
+        assert_eq!(keys(1), vec![]);
+        assert_eq!(
+            keys(0),
+            vec![
+                (0, 0),
+                (0, 1),
+                (0, 2),
+                (2, 2),
+                (2, 1),
+                (1, 2),
+                (1, 1),
+                (1, 0)
+            ]
+        );
+        assert!(
+            p.own(0)[3..].iter().all(|u| u.owner_us == 10),
+            "at worker 0's 1 µs a row"
+        );
+        assert_eq!(t.own[2].len(), 3, "the recorded iteration is untouched");
+    }
 }

@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 
-use super::{IterationTimings, TimedUnit};
+use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
 use crate::policy::{ControlKind, PeerAgent};
 
@@ -36,11 +36,14 @@ enum Event {
     Message { to: u32, at: usize },
 }
 
-/// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`.
+/// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
+/// (`carried[units]` of the replay).
 struct Message {
     from: u32,
     kind: ControlKind,
-    units: Vec<TimedUnit>,
+    units: std::ops::Range<usize>,
+    /// The next message in its receiver's inbox, once it has arrived.
+    next: Option<usize>,
 }
 
 #[derive(Default)]
@@ -57,16 +60,52 @@ struct Worker {
     /// The unit being computed, whether it is one of its own, and the owner
     /// when it is a clone.
     running: Option<(TimedUnit, bool, Option<u32>)>,
-    inbox: Vec<usize>,
+    /// Messages arrived and not read yet: the first and the last (each links
+    /// to the next), so an inbox needs no buffer of its own.
+    inbox: Option<(usize, usize)>,
+    /// Messages to it still in flight.
+    in_flight: u32,
+    /// When the running unit ends.
+    busy_until: u64,
     units_done: u32,
     last_end_us: u64,
     idle_reported: bool,
 }
 
 impl Worker {
+    /// Ready for a new iteration, keeping its buffers.
+    fn clear(&mut self) {
+        self.head = 0;
+        self.tail = 0;
+        self.given.clear();
+        self.cloned_out.clear();
+        self.skip.clear();
+        self.running = None;
+        self.inbox = None;
+        self.in_flight = 0;
+        self.busy_until = 0;
+        self.units_done = 0;
+        self.last_end_us = 0;
+        self.idle_reported = false;
+    }
+
     fn unit_us(&self) -> u64 {
         self.last_end_us / u64::from(self.units_done.max(1))
     }
+}
+
+/// Buffers a replay reuses from one iteration to the next (a large replay
+/// would otherwise spend much of its time allocating and faulting in memory).
+#[derive(Default)]
+pub struct Scratch {
+    workers: Vec<Worker>,
+    events: BinaryHeap<Reverse<(u64, u64)>>,
+    in_flight: VecDeque<(u64, u64, Event)>,
+    messages: Vec<Option<Message>>,
+    carried: Vec<TimedUnit>,
+    flat: Vec<TimedUnit>,
+    cloned: HashSet<UnitKey>,
+    cloned_done: HashSet<UnitKey>,
 }
 
 /// The loop's state: workers, agents, pending events and messages.
@@ -85,6 +124,8 @@ struct Replay<'a> {
     seq: u64,
     /// Messages sent, each taken when its receiver reads it.
     messages: Vec<Option<Message>>,
+    /// The units messages carry.
+    carried: Vec<TimedUnit>,
     /// Every worker's own units, worker after worker.
     flat: Vec<TimedUnit>,
     /// Units with more than one copy, and those of them already finished.
@@ -103,24 +144,54 @@ pub fn replay_iteration(
     latency_us: u64,
     planned: &[(u32, u32, ControlKind)],
 ) -> Replayed {
-    let n = timings.own.len();
+    replay_iteration_with(
+        &mut Scratch::default(),
+        &Planned::new(timings),
+        agents,
+        latency_us,
+        planned,
+    )
+}
+
+/// [`replay_iteration`] of `lists` (an iteration with a plan's moves),
+/// reusing `scratch`'s buffers (its contents do not matter: the outcome is the
+/// same as with fresh ones).
+pub fn replay_iteration_with(
+    scratch: &mut Scratch,
+    lists: &Planned<'_>,
+    agents: &mut [Option<PeerAgent>],
+    latency_us: u64,
+    planned: &[(u32, u32, ControlKind)],
+) -> Replayed {
+    let timings = lists.base;
+    let n = lists.workers();
+    let mut workers = std::mem::take(&mut scratch.workers);
+    workers.resize_with(n, Worker::default);
+    workers.iter_mut().for_each(Worker::clear);
+    let mut flat = std::mem::take(&mut scratch.flat);
+    flat.clear();
+    for w in 0..n {
+        flat.extend_from_slice(lists.own(w));
+    }
+    let total = flat.len();
     let mut replay = Replay {
         timings,
         agents,
         latency_us,
-        workers: (0..n).map(|_| Worker::default()).collect(),
-        events: BinaryHeap::new(),
-        in_flight: VecDeque::new(),
+        workers,
+        events: cleared(&mut scratch.events, BinaryHeap::clear),
+        in_flight: cleared(&mut scratch.in_flight, VecDeque::clear),
         seq: 0,
-        messages: Vec::with_capacity(4 * n),
-        flat: timings.own.iter().flatten().copied().collect(),
-        cloned: HashSet::new(),
-        cloned_done: HashSet::new(),
+        messages: cleared(&mut scratch.messages, Vec::clear),
+        carried: cleared(&mut scratch.carried, Vec::clear),
+        flat,
+        cloned: cleared(&mut scratch.cloned, HashSet::clear),
+        cloned_done: cleared(&mut scratch.cloned_done, HashSet::clear),
         out: Replayed {
             iteration: timings.iteration,
             makespan_us: 0,
             finish_us: vec![0; n],
-            executed: Vec::with_capacity(timings.own.iter().map(Vec::len).sum()),
+            executed: Vec::with_capacity(total),
             reassigned: 0,
             wasted: 0,
             messages: 0,
@@ -128,7 +199,7 @@ pub fn replay_iteration(
     };
     let mut head = 0;
     for w in 0..n {
-        let own = timings.own[w].len();
+        let own = lists.own(w).len();
         if let Some(agent) = replay.agents.get_mut(w).and_then(Option::as_mut) {
             agent.begin(timings.iteration, own as u32);
         }
@@ -146,16 +217,33 @@ pub fn replay_iteration(
         match event {
             Event::UnitDone(w) => replay.unit_done(w, now),
             Event::Message { to, at } => {
-                let worker = &mut replay.workers[to as usize];
-                worker.inbox.push(at);
-                if worker.running.is_none() {
+                replay.workers[to as usize].in_flight -= 1;
+                replay.deliver(to, at);
+                if replay.workers[to as usize].running.is_none() {
                     replay.read_inbox(to, now);
                     replay.next_unit(to, now);
                 }
             }
         }
     }
+    *scratch = Scratch {
+        workers: replay.workers,
+        events: replay.events,
+        in_flight: replay.in_flight,
+        messages: replay.messages,
+        carried: replay.carried,
+        flat: replay.flat,
+        cloned: replay.cloned,
+        cloned_done: replay.cloned_done,
+    };
     replay.out
+}
+
+/// Takes a buffer out of the scratch, emptied.
+fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
+    let mut taken = std::mem::take(buffer);
+    clear(&mut taken);
+    taken
 }
 
 impl Replay<'_> {
@@ -217,8 +305,10 @@ impl Replay<'_> {
                 } else {
                     clone_of.into_iter().collect()
                 };
+                let at = self.carried.len();
+                self.carried.push(unit);
                 for to in holders {
-                    self.send(w, to, ControlKind::Done, vec![unit], now);
+                    self.send(w, to, ControlKind::Done, at..at + 1, now);
                 }
             }
         } else {
@@ -236,19 +326,30 @@ impl Replay<'_> {
 
     /// Messages are read between units, as the compute operator does.
     fn read_inbox(&mut self, w: u32, now: u64) {
-        for at in std::mem::take(&mut self.workers[w as usize].inbox) {
-            let Some(Message { from, kind, units }) = self.messages[at].take() else {
-                continue; // each message is delivered once
+        let mut next = self.workers[w as usize]
+            .inbox
+            .take()
+            .map(|(first, _)| first);
+        while let Some(at) = next {
+            let Some(Message {
+                from,
+                kind,
+                units,
+                next: after,
+            }) = self.messages[at].take()
+            else {
+                break; // each message is delivered once
             };
+            next = after;
             if let ControlKind::Done = kind {
-                self.on_done(w, from, &units, now);
+                self.on_done(w, from, units, now);
                 continue;
             }
             let clone = matches!(kind, ControlKind::Clone { .. });
             let worker = &mut self.workers[w as usize];
             worker
                 .given
-                .extend(units.into_iter().map(|unit| (unit, from, clone)));
+                .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
             if !worker.given.is_empty() {
                 worker.idle_reported = false;
             }
@@ -264,8 +365,9 @@ impl Replay<'_> {
     }
 
     /// A peer finished these units first: skip our copies (own or clones).
-    fn on_done(&mut self, w: u32, from: u32, units: &[TimedUnit], now: u64) {
-        for unit in units {
+    fn on_done(&mut self, w: u32, from: u32, units: std::ops::Range<usize>, now: u64) {
+        for i in units {
+            let unit = self.carried[i];
             let worker = &mut self.workers[w as usize];
             let before = worker.given.len();
             worker
@@ -325,6 +427,7 @@ impl Replay<'_> {
                 (f64::from(unit.rows) * self.timings.us_per_row[w as usize]).round() as u64
             };
             worker.running = Some((unit, own, clone_of));
+            worker.busy_until = now + us;
             self.push(now + us, Event::UnitDone(w));
             return;
         }
@@ -354,37 +457,77 @@ impl Replay<'_> {
                         continue;
                     }
                     giver.tail -= take;
-                    self.flat[giver.tail..giver.tail + take].to_vec()
+                    let start = self.carried.len();
+                    self.carried
+                        .extend_from_slice(&self.flat[giver.tail..giver.tail + take]);
+                    start..self.carried.len()
                 }
                 ControlKind::Clone { count } => {
                     let giver = &self.workers[from as usize];
-                    let copies: Vec<TimedUnit> = self.flat[giver.head..giver.tail]
-                        .iter()
-                        .rev()
-                        .filter(|u| !giver.cloned_out.iter().any(|c| c.0 == u.key))
-                        .take(count as usize)
-                        .copied()
-                        .collect();
-                    if copies.is_empty() {
+                    let start = self.carried.len();
+                    self.carried.extend(
+                        self.flat[giver.head..giver.tail]
+                            .iter()
+                            .rev()
+                            .filter(|u| !giver.cloned_out.iter().any(|c| c.0 == u.key))
+                            .take(count as usize),
+                    );
+                    if self.carried.len() == start {
                         continue;
                     }
-                    for u in &copies {
+                    for u in &self.carried[start..] {
                         self.cloned.insert(u.key);
                         self.workers[from as usize].cloned_out.push((u.key, to));
                     }
-                    copies
+                    start..self.carried.len()
                 }
-                _ => Vec::new(),
+                _ => 0..0,
             };
             self.send(from, to, kind, units, now);
         }
     }
 
-    fn send(&mut self, from: u32, to: u32, kind: ControlKind, units: Vec<TimedUnit>, now: u64) {
+    fn send(
+        &mut self,
+        from: u32,
+        to: u32,
+        kind: ControlKind,
+        units: std::ops::Range<usize>,
+        now: u64,
+    ) {
         self.out.messages += 1;
-        self.messages.push(Some(Message { from, kind, units }));
+        self.messages.push(Some(Message {
+            from,
+            kind,
+            units,
+            next: None,
+        }));
         let at = self.messages.len() - 1;
-        self.push(now + self.latency_us, Event::Message { to, at });
+        let arrives = now + self.latency_us;
+        let worker = &mut self.workers[to as usize];
+        if worker.running.is_some() && worker.busy_until > arrives && worker.in_flight == 0 {
+            // It arrives while the receiver computes and after every message
+            // to it before: all arrival would do is append it to the inbox,
+            // read when the unit ends. Append it now, sparing the event.
+            self.deliver(to, at);
+        } else {
+            worker.in_flight += 1;
+            self.push(arrives, Event::Message { to, at });
+        }
+    }
+
+    /// Appends message `at` to `to`'s inbox.
+    fn deliver(&mut self, to: u32, at: usize) {
+        let worker = &mut self.workers[to as usize];
+        worker.inbox = match worker.inbox {
+            None => Some((at, at)),
+            Some((first, last)) => {
+                if let Some(m) = self.messages[last].as_mut() {
+                    m.next = Some(at);
+                }
+                Some((first, at))
+            }
+        };
     }
 }
 

@@ -72,6 +72,23 @@ target_accuracy = 0.8
     // a sweep at one setting gets a bar per policy, and DPro-SM's mitigation
     assert!(res.join("plot-one.svg").exists());
     assert!(summary.contains("| mitigation |"), "{summary}");
+    // every timely row is measured against the load-balancing bound, which
+    // no run beats
+    assert!(summary.contains("| vs bound |"), "{summary}");
+    let vs_bound_column = summary
+        .lines()
+        .find(|l| l.starts_with("| kind"))
+        .and_then(|h| h.split('|').map(str::trim).position(|c| c == "vs bound"))
+        .expect("a vs bound column");
+    for row in summary.lines().filter(|l| l.starts_with("| timely")) {
+        let cell = row
+            .split('|')
+            .map(str::trim)
+            .nth(vs_bound_column)
+            .unwrap_or("");
+        let ratio: f64 = cell.trim_end_matches('×').parse().unwrap_or(f64::NAN);
+        assert!(ratio >= 0.99, "vs bound {cell:?} in {row}");
+    }
     // Adult's logistic regression passes 80 % test accuracy within 12 iterations
     assert!(summary.contains("| time to target acc s |"), "{summary}");
     let one = &summary[summary.find("## one").expect("sweep one")..];

@@ -2,6 +2,7 @@
 
 mod analyze;
 mod bench;
+mod bound;
 mod cli;
 mod cluster;
 mod common;

@@ -454,7 +454,15 @@ impl ComputeState {
             units_cancelled: epoch.units_cancelled,
             params_version: epoch.params_version,
             predicted_unit_us: epoch.predicted_unit_us,
-            gt_slowdown: epoch.max_slowdown,
+            // A worker that computed nothing (it gave its units away) records
+            // the slowdown its units would have had, for the bound.
+            gt_slowdown: if epoch.units_done == 0 {
+                self.cx
+                    .schedule
+                    .slowdown(self.worker, epoch.iteration, epoch.ready_us)
+            } else {
+                epoch.max_slowdown
+            },
             gt_delay_us: epoch.delay_us,
         }
     }
