@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::replay::{replay_iteration_with, Scratch};
+use super::lanes::{replay_iteration_with, Scratch};
 use super::source::Timings;
 use super::{replay_agents, IterationTimings, Planned, WhatIfError};
 use crate::policy::proactive::within_budget;
@@ -117,11 +117,18 @@ impl Setup<'_> {
         &self,
         range: std::ops::Range<usize>,
         mut agents: Vec<Option<PeerAgent>>,
+        alone: bool,
     ) -> Partial {
         let workers = self.workers;
         let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
         let mut history = OnlineHistory::new(workers);
-        let mut scratch = Scratch::default();
+        // Alone on the machine, a range splits large iterations between two
+        // cores (same outcome).
+        let mut scratch = if alone {
+            Scratch::split()
+        } else {
+            Scratch::default()
+        };
         let mut out = Partial::default();
         for i in range {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
@@ -200,8 +207,10 @@ pub fn replay_policy(
     replay_policy_on(timings, policy, predictor, latency_us, None)
 }
 
-/// [`replay_policy`] on `threads` threads (`None`: one per core), for
-/// policies without a plan; the outcome is the same for any number.
+/// [`replay_policy`] on `threads` threads (`None`: one per core): ranges of
+/// iterations for policies without a plan, two lanes of workers per
+/// iteration for the others (see [`super::lanes`]); the outcome is the same
+/// for any number.
 pub fn replay_policy_on(
     timings: &Timings,
     policy: &PolicyPlan,
@@ -247,6 +256,8 @@ pub fn replay_policy_on(
     // before it (each begins every agent afresh and ends with every message
     // delivered): contiguous ranges replay on separate threads, each with its
     // own agents, and are joined in order, so the outcome is the same.
+    // One thread asked for: no lanes either.
+    let split = threads.is_none_or(|n| n > 1);
     let threads = match (plan, threads) {
         (Some(_), _) => 1,
         (None, Some(n)) => n.max(1),
@@ -257,7 +268,8 @@ pub fn replay_policy_on(
     };
     let len = timings.len();
     let parts: Vec<Partial> = if threads <= 1 {
-        vec![setup.replay_range(0..len, make_agents()?)]
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        vec![setup.replay_range(0..len, make_agents()?, cores > 1 && split)]
     } else {
         let chunk = len.div_ceil(threads);
         let ranges: Vec<std::ops::Range<usize>> = (0..threads)
@@ -274,7 +286,7 @@ pub fn replay_policy_on(
                 .zip(agents)
                 .map(|(range, agents)| {
                     let setup = &setup;
-                    scope.spawn(move || setup.replay_range(range, agents))
+                    scope.spawn(move || setup.replay_range(range, agents, false))
                 })
                 .collect();
             handles

@@ -26,11 +26,13 @@
 //! table, its workers' rows cut into equal units).
 
 pub mod drive;
+mod lanes;
 mod replay;
 pub mod source;
 
 pub use drive::{bound_us, replay_policy, replay_policy_on, Outcome};
-pub use replay::{replay_iteration, Replayed};
+pub use lanes::{replay_iteration, Scratch};
+pub use replay::Replayed;
 pub use source::{SourceError, Timings};
 
 use std::collections::BTreeMap;

@@ -29,7 +29,7 @@ pub struct Replayed {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
+pub(super) enum Event {
     /// Worker finishes the unit it is computing.
     UnitDone(u32),
     /// A control message reaches `to`.
@@ -38,7 +38,9 @@ enum Event {
 
 /// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
 /// (`carried[units]` of the replay).
-struct Message {
+pub(super) struct Message {
+    /// (arrival, order among ties): inboxes are kept in this order.
+    key: (u64, u64),
     from: u32,
     kind: ControlKind,
     units: std::ops::Range<usize>,
@@ -47,7 +49,7 @@ struct Message {
 }
 
 #[derive(Default)]
-struct Worker {
+pub(super) struct Worker {
     /// Its own units still to compute: `flat[head..tail]` of the replay.
     head: usize,
     tail: usize,
@@ -63,8 +65,8 @@ struct Worker {
     /// Messages arrived and not read yet: the first and the last (each links
     /// to the next), so an inbox needs no buffer of its own.
     inbox: Option<(usize, usize)>,
-    /// Messages to it still in flight.
-    in_flight: u32,
+    /// Events it has caused this iteration (their order among ties).
+    caused: u32,
     /// When the running unit ends.
     busy_until: u64,
     units_done: u32,
@@ -74,7 +76,7 @@ struct Worker {
 
 impl Worker {
     /// Ready for a new iteration, keeping its buffers.
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.head = 0;
         self.tail = 0;
         self.given.clear();
@@ -82,7 +84,7 @@ impl Worker {
         self.skip.clear();
         self.running = None;
         self.inbox = None;
-        self.in_flight = 0;
+        self.caused = 0;
         self.busy_until = 0;
         self.units_done = 0;
         self.last_end_us = 0;
@@ -94,194 +96,221 @@ impl Worker {
     }
 }
 
-/// Buffers a replay reuses from one iteration to the next (a large replay
-/// would otherwise spend much of its time allocating and faulting in memory).
-#[derive(Default)]
-pub struct Scratch {
-    workers: Vec<Worker>,
-    events: BinaryHeap<Reverse<(u64, u64)>>,
-    in_flight: VecDeque<(u64, u64, Event)>,
-    messages: Vec<Option<Message>>,
-    carried: Vec<TimedUnit>,
-    flat: Vec<TimedUnit>,
-    cloned: HashSet<UnitKey>,
-    cloned_done: HashSet<UnitKey>,
+/// What crosses from one lane to another: a message in flight.
+pub(super) struct Crossing {
+    /// Arrival time and the event's order among ties.
+    pub(super) arrives: u64,
+    pub(super) order: u64,
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) kind: ControlKind,
+    pub(super) units: Vec<TimedUnit>,
 }
 
-/// The loop's state: workers, agents, pending events and messages.
-struct Replay<'a> {
-    timings: &'a IterationTimings,
-    agents: &'a mut [Option<PeerAgent>],
-    latency_us: u64,
-    workers: Vec<Worker>,
-    /// Unit completions: (time, sequence << 24 | worker), small entries for a
-    /// fast heap.
-    events: BinaryHeap<Reverse<(u64, u64)>>,
-    /// Messages in flight, in arrival order: every message takes the same
-    /// latency and the clock never goes back, so they arrive in the order they
-    /// were sent and need no heap.
-    in_flight: VecDeque<(u64, u64, Event)>,
-    seq: u64,
-    /// Messages sent, each taken when its receiver reads it.
-    messages: Vec<Option<Message>>,
+/// One lane of an iteration's replay: workers `lo..lo + workers.len()`, their
+/// agents, pending events and messages. A replay runs one lane for every
+/// worker, or several side by side (see `lanes`).
+pub(super) struct Replay<'a> {
+    pub(super) timings: &'a IterationTimings,
+    pub(super) agents: &'a mut [Option<PeerAgent>],
+    /// The lane's first worker.
+    pub(super) lo: u32,
+    pub(super) latency_us: u64,
+    pub(super) workers: Vec<Worker>,
+    /// Units being computed, by when they end: (time, order among ties),
+    /// where the order is (the worker, its count of events so far).
+    pub(super) units: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Other pending events: (time, order among ties, what), where the order is
+    /// (the worker that caused it, its count of events so far): the same
+    /// however the workers are split into lanes.
+    pub(super) events: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    /// Messages this lane sent to its own workers, in sending order: with
+    /// one latency for all they arrive in that order, so they need no heap;
+    /// those arriving at the same time are sorted into their order among ties
+    /// when the first of them is due (`sorted` is that time).
+    pub(super) in_flight: VecDeque<(u64, u64, u64)>,
+    pub(super) sorted: Option<u64>,
+    /// Messages received, each taken when its receiver reads it.
+    pub(super) messages: Vec<Option<Message>>,
     /// The units messages carry.
-    carried: Vec<TimedUnit>,
-    /// Every worker's own units, worker after worker.
-    flat: Vec<TimedUnit>,
-    /// Units with more than one copy, and those of them already finished.
-    cloned: HashSet<UnitKey>,
-    cloned_done: HashSet<UnitKey>,
-    out: Replayed,
+    pub(super) carried: Vec<TimedUnit>,
+    /// The lane's workers' own units, worker after worker.
+    pub(super) flat: Vec<TimedUnit>,
+    /// Units with more than one copy, and those of them already finished
+    /// (clones never cross lanes: a replay with clones runs one lane).
+    pub(super) cloned: HashSet<UnitKey>,
+    pub(super) cloned_done: HashSet<UnitKey>,
+    /// Whether messages from another lane are being taken in.
+    pub(super) accepting: bool,
+    /// Messages to workers of other lanes, sent since the last exchange.
+    pub(super) outbox: Vec<Crossing>,
+    /// The lane's part of the outcome (`finish_us` of its workers).
+    pub(super) out: Replayed,
 }
 
-/// Replays one iteration with the workers' `agents` (None: the worker computes
-/// its own units and nothing else, as under `bsp`). Messages take `latency_us`;
-/// `planned` are (from, to, message) sent as the iteration begins (a proactive
-/// plan's clones).
-pub fn replay_iteration(
-    timings: &IterationTimings,
-    agents: &mut [Option<PeerAgent>],
-    latency_us: u64,
-    planned: &[(u32, u32, ControlKind)],
-) -> Replayed {
-    replay_iteration_with(
-        &mut Scratch::default(),
-        &Planned::new(timings),
-        agents,
-        latency_us,
-        planned,
-    )
-}
+/// The flag of a message's event (below it: the message's index, then 24
+/// bits of receiver).
+const MESSAGE: u64 = 1 << 63;
 
-/// [`replay_iteration`] of `lists` (an iteration with a plan's moves),
-/// reusing `scratch`'s buffers (its contents do not matter: the outcome is the
-/// same as with fresh ones).
-pub fn replay_iteration_with(
-    scratch: &mut Scratch,
-    lists: &Planned<'_>,
-    agents: &mut [Option<PeerAgent>],
-    latency_us: u64,
-    planned: &[(u32, u32, ControlKind)],
-) -> Replayed {
-    let timings = lists.base;
-    let n = lists.workers();
-    let mut workers = std::mem::take(&mut scratch.workers);
-    workers.resize_with(n, Worker::default);
-    workers.iter_mut().for_each(Worker::clear);
-    let mut flat = std::mem::take(&mut scratch.flat);
-    flat.clear();
-    for w in 0..n {
-        flat.extend_from_slice(lists.own(w));
+impl Replay<'_> {
+    /// Files the end of the unit worker `w` starts now, at time `at`.
+    fn push_unit_done(&mut self, at: u64, w: u32) {
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        worker.caused += 1;
+        self.units
+            .push(Reverse((at, u64::from(w) << 32 | u64::from(worker.caused))));
     }
-    let total = flat.len();
-    let mut replay = Replay {
-        timings,
-        agents,
-        latency_us,
-        workers,
-        events: cleared(&mut scratch.events, BinaryHeap::clear),
-        in_flight: cleared(&mut scratch.in_flight, VecDeque::clear),
-        seq: 0,
-        messages: cleared(&mut scratch.messages, Vec::clear),
-        carried: cleared(&mut scratch.carried, Vec::clear),
-        flat,
-        cloned: cleared(&mut scratch.cloned, HashSet::clear),
-        cloned_done: cleared(&mut scratch.cloned_done, HashSet::clear),
-        out: Replayed {
-            iteration: timings.iteration,
-            makespan_us: 0,
-            finish_us: vec![0; n],
-            executed: Vec::with_capacity(total),
-            reassigned: 0,
-            wasted: 0,
-            messages: 0,
-        },
-    };
-    let mut head = 0;
-    for w in 0..n {
-        let own = lists.own(w).len();
-        if let Some(agent) = replay.agents.get_mut(w).and_then(Option::as_mut) {
-            agent.begin(timings.iteration, own as u32);
+
+    /// When the lane's next event happens, if it has one.
+    pub(super) fn head(&self) -> Option<u64> {
+        [
+            self.units.peek().map(|Reverse((t, _))| *t),
+            self.events.peek().map(|Reverse((t, _, _))| *t),
+            self.in_flight.front().map(|m| m.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The earliest event before `limit` (ties: in their order).
+    fn pop(&mut self, limit: u64) -> Option<(u64, Event)> {
+        if let Some(&(due, _, _)) = self.in_flight.front() {
+            if self.sorted != Some(due) {
+                // The messages due at `due` are at the front: sort them.
+                let n = self.in_flight.iter().take_while(|m| m.0 == due).count();
+                self.in_flight.make_contiguous()[..n].sort();
+                self.sorted = Some(due);
+            }
         }
-        replay.workers[w].head = head;
-        replay.workers[w].tail = head + own;
-        head += own;
+        // A unit's end names its worker in its order (the worker caused it).
+        let unit = self
+            .units
+            .peek()
+            .map(|Reverse((t, order))| (*t, *order, *order >> 32));
+        let heap = self.events.peek().map(|Reverse(e)| *e);
+        let queue = self.in_flight.front().copied();
+        let first = [unit, heap, queue].into_iter().flatten().min()?;
+        if first.0 >= limit {
+            return None;
+        }
+        let (t, _, what) = if Some(first) == unit {
+            self.units.pop();
+            first
+        } else if Some(first) == queue {
+            self.in_flight.pop_front()?
+        } else {
+            self.events.pop()?.0
+        };
+        let to = (what & 0xff_ffff) as u32;
+        let event = if what & MESSAGE == 0 {
+            Event::UnitDone(to)
+        } else {
+            Event::Message {
+                to,
+                at: ((what & !MESSAGE) >> 24) as usize,
+            }
+        };
+        Some((t, event))
     }
-    for (from, to, kind) in planned {
-        replay.send_all(*from, vec![(*to, kind.clone())], 0);
+
+    /// Starts the iteration with the lane's workers' lists in `lists`: every
+    /// agent begins, `planned` messages leave and every worker starts its
+    /// first unit.
+    pub(super) fn start(&mut self, lists: &Planned<'_>, planned: &[(u32, u32, ControlKind)]) {
+        let mut head = 0;
+        let iteration = self.timings.iteration;
+        for (i, worker) in self.workers.iter_mut().enumerate() {
+            let own = lists.own(self.lo as usize + i);
+            self.flat.extend_from_slice(own);
+            worker.clear();
+            if let Some(agent) = self.agents.get_mut(i).and_then(Option::as_mut) {
+                agent.begin(iteration, own.len() as u32);
+            }
+            worker.head = head;
+            worker.tail = head + own.len();
+            head += own.len();
+        }
+        self.out.executed.reserve(self.flat.len());
+        for (from, to, kind) in planned {
+            self.send_all(*from, vec![(*to, kind.clone())], 0);
+        }
+        let hi = self.lo + self.workers.len() as u32;
+        for w in self.lo..hi {
+            self.next_unit(w, 0);
+        }
     }
-    for w in 0..n as u32 {
-        replay.next_unit(w, 0);
-    }
-    while let Some((now, _, event)) = replay.pop() {
-        match event {
-            Event::UnitDone(w) => replay.unit_done(w, now),
-            Event::Message { to, at } => {
-                replay.workers[to as usize].in_flight -= 1;
-                replay.deliver(to, at);
-                if replay.workers[to as usize].running.is_none() {
-                    replay.read_inbox(to, now);
-                    replay.next_unit(to, now);
+
+    /// Runs every event before `limit`.
+    pub(super) fn run_until(&mut self, limit: u64) {
+        while let Some((now, event)) = self.pop(limit) {
+            match event {
+                Event::UnitDone(w) => self.unit_done(w, now),
+                Event::Message { to, at } => {
+                    self.deliver(to, at);
+                    if self.workers[(to - self.lo) as usize].running.is_none() {
+                        self.read_inbox(to, now);
+                        self.next_unit(to, now);
+                    }
                 }
             }
         }
     }
-    *scratch = Scratch {
-        workers: replay.workers,
-        events: replay.events,
-        in_flight: replay.in_flight,
-        messages: replay.messages,
-        carried: replay.carried,
-        flat: replay.flat,
-        cloned: replay.cloned,
-        cloned_done: replay.cloned_done,
-    };
-    replay.out
-}
 
-/// Takes a buffer out of the scratch, emptied.
-fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
-    let mut taken = std::mem::take(buffer);
-    clear(&mut taken);
-    taken
-}
-
-impl Replay<'_> {
-    fn push(&mut self, at: u64, event: Event) {
-        self.seq += 1;
-        match event {
-            Event::Message { .. } => self.in_flight.push_back((at, self.seq, event)),
-            Event::UnitDone(w) => self
-                .events
-                .push(Reverse((at, self.seq << 24 | u64::from(w)))),
-        }
+    /// A message from another lane.
+    pub(super) fn accept(&mut self, c: Crossing) {
+        self.accepting = true;
+        let start = self.carried.len();
+        self.carried.extend_from_slice(&c.units);
+        self.messages.push(Some(Message {
+            key: (c.arrives, c.order),
+            from: c.from,
+            kind: c.kind,
+            units: start..self.carried.len(),
+            next: None,
+        }));
+        self.arrive(c.to, self.messages.len() - 1);
+        self.accepting = false;
     }
 
-    /// The earliest event (ties: the first pushed).
-    fn pop(&mut self) -> Option<(u64, u64, Event)> {
-        let heap = self.events.peek().map(|Reverse((t, s))| (*t, *s >> 24));
-        let queue = self.in_flight.front().map(|(t, s, _)| (*t, *s));
-        match (heap, queue) {
-            (Some(h), Some(q)) if q < h => self.in_flight.pop_front(),
-            (Some(_), _) => self
-                .events
-                .pop()
-                .map(|Reverse((t, s))| (t, s >> 24, Event::UnitDone((s & 0xff_ffff) as u32))),
-            (None, _) => self.in_flight.pop_front(),
+    /// Message `at` is on its way to `to`: filed as an event, or straight in
+    /// the inbox when `to` computes until after it arrives (all the arrival
+    /// would do; the inbox keeps arrival order either way).
+    fn arrive(&mut self, to: u32, at: usize) {
+        let Some(key) = self.messages[at].as_ref().map(|m| m.key) else {
+            return;
+        };
+        let worker = &self.workers[(to - self.lo) as usize];
+        if worker.running.is_some() && worker.busy_until > key.0 {
+            self.deliver(to, at);
+        } else {
+            let what = MESSAGE | (at as u64) << 24 | u64::from(to);
+            // A message from this lane joins the queue (it arrives after all
+            // in it), one from another the heap.
+            let from_here = self.in_flight.back().is_none_or(|m| m.0 <= key.0)
+                && self.latency_us > 0
+                && !self.accepting;
+            if from_here {
+                self.in_flight.push_back((key.0, key.1, what));
+            } else {
+                self.events.push(Reverse((key.0, key.1, what)));
+            }
         }
     }
 
     fn agent(&mut self, w: u32) -> Option<&mut PeerAgent> {
-        self.agents.get_mut(w as usize).and_then(Option::as_mut)
+        self.agents
+            .get_mut((w - self.lo) as usize)
+            .and_then(Option::as_mut)
     }
 
     fn unit_done(&mut self, w: u32, now: u64) {
-        let worker = &mut self.workers[w as usize];
+        let worker = &mut self.workers[(w - self.lo) as usize];
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
         worker.units_done += 1;
         worker.last_end_us = now;
         let unit_us = worker.unit_us();
-        self.out.finish_us[w as usize] = now;
+        self.out.finish_us[(w - self.lo) as usize] = now;
         let first = !self.cloned.contains(&unit.key) || self.cloned_done.insert(unit.key);
         if first {
             // The iteration ends when every unit has one finished copy.
@@ -293,7 +322,7 @@ impl Replay<'_> {
             if self.cloned.contains(&unit.key) {
                 // Tell the other holders of a copy to skip theirs.
                 let holders: Vec<u32> = if own {
-                    let worker = &mut self.workers[w as usize];
+                    let worker = &mut self.workers[(w - self.lo) as usize];
                     let peers = worker
                         .cloned_out
                         .iter()
@@ -326,7 +355,7 @@ impl Replay<'_> {
 
     /// Messages are read between units, as the compute operator does.
     fn read_inbox(&mut self, w: u32, now: u64) {
-        let mut next = self.workers[w as usize]
+        let mut next = self.workers[(w - self.lo) as usize]
             .inbox
             .take()
             .map(|(first, _)| first);
@@ -336,6 +365,7 @@ impl Replay<'_> {
                 kind,
                 units,
                 next: after,
+                ..
             }) = self.messages[at].take()
             else {
                 break; // each message is delivered once
@@ -346,7 +376,7 @@ impl Replay<'_> {
                 continue;
             }
             let clone = matches!(kind, ControlKind::Clone { .. });
-            let worker = &mut self.workers[w as usize];
+            let worker = &mut self.workers[(w - self.lo) as usize];
             worker
                 .given
                 .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
@@ -359,7 +389,7 @@ impl Replay<'_> {
                 self.send_all(w, sends, now);
             }
             if let ControlKind::Decline = kind {
-                self.workers[w as usize].idle_reported = false; // try another peer
+                self.workers[(w - self.lo) as usize].idle_reported = false; // try another peer
             }
         }
     }
@@ -368,7 +398,7 @@ impl Replay<'_> {
     fn on_done(&mut self, w: u32, from: u32, units: std::ops::Range<usize>, now: u64) {
         for i in units {
             let unit = self.carried[i];
-            let worker = &mut self.workers[w as usize];
+            let worker = &mut self.workers[(w - self.lo) as usize];
             let before = worker.given.len();
             worker
                 .given
@@ -403,7 +433,7 @@ impl Replay<'_> {
 
     /// Starts the next unit (a peer's first), or offers help when there is none.
     fn next_unit(&mut self, w: u32, now: u64) {
-        let worker = &mut self.workers[w as usize];
+        let worker = &mut self.workers[(w - self.lo) as usize];
         if worker.running.is_some() {
             return;
         }
@@ -428,7 +458,7 @@ impl Replay<'_> {
             };
             worker.running = Some((unit, own, clone_of));
             worker.busy_until = now + us;
-            self.push(now + us, Event::UnitDone(w));
+            self.push_unit_done(now + us, w);
             return;
         }
         if worker.idle_reported {
@@ -451,7 +481,7 @@ impl Replay<'_> {
         for (to, kind) in sends {
             let units = match kind {
                 ControlKind::Assign { count } => {
-                    let giver = &mut self.workers[from as usize];
+                    let giver = &mut self.workers[(from - self.lo) as usize];
                     let take = (count as usize).min(giver.tail - giver.head);
                     if take == 0 {
                         continue;
@@ -463,7 +493,7 @@ impl Replay<'_> {
                     start..self.carried.len()
                 }
                 ControlKind::Clone { count } => {
-                    let giver = &self.workers[from as usize];
+                    let giver = &self.workers[(from - self.lo) as usize];
                     let start = self.carried.len();
                     self.carried.extend(
                         self.flat[giver.head..giver.tail]
@@ -477,7 +507,9 @@ impl Replay<'_> {
                     }
                     for u in &self.carried[start..] {
                         self.cloned.insert(u.key);
-                        self.workers[from as usize].cloned_out.push((u.key, to));
+                        self.workers[(from - self.lo) as usize]
+                            .cloned_out
+                            .push((u.key, to));
                     }
                     start..self.carried.len()
                 }
@@ -496,38 +528,71 @@ impl Replay<'_> {
         now: u64,
     ) {
         self.out.messages += 1;
+        let arrives = now + self.latency_us;
+        let lane = self.lo..self.lo + self.workers.len() as u32;
+        if !lane.contains(&to) {
+            let sender = &mut self.workers[(from - self.lo) as usize];
+            sender.caused += 1;
+            self.outbox.push(Crossing {
+                arrives,
+                order: u64::from(from) << 32 | u64::from(sender.caused),
+                from,
+                to,
+                kind,
+                units: self.carried[units].to_vec(),
+            });
+            return;
+        }
+        let sender = &mut self.workers[(from - self.lo) as usize];
+        sender.caused += 1;
+        let order = u64::from(from) << 32 | u64::from(sender.caused);
         self.messages.push(Some(Message {
+            key: (arrives, order),
             from,
             kind,
             units,
             next: None,
         }));
-        let at = self.messages.len() - 1;
-        let arrives = now + self.latency_us;
-        let worker = &mut self.workers[to as usize];
-        if worker.running.is_some() && worker.busy_until > arrives && worker.in_flight == 0 {
-            // It arrives while the receiver computes and after every message
-            // to it before: all arrival would do is append it to the inbox,
-            // read when the unit ends. Append it now, sparing the event.
-            self.deliver(to, at);
-        } else {
-            worker.in_flight += 1;
-            self.push(arrives, Event::Message { to, at });
-        }
+        self.arrive(to, self.messages.len() - 1);
     }
 
     /// Appends message `at` to `to`'s inbox.
     fn deliver(&mut self, to: u32, at: usize) {
-        let worker = &mut self.workers[to as usize];
-        worker.inbox = match worker.inbox {
-            None => Some((at, at)),
-            Some((first, last)) => {
-                if let Some(m) = self.messages[last].as_mut() {
-                    m.next = Some(at);
-                }
-                Some((first, at))
-            }
+        let key = |m: &[Option<Message>], i: usize| m[i].as_ref().map(|m| m.key);
+        let worker = &mut self.workers[(to - self.lo) as usize];
+        let Some((first, last)) = worker.inbox else {
+            worker.inbox = Some((at, at));
+            return;
         };
+        let mine = key(&self.messages, at);
+        if key(&self.messages, last) <= mine {
+            if let Some(m) = self.messages[last].as_mut() {
+                m.next = Some(at);
+            }
+            worker.inbox = Some((first, at));
+            return;
+        }
+        // Arrived out of order (filed early): insert it in its place.
+        if mine < key(&self.messages, first) {
+            if let Some(m) = self.messages[at].as_mut() {
+                m.next = Some(first);
+            }
+            worker.inbox = Some((at, last));
+            return;
+        }
+        let mut before = first;
+        while let Some(after) = self.messages[before].as_ref().and_then(|m| m.next) {
+            if key(&self.messages, after) > mine {
+                if let Some(m) = self.messages[at].as_mut() {
+                    m.next = Some(after);
+                }
+                break;
+            }
+            before = after;
+        }
+        if let Some(m) = self.messages[before].as_mut() {
+            m.next = Some(at);
+        }
     }
 }
 
@@ -535,6 +600,7 @@ impl Replay<'_> {
 mod tests {
     use super::*;
     use crate::policy::{peer_agent, PolicyPlan, ReassignConfig};
+    use crate::whatif::replay_iteration;
 
     /// Four workers with 8 units of 100 rows each; worker 3 takes 4 µs a row,
     /// the others 1 µs.

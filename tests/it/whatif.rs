@@ -271,22 +271,7 @@ fn threads_do_not_change_a_replay() {
     use forestall::spec::policy_named;
     use forestall::whatif::{replay_policy_on, Timings};
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join("synth");
-    let synth = crate::common::forestall(&[
-        "trace",
-        "synth",
-        "--workers",
-        "24",
-        "--iterations",
-        "70",
-        "--pattern",
-        "power-law",
-        "--jitter",
-        "0.1",
-        "--out",
-        out.to_str().expect("utf-8"),
-    ]);
-    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let out = synth_trace(dir.path(), "24", "70", &["--pattern", "power-law"]);
     let timings = Timings::load(&out).expect("timings");
     for name in ["bsp", "rapid-reassign", "speculate"] {
         let (policy, _) = policy_named(name, None, 24).expect("policy");
@@ -297,4 +282,61 @@ fn threads_do_not_change_a_replay() {
             assert_eq!(one, many, "{name} on {threads} threads");
         }
     }
+}
+
+/// A policy with a plan replays each large iteration in two lanes of workers
+/// (see `whatif::lanes`); the outcome is the same as in one, to the bit.
+#[test]
+fn lanes_do_not_change_a_replay() {
+    use forestall::run::context::load_predictor;
+    use forestall::spec::policy_named;
+    use forestall::whatif::{replay_policy_on, Timings};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = synth_trace(
+        dir.path(),
+        "3000",
+        "6",
+        &["--pattern", "slow-worker", "--knob", "probability=0.2"],
+    );
+    let timings = Timings::load(&out).expect("timings");
+    for name in ["forestall", "proactive"] {
+        let (policy, predictor) = policy_named(name, None, 3000).expect("policy");
+        let predictor = predictor.map(|p| load_predictor(&p).expect("predictor"));
+        let one =
+            replay_policy_on(&timings, &policy, predictor.as_ref(), 100, Some(1)).expect("replays");
+        let two =
+            replay_policy_on(&timings, &policy, predictor.as_ref(), 100, Some(2)).expect("replays");
+        assert_eq!(one, two, "{name} in one lane and in two");
+        assert!(
+            one.moved_units_per_iteration > 0.0 || name == "proactive",
+            "{one:?}"
+        );
+    }
+}
+
+/// A synthetic trace of `workers` × `iterations` with `extra` arguments and a
+/// jitter of 0.1, written under `dir`.
+fn synth_trace(
+    dir: &std::path::Path,
+    workers: &str,
+    iterations: &str,
+    extra: &[&str],
+) -> std::path::PathBuf {
+    let out = dir.join("synth");
+    let mut args = vec![
+        "trace",
+        "synth",
+        "--workers",
+        workers,
+        "--iterations",
+        iterations,
+        "--jitter",
+        "0.1",
+    ];
+    args.extend_from_slice(extra);
+    let path = out.to_str().expect("utf-8");
+    args.extend_from_slice(&["--out", path]);
+    let synth = crate::common::forestall(&args);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    out
 }

@@ -1,0 +1,258 @@
+//! An iteration's replay, on one core or split between two.
+//!
+//! Split, each core runs a lane of the workers (the first half, the second),
+//! in windows: every message takes the latency L, so nothing a lane does at
+//! time t reaches the other before t + L, and with T the earliest pending
+//! event of both, each lane can run every event before T + L on its own. Then
+//! the lanes swap the messages they sent each other and begin the next window.
+//! Ties between events are broken by the worker that caused them and its
+//! count of events, so the outcome is the same to the bit on one lane or two.
+
+use std::collections::{BinaryHeap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::replay::{Crossing, Replay, Worker};
+use super::{IterationTimings, Planned, Replayed, TimedUnit};
+use crate::policy::{ControlKind, PeerAgent};
+
+/// Workers below which an iteration is not split (a window's exchange costs
+/// more than the lane saves).
+const SPLIT_FROM: usize = 2048;
+
+/// One lane's buffers, kept from one iteration to the next (a large replay
+/// would otherwise spend much of its time allocating and faulting in memory).
+#[derive(Default)]
+struct LaneBuffers {
+    workers: Vec<Worker>,
+    units: BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
+    events: BinaryHeap<std::cmp::Reverse<(u64, u64, u64)>>,
+    in_flight: std::collections::VecDeque<(u64, u64, u64)>,
+    messages: Vec<Option<super::replay::Message>>,
+    carried: Vec<TimedUnit>,
+    flat: Vec<TimedUnit>,
+    cloned: HashSet<crate::data::UnitKey>,
+    cloned_done: HashSet<crate::data::UnitKey>,
+}
+
+/// Buffers a replay reuses across iterations, and how many lanes it may run.
+#[derive(Default)]
+pub struct Scratch {
+    lanes: Vec<LaneBuffers>,
+    split: bool,
+}
+
+impl Scratch {
+    /// Buffers for replays that split large iterations between two cores.
+    pub fn split() -> Self {
+        Self {
+            lanes: Vec::new(),
+            split: true,
+        }
+    }
+}
+
+/// Replays one iteration with the workers' `agents` (None: the worker computes
+/// its own units and nothing else, as under `bsp`). Messages take `latency_us`;
+/// `planned` are (from, to, message) sent as the iteration begins (a proactive
+/// plan's clones).
+pub fn replay_iteration(
+    timings: &IterationTimings,
+    agents: &mut [Option<PeerAgent>],
+    latency_us: u64,
+    planned: &[(u32, u32, ControlKind)],
+) -> Replayed {
+    replay_iteration_with(
+        &mut Scratch::default(),
+        &Planned::new(timings),
+        agents,
+        latency_us,
+        planned,
+    )
+}
+
+/// [`replay_iteration`] of `lists` (an iteration with a plan's moves),
+/// reusing `scratch`'s buffers, split between two lanes when the scratch
+/// allows it and nothing crosses lanes but messages: a latency above zero, no
+/// clones (their races share state), and enough workers.
+pub fn replay_iteration_with(
+    scratch: &mut Scratch,
+    lists: &Planned<'_>,
+    agents: &mut [Option<PeerAgent>],
+    latency_us: u64,
+    planned: &[(u32, u32, ControlKind)],
+) -> Replayed {
+    let n = lists.workers();
+    let clones = !planned.is_empty()
+        || agents
+            .iter()
+            .any(|a| matches!(a, Some(PeerAgent::Speculate(_))));
+    let lanes = if scratch.split && latency_us > 0 && !clones && n >= SPLIT_FROM {
+        2
+    } else {
+        1
+    };
+    scratch
+        .lanes
+        .resize_with(lanes.max(scratch.lanes.len()), Default::default);
+    let cut = n.div_ceil(lanes);
+    let mut rest = agents;
+    let mut replays = Vec::with_capacity(lanes);
+    for (k, buffers) in scratch.lanes.iter_mut().take(lanes).enumerate() {
+        let lo = (k * cut).min(n);
+        let hi = ((k + 1) * cut).min(n);
+        let take = (hi - lo).min(rest.len());
+        let (mine, others) = std::mem::take(&mut rest).split_at_mut(take);
+        rest = others;
+        replays.push(lane(buffers, lists, mine, lo, hi, latency_us));
+    }
+    if let [only] = replays.as_mut_slice() {
+        only.start(lists, planned);
+        only.run_until(u64::MAX);
+    } else {
+        run_in_windows(&mut replays, latency_us, lists);
+    }
+    let mut out = Replayed {
+        iteration: lists.base.iteration,
+        makespan_us: 0,
+        finish_us: Vec::with_capacity(n),
+        executed: Vec::new(),
+        reassigned: 0,
+        wasted: 0,
+        messages: 0,
+    };
+    for (r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
+        let part = r.out;
+        out.makespan_us = out.makespan_us.max(part.makespan_us);
+        out.finish_us.extend(part.finish_us);
+        out.executed.extend(part.executed);
+        out.reassigned += part.reassigned;
+        out.wasted += part.wasted;
+        out.messages += part.messages;
+        *buffers = LaneBuffers {
+            workers: r.workers,
+            units: r.units,
+            events: r.events,
+            in_flight: r.in_flight,
+            messages: r.messages,
+            carried: r.carried,
+            flat: r.flat,
+            cloned: r.cloned,
+            cloned_done: r.cloned_done,
+        };
+    }
+    out
+}
+
+/// The lane of workers `lo..hi`, built from `buffers`.
+fn lane<'a>(
+    buffers: &mut LaneBuffers,
+    lists: &Planned<'a>,
+    agents: &'a mut [Option<PeerAgent>],
+    lo: usize,
+    hi: usize,
+    latency_us: u64,
+) -> Replay<'a> {
+    let mut workers = std::mem::take(&mut buffers.workers);
+    workers.resize_with(hi - lo, Worker::default);
+    workers.truncate(hi - lo);
+    Replay {
+        timings: lists.base,
+        agents,
+        lo: lo as u32,
+        latency_us,
+        workers,
+        units: cleared(&mut buffers.units, BinaryHeap::clear),
+        events: cleared(&mut buffers.events, BinaryHeap::clear),
+        in_flight: cleared(&mut buffers.in_flight, std::collections::VecDeque::clear),
+        sorted: None,
+        accepting: false,
+        messages: cleared(&mut buffers.messages, Vec::clear),
+        carried: cleared(&mut buffers.carried, Vec::clear),
+        flat: cleared(&mut buffers.flat, Vec::clear),
+        cloned: cleared(&mut buffers.cloned, HashSet::clear),
+        cloned_done: cleared(&mut buffers.cloned_done, HashSet::clear),
+        outbox: Vec::new(),
+        out: Replayed {
+            iteration: lists.base.iteration,
+            makespan_us: 0,
+            finish_us: vec![0; hi - lo],
+            executed: Vec::new(),
+            reassigned: 0,
+            wasted: 0,
+            messages: 0,
+        },
+    }
+}
+
+/// Takes a buffer out of the scratch, emptied.
+fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
+    let mut taken = std::mem::take(buffer);
+    clear(&mut taken);
+    taken
+}
+
+/// Runs two lanes side by side, window by window, until neither has an event.
+fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'_>) {
+    let heads = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
+    let mailboxes: [Mutex<Vec<Crossing>>; 2] = Default::default();
+    let barrier = SpinBarrier::default();
+    std::thread::scope(|scope| {
+        for (k, r) in replays.iter_mut().enumerate().take(2) {
+            let (heads, mailboxes, barrier) = (&heads, &mailboxes, &barrier);
+            scope.spawn(move || {
+                r.start(lists, &[]);
+                loop {
+                    heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
+                    barrier.wait();
+                    let earliest = heads[0]
+                        .load(Ordering::SeqCst)
+                        .min(heads[1].load(Ordering::SeqCst));
+                    if earliest == u64::MAX {
+                        break;
+                    }
+                    r.run_until(earliest.saturating_add(latency_us));
+                    if let Ok(mut m) = mailboxes[1 - k].lock() {
+                        m.append(&mut r.outbox);
+                    }
+                    barrier.wait();
+                    let arrived = mailboxes[k]
+                        .lock()
+                        .map(|mut m| std::mem::take(&mut *m))
+                        .unwrap_or_default();
+                    for c in arrived {
+                        r.accept(c);
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// A barrier for the two lanes: a window is tens of microseconds of work, so
+/// a lane spins for the other (yielding after a while) instead of sleeping.
+#[derive(Default)]
+struct SpinBarrier {
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) == 1 {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            spins = spins.saturating_add(1);
+            if spins < 1 << 14 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
