@@ -32,8 +32,8 @@ pub struct Replayed {
 pub(super) enum Event {
     /// Worker finishes the unit it is computing.
     UnitDone(u32),
-    /// A control message reaches `to`.
-    Message { to: u32, at: usize },
+    /// A control message reaches `to`; `key` is (arrival, order among ties).
+    Message { to: u32, at: usize, key: (u64, u64) },
 }
 
 /// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
@@ -65,6 +65,8 @@ pub(super) struct Worker {
     /// Messages arrived and not read yet: the first and the last (each links
     /// to the next), so an inbox needs no buffer of its own.
     inbox: Option<(usize, usize)>,
+    /// The key of the last message in the inbox.
+    inbox_last: (u64, u64),
     /// Events it has caused this iteration (their order among ties).
     caused: u32,
     /// When the running unit ends.
@@ -194,7 +196,7 @@ impl Replay<'_> {
         if first.0 >= limit {
             return None;
         }
-        let (t, _, what) = if Some(first) == unit {
+        let (t, order, what) = if Some(first) == unit {
             self.units.pop();
             first
         } else if Some(first) == queue {
@@ -209,6 +211,7 @@ impl Replay<'_> {
             Event::Message {
                 to,
                 at: ((what & !MESSAGE) >> 24) as usize,
+                key: (t, order),
             }
         };
         Some((t, event))
@@ -246,8 +249,8 @@ impl Replay<'_> {
         while let Some((now, event)) = self.pop(limit) {
             match event {
                 Event::UnitDone(w) => self.unit_done(w, now),
-                Event::Message { to, at } => {
-                    self.deliver(to, at);
+                Event::Message { to, at, key } => {
+                    self.deliver(to, at, key);
                     if self.workers[(to - self.lo) as usize].running.is_none() {
                         self.read_inbox(to, now);
                         self.next_unit(to, now);
@@ -282,7 +285,7 @@ impl Replay<'_> {
         };
         let worker = &self.workers[(to - self.lo) as usize];
         if worker.running.is_some() && worker.busy_until > key.0 {
-            self.deliver(to, at);
+            self.deliver(to, at, key);
         } else {
             let what = MESSAGE | (at as u64) << 24 | u64::from(to);
             // A message from this lane joins the queue (it arrives after all
@@ -557,21 +560,23 @@ impl Replay<'_> {
     }
 
     /// Appends message `at` to `to`'s inbox.
-    fn deliver(&mut self, to: u32, at: usize) {
+    fn deliver(&mut self, to: u32, at: usize, arrival: (u64, u64)) {
         let key = |m: &[Option<Message>], i: usize| m[i].as_ref().map(|m| m.key);
         let worker = &mut self.workers[(to - self.lo) as usize];
         let Some((first, last)) = worker.inbox else {
             worker.inbox = Some((at, at));
+            worker.inbox_last = arrival;
             return;
         };
-        let mine = key(&self.messages, at);
-        if key(&self.messages, last) <= mine {
+        if worker.inbox_last <= arrival {
             if let Some(m) = self.messages[last].as_mut() {
                 m.next = Some(at);
             }
             worker.inbox = Some((first, at));
+            worker.inbox_last = arrival;
             return;
         }
+        let mine = Some(arrival);
         // Arrived out of order (filed early): insert it in its place.
         if mine < key(&self.messages, first) {
             if let Some(m) = self.messages[at].as_mut() {
