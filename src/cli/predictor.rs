@@ -11,8 +11,9 @@ use super::GlobalArgs;
 use crate::fsutil::is_non_empty_dir;
 use crate::predict::lstm::TrainedOn;
 use crate::predict::{
-    evaluate, tail_start, worker_series, Ewma, Last, LinearLags, LstmPredictor, LstmSettings,
-    Predictor, Scores, SvmStraggler, WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
+    evaluate, tail_start, worker_series, Auto, Ewma, Last, LinearLags, LstmPredictor, LstmSettings,
+    Predictor, Scores, Sustained, SvmStraggler, WorkerSeries, DEFAULT_LAGS,
+    DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
 use crate::trace::read_trace_dir;
@@ -158,6 +159,7 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Box::new(Ewma {
             alpha: args.ewma_alpha,
         }),
+        Box::new(Sustained::default()),
     ];
     // The learned models fit on other traces (--train) or on the part of each
     // evaluated series before its held-out tail.
@@ -181,9 +183,14 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Ok(model) => predictors.push(Box::new(model)),
         Err(e) => tracing::warn!("svm is left out: {e}"),
     }
+    let auto_lstm = match &args.model {
+        Some(dir) => Some(std::sync::Arc::new(LstmPredictor::load(dir)?)),
+        None => None,
+    };
     if let Some(model) = lstm {
         predictors.push(Box::new(model));
     }
+    predictors.push(Box::new(Auto::new(auto_lstm)));
     let scores: Vec<Scores> = predictors
         .iter()
         .map(|p| evaluate(p.as_ref(), &series, args.tail_from, args.threshold))

@@ -6,6 +6,7 @@
 //! squares on lag features), and their evaluation on traces (ours or imported).
 //! `svm` (linfa-svm straggler classifier) and `lstm` (burn, DPro-SM's choice).
 
+pub mod auto;
 pub mod eval;
 pub mod history;
 pub mod linear;
@@ -13,6 +14,7 @@ pub mod lstm;
 pub mod online;
 pub mod svm;
 
+pub use auto::Auto;
 pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
 pub use linear::{FitError, LinearLags, DEFAULT_LAGS};

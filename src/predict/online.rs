@@ -23,6 +23,8 @@ pub enum OnlinePredictor {
     Sustained(Sustained),
     /// A trained LSTM.
     Lstm(Arc<LstmPredictor>),
+    /// Whichever candidate has had the lowest recent error.
+    Auto(super::Auto),
 }
 
 impl OnlinePredictor {
@@ -33,6 +35,7 @@ impl OnlinePredictor {
             OnlinePredictor::Ewma(e) => e,
             OnlinePredictor::Sustained(s) => s,
             OnlinePredictor::Lstm(l) => l.as_ref(),
+            OnlinePredictor::Auto(a) => a,
         }
     }
 }

@@ -29,6 +29,12 @@ pub fn load_predictor(plan: &PredictorPlan) -> Result<OnlinePredictor, LstmError
         PredictorPlan::Lstm { model } => {
             OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?))
         }
+        PredictorPlan::Auto { model } => {
+            OnlinePredictor::Auto(crate::predict::Auto::new(match model {
+                Some(m) => Some(Arc::new(LstmPredictor::load(m)?)),
+                None => None,
+            }))
+        }
     })
 }
 

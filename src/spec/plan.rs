@@ -140,10 +140,16 @@ pub enum PredictorPlan {
         /// Model directory.
         model: PathBuf,
     },
+    /// Per worker, whichever of `sustained`, `last`, `ewma` (and the LSTM in
+    /// `model`, if given) has had the lowest recent error.
+    Auto {
+        /// LSTM model directory, if the LSTM is a candidate.
+        model: Option<PathBuf>,
+    },
 }
 
 /// Predictors a job can name.
-pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "lstm"];
+pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "lstm", "auto"];
 
 /// ewma's weight of the newest observation when a job does not set it.
 pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;

@@ -278,11 +278,11 @@ pub(super) fn validate_predictor(
             format!("does not apply to predictor '{name}' (it is a sustained knob)"),
         ));
     }
-    if s.model.is_some() && name != "lstm" {
+    if s.model.is_some() && name != "lstm" && name != "auto" {
         return Err(cx.invalid(
             "predictor",
             "model",
-            format!("does not apply to predictor '{name}' (it is an lstm knob)"),
+            format!("does not apply to predictor '{name}' (it is an lstm and auto knob)"),
         ));
     }
     match name {
@@ -318,6 +318,15 @@ pub(super) fn validate_predictor(
                 return Err(cx.invalid("predictor", "model", e.to_string()));
             }
             Ok(Some(PredictorPlan::Lstm { model }))
+        }
+        "auto" => {
+            let model = s.model.as_ref().map(|m| base_dir.join(m));
+            if let Some(model) = &model {
+                if let Err(e) = crate::predict::LstmPredictor::load(model) {
+                    return Err(cx.invalid("predictor", "model", e.to_string()));
+                }
+            }
+            Ok(Some(PredictorPlan::Auto { model }))
         }
         other => Err(cx.invalid(
             "predictor",

@@ -108,6 +108,36 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
     }
 }
 
+/// `auto` picks among its candidates per worker; under a persistent
+/// straggler the plan still moves its work away, each unit once, and the
+/// parameters are BSP's.
+#[test]
+fn forestall_with_the_auto_predictor_moves_work_and_keeps_bsp_parameters() {
+    let p = plan(&job("forestall", "[predictor]\nname = \"auto\""));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
+    for u in &trace.units {
+        *ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default() += 1;
+    }
+    assert_eq!(ledger.len(), 8 * 32 * 8);
+    assert!(ledger.values().all(|&n| n == 1), "a unit computed twice");
+    let late: u32 = trace
+        .workers
+        .iter()
+        .filter(|w| w.worker == 1 && w.iteration >= 2)
+        .map(|w| w.units)
+        .sum();
+    assert!(
+        late < 6 * 64 / 2,
+        "worker 1 computed {late} units in iterations 2–7"
+    );
+    assert_eq!(bsp_digest(&p), out.digest);
+}
+
 /// Any policy may record predictions; the predictor changes nothing else.
 #[test]
 fn a_predictor_on_bsp_only_records_predictions() {
@@ -221,7 +251,15 @@ fn predictor_settings_are_checked() {
     let cases = [
         (
             "[predictor]\nname = \"oracle\"\n",
-            "unknown predictor 'oracle'; accepted: last, ewma, sustained, lstm",
+            "unknown predictor 'oracle'; accepted: last, ewma, sustained, lstm, auto",
+        ),
+        (
+            "[predictor]\nname = \"auto\"\nmodel = \"nowhere\"\n",
+            "nowhere",
+        ),
+        (
+            "[predictor]\nname = \"sustained\"\nmodel = \"m\"\n",
+            "model: does not apply to predictor 'sustained'",
         ),
         (
             "[predictor]\nname = \"last\"\nalpha = 0.5\n",
