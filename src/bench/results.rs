@@ -51,7 +51,8 @@ pub struct BenchRow {
     /// The load-balancing bound per iteration, ms: `time_per_iteration_ms`
     /// with each iteration's part from its start to its last worker's finish
     /// replaced by that iteration's bound ([`crate::run::bound`]); None for
-    /// the reference loops.
+    /// the reference loops and for policies without BSP semantics (under
+    /// SSP iterations overlap).
     pub bound_iteration_ms: Option<f64>,
     /// Σ barrier wait, worker-seconds.
     pub barrier_wait_s: f64,

@@ -45,6 +45,8 @@ pub struct RunSummary {
     /// spread over the workers in proportion to their speed (see
     /// [`crate::run::bound`]); no policy with BSP semantics does better.
     pub bound_iteration_s: f64,
+    /// Whether the policy keeps BSP semantics (the bound is its limit).
+    pub bsp_semantics: bool,
     /// Iterations in which a laggard was named.
     pub laggard_iterations: u64,
     /// Final test accuracy.
@@ -129,6 +131,7 @@ impl RunSummary {
             iteration_s: out.iterations.iter().map(|r| r.wall_us as f64).sum::<f64>() / 1e6,
             ideal_iteration_s: out.ideal_us as f64 / 1e6,
             bound_iteration_s: out.bound_us as f64 / 1e6,
+            bsp_semantics: plan.policy.keeps_bsp_semantics(),
             laggard_iterations: out
                 .iterations
                 .iter()
@@ -181,7 +184,7 @@ impl RunSummary {
             "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
             self.ideal_iteration_s, self.iteration_s
         );
-        if self.bound_iteration_s > 0.0 {
+        if self.bound_iteration_s > 0.0 && self.bsp_semantics {
             let _ = writeln!(
                 s,
                 "bound        {:.2} s with the work spread in proportion to the workers' speed: this run took {:.3}× the bound",
