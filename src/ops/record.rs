@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
+use arrow_array::ArrowPrimitiveType;
 use arrow_array::{
     Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
@@ -214,34 +215,39 @@ fn column_error(path: &Path, column: &'static str, problem: impl Into<String>) -
     }
 }
 
-/// Any integer column as i64 values (nulls refused).
-fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<i64>, OpsError> {
+/// `column` of `batch`, present and without nulls.
+fn present<'a>(
+    path: &Path,
+    batch: &'a RecordBatch,
+    column: &'static str,
+) -> Result<&'a ArrayRef, OpsError> {
     let array = batch
         .column_by_name(column)
         .ok_or_else(|| column_error(path, column, "is missing"))?;
     if array.null_count() > 0 {
         return Err(column_error(path, column, "holds nulls"));
     }
+    Ok(array)
+}
+
+/// A primitive array's values, each widened by `widen`.
+fn widened<T: ArrowPrimitiveType, U>(array: &ArrayRef, widen: impl Fn(T::Native) -> U) -> Vec<U> {
+    array
+        .as_primitive::<T>()
+        .values()
+        .iter()
+        .map(|&v| widen(v))
+        .collect()
+}
+
+/// Any integer column as i64 values (nulls refused).
+fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<i64>, OpsError> {
+    let array = present(path, batch, column)?;
     Ok(match array.data_type() {
-        DataType::Int8 => array
-            .as_primitive::<Int8Type>()
-            .values()
-            .iter()
-            .map(|&v| i64::from(v))
-            .collect(),
-        DataType::Int16 => array
-            .as_primitive::<Int16Type>()
-            .values()
-            .iter()
-            .map(|&v| i64::from(v))
-            .collect(),
-        DataType::Int32 => array
-            .as_primitive::<Int32Type>()
-            .values()
-            .iter()
-            .map(|&v| i64::from(v))
-            .collect(),
-        DataType::Int64 => array.as_primitive::<Int64Type>().values().to_vec(),
+        DataType::Int8 => widened::<Int8Type, _>(array, i64::from),
+        DataType::Int16 => widened::<Int16Type, _>(array, i64::from),
+        DataType::Int32 => widened::<Int32Type, _>(array, i64::from),
+        DataType::Int64 => widened::<Int64Type, _>(array, |v| v),
         other => {
             return Err(column_error(
                 path,
@@ -254,20 +260,10 @@ fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Ve
 
 /// A float column (f32 or f64) as f64 values (nulls refused).
 fn floats(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<f64>, OpsError> {
-    let array = batch
-        .column_by_name(column)
-        .ok_or_else(|| column_error(path, column, "is missing"))?;
-    if array.null_count() > 0 {
-        return Err(column_error(path, column, "holds nulls"));
-    }
+    let array = present(path, batch, column)?;
     Ok(match array.data_type() {
-        DataType::Float32 => array
-            .as_primitive::<Float32Type>()
-            .values()
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-        DataType::Float64 => array.as_primitive::<Float64Type>().values().to_vec(),
+        DataType::Float32 => widened::<Float32Type, _>(array, f64::from),
+        DataType::Float64 => widened::<Float64Type, _>(array, |v| v),
         other => {
             return Err(column_error(
                 path,
