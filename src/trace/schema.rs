@@ -261,31 +261,17 @@ mod tests {
             }
             out
         };
-        let to_json = |v: Result<serde_json::Value, _>| v.expect("records serialize to json");
-        let mut expected = fields(to_json(serde_json::to_value(&units)));
-        let mut found: Vec<String> = names(&unit_schema())
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        expected.sort();
-        found.sort();
-        assert_eq!(found, expected);
-        let mut expected = fields(to_json(serde_json::to_value(&workers)));
-        let mut found: Vec<String> = names(&worker_schema())
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        expected.sort();
-        found.sort();
-        assert_eq!(found, expected);
-        let mut expected = fields(to_json(serde_json::to_value(&iterations)));
-        let mut found: Vec<String> = names(&iteration_schema())
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        expected.sort();
-        found.sort();
-        assert_eq!(found, expected);
+        let same = |record: serde_json::Value, schema: &Schema| {
+            let mut expected = fields(record);
+            let mut found: Vec<String> = names(schema).iter().map(|s| s.to_string()).collect();
+            expected.sort();
+            found.sort();
+            assert_eq!(found, expected);
+        };
+        let json = |v: Result<serde_json::Value, _>| v.expect("records serialize to json");
+        same(json(serde_json::to_value(&units)), &unit_schema());
+        same(json(serde_json::to_value(&workers)), &worker_schema());
+        same(json(serde_json::to_value(&iterations)), &iteration_schema());
     }
 
     #[test]
