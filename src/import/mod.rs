@@ -276,30 +276,51 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             gt_slowdown: f64::NAN,
             gt_delay_us: 0,
         }));
-        let report = detect_laggard(&rows, crate::spec::DEFAULT_LAGGARD_THRESHOLD);
-        iterations.push(IterationRecord {
+        // What is known of the workload: which trace it came from.
+        iterations.push(timing_only(
             iteration,
-            start_us: start,
-            end_us: start + longest,
-            wall_us: longest,
-            train_loss: f64::NAN,
-            test_loss: None,
-            test_accuracy: None,
-            laggard: report.laggard,
-            lag_us: report.lag_us,
-            median_busy_us: report.median_busy_us,
-            barrier_wait_us: rows.iter().map(|r| r.barrier_wait_us).sum(),
-            units: rows.len() as u32,
-            rows: 0,
-            dropped_partitions: String::new(),
-            // What is known of the workload: which trace it came from.
-            workload: imported.format.as_str().into(),
-            test_metrics: Default::default(),
-        });
+            start,
+            &rows,
+            rows.len() as u32,
+            imported.format.as_str(),
+        ));
         workers.extend(rows);
         start += longest;
     }
     (units, workers, iterations)
+}
+
+/// The row of an iteration known only from its workers' timings (an import,
+/// a synthetic trace): it starts at `start`, lasts as long as its slowest
+/// worker, names the laggard as a run's detector would, and has no loss or
+/// evaluation. `units` were computed over the rows the workers report.
+pub(crate) fn timing_only(
+    iteration: u64,
+    start: u64,
+    workers: &[WorkerRecord],
+    units: u32,
+    workload: &str,
+) -> IterationRecord {
+    let longest = workers.iter().map(|r| r.busy_us).max().unwrap_or(0);
+    let report = detect_laggard(workers, crate::spec::DEFAULT_LAGGARD_THRESHOLD);
+    IterationRecord {
+        iteration,
+        start_us: start,
+        end_us: start + longest,
+        wall_us: longest,
+        train_loss: f64::NAN,
+        test_loss: None,
+        test_accuracy: None,
+        laggard: report.laggard,
+        lag_us: report.lag_us,
+        median_busy_us: report.median_busy_us,
+        barrier_wait_us: workers.iter().map(|r| r.barrier_wait_us).sum(),
+        units,
+        rows: workers.iter().map(|r| r.rows).sum(),
+        dropped_partitions: String::new(),
+        workload: workload.into(),
+        test_metrics: Default::default(),
+    }
 }
 
 #[cfg(test)]

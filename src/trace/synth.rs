@@ -12,10 +12,9 @@
 
 use std::path::Path;
 
-use super::{IterationRecord, Result, TraceStamp, TraceWriter, WorkerRecord};
+use super::{Result, TraceStamp, TraceWriter, WorkerRecord};
 use crate::inject::StragglerSchedule;
 use crate::rng;
-use crate::run::detect_laggard;
 
 /// What to synthesise.
 #[derive(Debug, Clone)]
@@ -79,25 +78,13 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
         for r in &mut rows {
             r.barrier_wait_us = longest - r.busy_us;
         }
-        let report = detect_laggard(&rows, crate::spec::DEFAULT_LAGGARD_THRESHOLD);
-        iterations.push(IterationRecord {
-            iteration: t,
-            start_us: start,
-            end_us: start + longest,
-            wall_us: longest,
-            train_loss: f64::NAN,
-            test_loss: None,
-            test_accuracy: None,
-            laggard: report.laggard,
-            lag_us: report.lag_us,
-            median_busy_us: report.median_busy_us,
-            barrier_wait_us: rows.iter().map(|r| r.barrier_wait_us).sum(),
-            units: synth.units * synth.workers,
-            rows: rows.iter().map(|r| r.rows).sum(),
-            dropped_partitions: String::new(),
-            workload: "synth".into(),
-            test_metrics: Default::default(),
-        });
+        iterations.push(crate::import::timing_only(
+            t,
+            start,
+            &rows,
+            synth.units * synth.workers,
+            "synth",
+        ));
         workers.extend(rows);
         start += longest;
         if (t + 1) % ITERATIONS_PER_PART == 0 || t + 1 == synth.iterations {
