@@ -149,7 +149,7 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             let model = LstmPredictor::load(dir)
                 .with_context(|| format!("cannot load the model in {}", dir.display()))?;
             check_unseen(&model, &args.traces, args.tail_from)?;
-            Some(model)
+            Some(std::sync::Arc::new(model))
         }
         None => None,
     };
@@ -183,14 +183,11 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Ok(model) => predictors.push(Box::new(model)),
         Err(e) => tracing::warn!("svm is left out: {e}"),
     }
-    let auto_lstm = match &args.model {
-        Some(dir) => Some(std::sync::Arc::new(LstmPredictor::load(dir)?)),
-        None => None,
-    };
-    if let Some(model) = lstm {
-        predictors.push(Box::new(model));
+    if let Some(model) = &lstm {
+        predictors.push(Box::new(std::sync::Arc::clone(model)));
     }
-    predictors.push(Box::new(Auto::new(auto_lstm)));
+    // auto chooses among the baselines and the same LSTM
+    predictors.push(Box::new(Auto::new(lstm)));
     let scores: Vec<Scores> = predictors
         .iter()
         .map(|p| evaluate(p.as_ref(), &series, args.tail_from, args.threshold))

@@ -408,27 +408,24 @@ impl ReassignAgent {
             return Vec::new();
         }
         let current = std::iter::once((self.iteration, &self.peers));
-        // (Under BSP nothing earlier is open.)
         let earlier = self
             .history
             .iter()
-            .take_while(|_| oldest_open < self.iteration)
             .filter(|&&(t, _)| t >= oldest_open && t < self.iteration)
             .map(|(t, peers)| (*t, peers));
         let behind = earlier.chain(current).find_map(|(t, peers)| {
             peers
                 .0
                 .iter()
-                .map(|(w, p)| (w, p))
-                .filter(|(w, (done, total))| {
-                    done < total && !self.declined.contains(&(t, **w)) && **w != self.me
+                .filter(|&&(w, (done, total))| {
+                    done < total && !self.declined.contains(&(t, w)) && w != self.me
                 })
                 .min_by(|a, b| {
                     let fa = Self::fraction(a.1 .0, a.1 .1);
                     let fb = Self::fraction(b.1 .0, b.1 .1);
-                    fa.total_cmp(&fb).then(a.0.cmp(b.0))
+                    fa.total_cmp(&fb).then(a.0.cmp(&b.0))
                 })
-                .map(|(&w, _)| (t, w))
+                .map(|&(w, _)| (t, w))
         });
         match behind {
             Some((t, w)) => {

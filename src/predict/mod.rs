@@ -55,6 +55,30 @@ pub trait Predictor {
     }
 }
 
+/// A shared predictor predicts as the one it shares (so one loaded LSTM can
+/// be scored alone and as a candidate of `auto`).
+impl<P: Predictor + ?Sized> Predictor for std::sync::Arc<P> {
+    fn name(&self) -> &str {
+        self.as_ref().name()
+    }
+
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
+        self.as_ref().predict(history, horizon)
+    }
+
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        self.as_ref().predict_next(history)
+    }
+
+    fn predicts_time(&self) -> bool {
+        self.as_ref().predicts_time()
+    }
+
+    fn calls_straggler(&self, history: &[Step], threshold: f64) -> bool {
+        self.as_ref().calls_straggler(history, threshold)
+    }
+}
+
 /// The last observed ratio, held.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Last;

@@ -19,6 +19,20 @@
 
 use crate::trace::WorkerRecord;
 
+/// An iteration's estimated time without the injected delays, µs: its
+/// slowest worker's finish after `start_us`, less the delay injected into it.
+pub fn iteration_ideal_us(workers: &[WorkerRecord], start_us: u64) -> u64 {
+    workers
+        .iter()
+        .map(|r| {
+            r.finish_us
+                .saturating_sub(start_us)
+                .saturating_sub(r.gt_delay_us)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The bound of one iteration that started at `start_us`, from its workers'
 /// records, µs. `pace_ns_per_row` is the job's pace (0: native speed).
 pub fn iteration_bound_us(workers: &[WorkerRecord], start_us: u64, pace_ns_per_row: u64) -> u64 {

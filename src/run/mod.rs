@@ -18,6 +18,7 @@ pub mod reduce;
 pub mod sink;
 pub mod worker;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -35,7 +36,7 @@ use crate::checkpoint::Checkpoint;
 use crate::inject::{CpuDisruptor, Pattern};
 use crate::spec::{hex, DisruptorMode, JobPlan};
 use crate::trace::writer::Kept;
-use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter};
+use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter, WorkerRecord};
 use crate::workload::{Evaluation, Workload};
 
 /// Why a run failed.
@@ -363,37 +364,19 @@ pub fn run_job_in_cluster(
         return Ok(None);
     }
     // The iterations before the checkpoint come from the trace, with their
-    // ideal time estimated as the sink estimates it.
-    let kept_ideal_us: u64 = kept_rows
-        .iterations
-        .iter()
-        .map(|it| {
-            kept_rows
-                .workers
-                .iter()
-                .filter(|w| w.iteration == it.iteration)
-                .map(|w| {
-                    w.finish_us
-                        .saturating_sub(it.start_us)
-                        .saturating_sub(w.gt_delay_us)
-                })
-                .max()
-                .unwrap_or(0)
-        })
-        .sum();
-    let kept_bound_us: u64 = kept_rows
-        .iterations
-        .iter()
-        .map(|it| {
-            let workers: Vec<crate::trace::WorkerRecord> = kept_rows
-                .workers
-                .iter()
-                .filter(|w| w.iteration == it.iteration)
-                .cloned()
-                .collect();
-            bound::iteration_bound_us(&workers, it.start_us, plan.pace_ns_per_row)
-        })
-        .sum();
+    // ideal time and bound estimated as the sink estimates them.
+    let mut kept_workers: BTreeMap<u64, Vec<WorkerRecord>> = BTreeMap::new();
+    for w in &kept_rows.workers {
+        kept_workers.entry(w.iteration).or_default().push(w.clone());
+    }
+    let (mut kept_ideal_us, mut kept_bound_us) = (0u64, 0u64);
+    for it in &kept_rows.iterations {
+        let workers = kept_workers
+            .get(&it.iteration)
+            .map_or(&[][..], Vec::as_slice);
+        kept_ideal_us += bound::iteration_ideal_us(workers, it.start_us);
+        kept_bound_us += bound::iteration_bound_us(workers, it.start_us, plan.pace_ns_per_row);
+    }
     let mut iterations = kept_rows.iterations;
     iterations.extend(sink_output.iterations);
     let params = sink_output

@@ -325,15 +325,7 @@ fn sink_loop(
             } => {
                 let t = w.first().map_or(0, |r| r.iteration);
                 let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
-                out.ideal_us += w
-                    .iter()
-                    .map(|r| {
-                        r.finish_us
-                            .saturating_sub(report.start_us)
-                            .saturating_sub(r.gt_delay_us)
-                    })
-                    .max()
-                    .unwrap_or(0);
+                out.ideal_us += crate::run::bound::iteration_ideal_us(&w, report.start_us);
                 out.bound_us += crate::run::bound::iteration_bound_us(
                     &w,
                     report.start_us,

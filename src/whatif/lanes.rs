@@ -112,23 +112,21 @@ pub fn replay_iteration_with(
     } else {
         run_in_windows(&mut replays, latency_us, lists);
     }
-    let mut out = Replayed {
-        iteration: lists.base.iteration,
-        makespan_us: 0,
-        finish_us: Vec::with_capacity(n),
-        executed: Vec::new(),
-        reassigned: 0,
-        wasted: 0,
-        messages: 0,
-    };
+    // The first lane's outcome, with the others' appended.
+    let mut out: Option<Replayed> = None;
     for (r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
         let part = r.out;
-        out.makespan_us = out.makespan_us.max(part.makespan_us);
-        out.finish_us.extend(part.finish_us);
-        out.executed.extend(part.executed);
-        out.reassigned += part.reassigned;
-        out.wasted += part.wasted;
-        out.messages += part.messages;
+        match out.as_mut() {
+            None => out = Some(part),
+            Some(out) => {
+                out.makespan_us = out.makespan_us.max(part.makespan_us);
+                out.finish_us.extend(part.finish_us);
+                out.executed.extend(part.executed);
+                out.reassigned += part.reassigned;
+                out.wasted += part.wasted;
+                out.messages += part.messages;
+            }
+        }
         *buffers = LaneBuffers {
             workers: r.workers,
             units: r.units,
@@ -141,7 +139,7 @@ pub fn replay_iteration_with(
             cloned_done: r.cloned_done,
         };
     }
-    out
+    out.expect("at least one lane")
 }
 
 /// The lane of workers `lo..hi`, built from `buffers`.
@@ -166,7 +164,6 @@ fn lane<'a>(
         events: cleared(&mut buffers.events, BinaryHeap::clear),
         in_flight: cleared(&mut buffers.in_flight, std::collections::VecDeque::clear),
         sorted: None,
-        accepting: false,
         messages: cleared(&mut buffers.messages, Vec::clear),
         carried: cleared(&mut buffers.carried, Vec::clear),
         flat: cleared(&mut buffers.flat, Vec::clear),

@@ -54,7 +54,7 @@ pub struct TimedUnit {
 }
 
 /// What one iteration of a recorded run says about its workers.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IterationTimings {
     /// Iteration.
     pub iteration: u64,

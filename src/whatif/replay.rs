@@ -142,8 +142,6 @@ pub(super) struct Replay<'a> {
     /// (clones never cross lanes: a replay with clones runs one lane).
     pub(super) cloned: HashSet<UnitKey>,
     pub(super) cloned_done: HashSet<UnitKey>,
-    /// Whether messages from another lane are being taken in.
-    pub(super) accepting: bool,
     /// Messages to workers of other lanes, sent since the last exchange.
     pub(super) outbox: Vec<Crossing>,
     /// The lane's part of the outcome (`finish_us` of its workers).
@@ -155,12 +153,18 @@ pub(super) struct Replay<'a> {
 const MESSAGE: u64 = 1 << 63;
 
 impl Replay<'_> {
-    /// Files the end of the unit worker `w` starts now, at time `at`.
-    fn push_unit_done(&mut self, at: u64, w: u32) {
+    /// The order among ties of the next event worker `w` causes: (the
+    /// worker, its count of events), the same however the workers are split.
+    fn next_order(&mut self, w: u32) -> u64 {
         let worker = &mut self.workers[(w - self.lo) as usize];
         worker.caused += 1;
-        self.units
-            .push(Reverse((at, u64::from(w) << 32 | u64::from(worker.caused))));
+        u64::from(w) << 32 | u64::from(worker.caused)
+    }
+
+    /// Files the end of the unit worker `w` starts now, at time `at`.
+    fn push_unit_done(&mut self, at: u64, w: u32) {
+        let order = self.next_order(w);
+        self.units.push(Reverse((at, order)));
     }
 
     /// When the lane's next event happens, if it has one.
@@ -262,7 +266,6 @@ impl Replay<'_> {
 
     /// A message from another lane.
     pub(super) fn accept(&mut self, c: Crossing) {
-        self.accepting = true;
         let start = self.carried.len();
         self.carried.extend_from_slice(&c.units);
         self.messages.push(Some(Message {
@@ -272,14 +275,14 @@ impl Replay<'_> {
             units: start..self.carried.len(),
             next: None,
         }));
-        self.arrive(c.to, self.messages.len() - 1);
-        self.accepting = false;
+        self.arrive(c.to, self.messages.len() - 1, false);
     }
 
     /// Message `at` is on its way to `to`: filed as an event, or straight in
     /// the inbox when `to` computes until after it arrives (all the arrival
-    /// would do; the inbox keeps arrival order either way).
-    fn arrive(&mut self, to: u32, at: usize) {
+    /// would do; the inbox keeps arrival order either way). `local`: sent
+    /// from this lane now, so it arrives after every message in the queue.
+    fn arrive(&mut self, to: u32, at: usize, local: bool) {
         let Some(key) = self.messages[at].as_ref().map(|m| m.key) else {
             return;
         };
@@ -288,12 +291,9 @@ impl Replay<'_> {
             self.deliver(to, at, key);
         } else {
             let what = MESSAGE | (at as u64) << 24 | u64::from(to);
-            // A message from this lane joins the queue (it arrives after all
-            // in it), one from another the heap.
-            let from_here = self.in_flight.back().is_none_or(|m| m.0 <= key.0)
-                && self.latency_us > 0
-                && !self.accepting;
-            if from_here {
+            // A message from this lane joins the queue, one from another the
+            // heap (so does one without latency: it may be due right now).
+            if local && self.latency_us > 0 {
                 self.in_flight.push_back((key.0, key.1, what));
             } else {
                 self.events.push(Reverse((key.0, key.1, what)));
@@ -532,13 +532,12 @@ impl Replay<'_> {
     ) {
         self.out.messages += 1;
         let arrives = now + self.latency_us;
+        let order = self.next_order(from);
         let lane = self.lo..self.lo + self.workers.len() as u32;
         if !lane.contains(&to) {
-            let sender = &mut self.workers[(from - self.lo) as usize];
-            sender.caused += 1;
             self.outbox.push(Crossing {
                 arrives,
-                order: u64::from(from) << 32 | u64::from(sender.caused),
+                order,
                 from,
                 to,
                 kind,
@@ -546,9 +545,6 @@ impl Replay<'_> {
             });
             return;
         }
-        let sender = &mut self.workers[(from - self.lo) as usize];
-        sender.caused += 1;
-        let order = u64::from(from) << 32 | u64::from(sender.caused);
         self.messages.push(Some(Message {
             key: (arrives, order),
             from,
@@ -556,7 +552,7 @@ impl Replay<'_> {
             units,
             next: None,
         }));
-        self.arrive(to, self.messages.len() - 1);
+        self.arrive(to, self.messages.len() - 1, true);
     }
 
     /// Appends message `at` to `to`'s inbox.

@@ -48,6 +48,27 @@ fn bsp_digest(p: &JobPlan) -> String {
     run(&bsp).digest
 }
 
+/// Every unit of the job's 8 iterations × 32 partitions × 8 units is in the
+/// trace once, and none is a clone.
+fn each_unit_once_without_clones(trace: &forestall::trace::TraceSet, what: &str) {
+    let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
+    for u in &trace.units {
+        *ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default() += 1;
+        assert_ne!(u.action, UnitAction::Clone, "{what}");
+    }
+    assert_eq!(
+        ledger.len(),
+        8 * 32 * 8,
+        "{what}: every unit is in the trace"
+    );
+    assert!(
+        ledger.values().all(|&n| n == 1),
+        "{what}: a unit computed twice"
+    );
+}
+
 #[test]
 fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
     for policy in ["proactive", "forestall"] {
@@ -55,22 +76,7 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
         let dir = tempfile::tempdir().expect("temp dir");
         let out = run_in(&p, dir.path());
         let trace = read_trace_dir(dir.path()).expect("trace reads");
-        let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
-        for u in &trace.units {
-            *ledger
-                .entry((u.iteration, u.partition, u.unit))
-                .or_default() += 1;
-            assert_ne!(u.action, UnitAction::Clone);
-        }
-        assert_eq!(
-            ledger.len(),
-            8 * 32 * 8,
-            "{policy}: every unit is in the trace"
-        );
-        assert!(
-            ledger.values().all(|&n| n == 1),
-            "{policy}: a unit computed twice"
-        );
+        each_unit_once_without_clones(&trace, policy);
 
         // Iteration 0 has no history; from iteration 2 on (the default
         // predictor needs the slowdown to last two iterations) the straggler
@@ -117,14 +123,7 @@ fn forestall_with_the_auto_predictor_moves_work_and_keeps_bsp_parameters() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
-    for u in &trace.units {
-        *ledger
-            .entry((u.iteration, u.partition, u.unit))
-            .or_default() += 1;
-    }
-    assert_eq!(ledger.len(), 8 * 32 * 8);
-    assert!(ledger.values().all(|&n| n == 1), "a unit computed twice");
+    each_unit_once_without_clones(&trace, "forestall with auto");
     let late: u32 = trace
         .workers
         .iter()
