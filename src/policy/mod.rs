@@ -211,6 +211,14 @@ impl PeerAgent {
         }
     }
 
+    /// How long the unit in flight has run so far, if one is (before
+    /// `on_message`).
+    pub fn on_running(&mut self, running_us: Option<u64>) {
+        if let PeerAgent::Reassign(a) = self {
+            a.on_running(running_us);
+        }
+    }
+
     /// A unit count to describe a peer that has finished this iteration (any
     /// positive number works: only done == total matters).
     pub fn own_total_hint(&self) -> u32 {

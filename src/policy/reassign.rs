@@ -8,25 +8,28 @@
 //! 2. A worker that gets a report from a peer that is further along than itself
 //!    and still has more than one unit left gives that peer units from the
 //!    **end** of its list (**assign**): as many as make both expect to finish
-//!    together, judged by each one's time per unit so far, and at least
-//!    `initial_units`. The units leave its list before the message is sent, so
-//!    ownership moves once and no unit is done twice.
+//!    together, judged by each one's time per unit so far (its own: the mean of
+//!    its units done, or the unit in flight's time so far when longer), and at
+//!    least `initial_units` — when finishing together needs any. The units leave
+//!    its list before the message is sent, so ownership moves once and no unit
+//!    is done twice; they no longer count as the giver's own, so its reports
+//!    (done of total) stay true.
 //! 3. A helper that has finished everything it holds **offers** help to the peer
 //!    of its group whose last report shows it furthest behind; that peer answers
 //!    with units from the end of its list (the same balance, at least
 //!    `follow_up_units`), or **declines** when it has at most one left, and the
 //!    helper tries the next peer behind.
 //!
-//! A worker reads control messages between units (one unit per activation), so a
-//! slow worker answers after its current unit, as in FlexRR. The agent is pure:
-//! callers pass in what happened and send what it returns.
+//! A worker answers control messages at once, also while a unit is in flight
+//! (`respond = "at-once"`, the default), or only between units. The agent is
+//! pure: callers pass in what happened and send what it returns.
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
 /// Default helper-group size.
-pub const DEFAULT_GROUP_SIZE: u32 = 4;
+pub const DEFAULT_GROUP_SIZE: u32 = 8;
 /// Default progress checkpoint (share of a worker's own units).
 pub const DEFAULT_CHECKPOINT: f64 = 0.75;
 /// Default size of a first reassignment.
@@ -136,6 +139,17 @@ pub fn helper_group(worker: u32, workers: u32, per_process: u32, size: u32) -> V
     group
 }
 
+/// A giver's side of a balance.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Giver {
+    /// Own units in its list.
+    pub(crate) left: usize,
+    /// Its time per unit, µs.
+    pub(crate) unit_us: u64,
+    /// How long until its unit in flight ends, if one is, µs.
+    pub(crate) in_flight_left_us: Option<u64>,
+}
+
 /// A worker's own progress in the current iteration and the reports it owes its
 /// group: one at `mark` (a share of its own units) and one at the end.
 #[derive(Debug, Clone, Default)]
@@ -144,6 +158,9 @@ pub(crate) struct Reporter {
     pub(crate) own_done: u32,
     /// Mean time per unit so far this iteration, µs.
     pub(crate) unit_us: u64,
+    /// How long the unit in flight has run so far, µs, if one is: a floor
+    /// on the time per unit before that unit ends.
+    pub(crate) running_us: Option<u64>,
     reported_mark: bool,
     reported_end: bool,
 }
@@ -166,6 +183,7 @@ impl Reporter {
     ) -> Vec<(u32, ControlKind)> {
         self.own_done += 1;
         self.unit_us = unit_us;
+        self.running_us = None;
         let at_end = self.own_done == self.own_total && !self.reported_end;
         let at_mark =
             ReassignAgent::fraction(self.own_done, self.own_total) >= mark && !self.reported_mark;
@@ -228,6 +246,15 @@ pub struct ReassignAgent {
     waiting_on: Option<(u64, u32)>,
     /// (iteration, peer) pairs that declined.
     declined: Vec<(u64, u32)>,
+    /// Peers given units this iteration: the others may still ask, and
+    /// share what is left.
+    helped: Vec<u32>,
+    /// Peers whose last report this iteration was no faster per unit than
+    /// this worker: they will not take its units.
+    no_faster: Vec<u32>,
+    /// Each reporting peer's work left at its last report this iteration,
+    /// µs: (peer, left).
+    left_us: Vec<(u32, u64)>,
 }
 
 impl ReassignAgent {
@@ -243,6 +270,9 @@ impl ReassignAgent {
             history: VecDeque::new(),
             waiting_on: None,
             declined: Vec::new(),
+            helped: Vec::new(),
+            no_faster: Vec::new(),
+            left_us: Vec::new(),
         }
     }
 
@@ -265,6 +295,9 @@ impl ReassignAgent {
             self.history.insert(at, (self.iteration, previous));
         }
         self.declined.retain(|&(t, _)| t >= keep_from);
+        self.helped.clear();
+        self.no_faster.clear();
+        self.left_us.clear();
         self.iteration = iteration;
         self.progress.begin(own_total);
     }
@@ -278,30 +311,41 @@ impl ReassignAgent {
     }
 
     /// Units to give a peer with `their_left` units left at `their_unit_us` per
-    /// unit, when we have `left` at `my_unit_us` and `helpers` peers like it may
-    /// help: as many as make all of us finish together if each helper took the
-    /// same share, at least `floor`, always keeping one.
+    /// unit, when `giver` has `helpers` peers like it that may help: as many
+    /// as make all of us finish together if each helper took the same share,
+    /// at least `floor`; the giver keeps one unless it has one in flight.
     ///
-    /// With `T` the common finish time, we do `T / mine` units and each helper
+    /// With `T` the common finish time, the giver finishes the unit in flight
+    /// (`rem` from now) and then `(T - rem) / mine` units, each helper
     /// `T / theirs - their_left` more, and all of it adds up to `left`:
-    /// `T = (left + helpers · their_left) / (1 / mine + helpers / theirs)`.
+    /// `T = (left + helpers · their_left + rem / mine) / (1 / mine + helpers / theirs)`.
+    /// The giver keeps what it finishes by `T` (rounded) and the helpers share
+    /// the rest, rounded up: a slow worker's unit left over costs more than a
+    /// helper's.
     pub(crate) fn balance(
-        left: usize,
-        my_unit_us: u64,
+        giver: Giver,
         helpers: usize,
         their_left: u32,
         their_unit_us: u64,
         floor: u32,
     ) -> u32 {
-        if left <= 1 {
+        let keep_least = if giver.in_flight_left_us.is_some() {
+            0
+        } else {
+            1
+        };
+        if giver.left <= keep_least {
             return 0;
         }
-        let mine = my_unit_us.max(1) as f64;
+        let mine = giver.unit_us.max(1) as f64;
         let theirs = their_unit_us.max(1) as f64;
+        let rem = giver.in_flight_left_us.unwrap_or(0) as f64;
         let g = helpers.max(1) as f64;
-        let finish = (left as f64 + g * f64::from(their_left)) / (1.0 / mine + g / theirs);
-        let k = finish / theirs - f64::from(their_left);
-        (k.floor().max(f64::from(floor)) as usize).min(left - 1) as u32
+        let n = giver.left as f64;
+        let finish = (n + g * f64::from(their_left) + rem / mine) / (1.0 / mine + g / theirs);
+        let keep = ((finish - rem) / mine).round().clamp(keep_least as f64, n);
+        let share = ((n - keep) / g).ceil();
+        (share.max(f64::from(floor)) as usize).min(giver.left - keep_least) as u32
     }
 
     /// Call when one of this worker's *own* units is done; `unit_us` is its mean
@@ -312,16 +356,83 @@ impl ReassignAgent {
             .unit_done(unit_us, self.config.checkpoint, &self.group)
     }
 
+    /// How long the unit in flight has run so far, if one is (call before
+    /// `on_message`): until it ends, this worker's time per unit is taken to
+    /// be at least that, and it may give away every unit of its list.
+    pub fn on_running(&mut self, running_us: Option<u64>) {
+        self.progress.running_us = running_us;
+    }
+
+    /// This worker as a giver with `left` units in its list: its time per
+    /// unit as it stands (the mean of the units done, or the unit in flight's
+    /// time so far when that is longer) and how long until the unit in
+    /// flight ends by that measure.
+    fn giver(&self, left: usize) -> Giver {
+        let running = self.progress.running_us;
+        let unit_us = self.progress.unit_us.max(running.unwrap_or(0));
+        Giver {
+            left,
+            unit_us,
+            in_flight_left_us: running.map(|r| unit_us - r),
+        }
+    }
+
     /// Call for every control message. `left` is how many units are still in
     /// this worker's list (not counting one being computed). Returns the messages
     /// to send; an `Assign { count }` means: take `count` units from the end of
-    /// the list and send them to that peer.
+    /// the list and send them to that peer (they no longer count as this
+    /// worker's own).
     pub fn on_message(
         &mut self,
         from: u32,
         kind: &ControlKind,
         left: usize,
     ) -> Vec<(u32, ControlKind)> {
+        let out = self.answer(from, kind, left);
+        for (to, sent) in &out {
+            if let ControlKind::Assign { count } = sent {
+                self.progress.own_total -= count;
+                if !self.helped.contains(to) {
+                    self.helped.push(*to);
+                }
+            }
+        }
+        out
+    }
+
+    /// Peers that may still take units: the group size less those given
+    /// some already and those no faster than this worker (at least one, the
+    /// one asking).
+    fn helpers_left(&self) -> usize {
+        let idle = self.no_faster.iter().filter(|w| !self.helped.contains(w));
+        (self
+            .group
+            .len()
+            .saturating_sub(self.helped.len() + idle.count()))
+        .max(1)
+    }
+
+    /// How many workers may answer `reporter`'s report with units: this one,
+    /// every peer that reported well more work left than `reporter` has
+    /// (`their_left_us`, two of its units more), and every peer of the group
+    /// not heard from yet this iteration. Each gives its part, so a peer that
+    /// is ahead is not buried under everyone's units at once; the rest it
+    /// gets by offering help when idle, one peer at a time.
+    fn givers(&self, reporter: u32, their_left_us: u64, their_unit_us: u64) -> u32 {
+        let behind = self
+            .left_us
+            .iter()
+            .filter(|&&(w, l)| w != reporter && l > their_left_us + 2 * their_unit_us)
+            .count();
+        let unheard = self
+            .group
+            .iter()
+            .filter(|&&w| w != reporter && !self.left_us.iter().any(|e| e.0 == w))
+            .count();
+        1 + (behind + unheard) as u32
+    }
+
+    fn answer(&mut self, from: u32, kind: &ControlKind, left: usize) -> Vec<(u32, ControlKind)> {
         match *kind {
             ControlKind::Progress {
                 done,
@@ -329,32 +440,66 @@ impl ReassignAgent {
                 unit_us,
             } => {
                 self.peers.set(from, (done, total));
-                let theirs = Self::fraction(done, total);
-                let mine = Self::fraction(self.progress.own_done, self.progress.own_total);
-                if theirs > mine && left > 1 {
-                    let count = Self::balance(
-                        left,
-                        self.progress.unit_us,
-                        self.group.len(),
-                        total - done,
-                        unit_us,
-                        self.config.initial_units,
-                    );
-                    if count > 0 {
-                        return vec![(from, ControlKind::Assign { count })];
+                let me = self.giver(left);
+                let no_faster = self.no_faster.iter().position(|&w| w == from);
+                match (unit_us >= me.unit_us && me.unit_us > 0, no_faster) {
+                    (true, None) => self.no_faster.push(from),
+                    (false, Some(i)) => {
+                        self.no_faster.swap_remove(i);
+                    }
+                    _ => {}
+                }
+                // Only when we expect to finish after them by more than two of
+                // their units: a peer a unit ahead (timer noise) is no reason
+                // to move any, and moves between near-equals make work churn.
+                let mine = me.in_flight_left_us.unwrap_or(0) + left as u64 * me.unit_us;
+                let theirs = u64::from(total - done) * unit_us;
+                match self.left_us.iter_mut().find(|e| e.0 == from) {
+                    Some(e) => e.1 = theirs,
+                    None => self.left_us.push((from, theirs)),
+                }
+                if mine.saturating_sub(theirs) > 2 * unit_us {
+                    let share = Self::balance(me, self.helpers_left(), total - done, unit_us, 0);
+                    if share > 0 {
+                        // Our part; alone, at least `initial_units`; within
+                        // what may be given.
+                        let most = left as u32 - u32::from(me.in_flight_left_us.is_none());
+                        // A worker clearly slower per unit is a straggler its
+                        // peers are not: it gives its whole share. One that
+                        // is only more loaded (a plan gone stale, uneven
+                        // units) may be one of many: it gives its part.
+                        let straggler = 2 * me.unit_us > 3 * unit_us;
+                        let givers = self.givers(from, theirs, unit_us);
+                        let count = if straggler || givers == 1 {
+                            share.max(self.config.initial_units)
+                        } else {
+                            share.div_ceil(givers)
+                        };
+                        return vec![(
+                            from,
+                            ControlKind::Assign {
+                                count: count.min(most),
+                            },
+                        )];
                     }
                 }
                 Vec::new()
             }
             ControlKind::Offer { unit_us } => {
-                let count = Self::balance(
-                    left,
-                    self.progress.unit_us,
-                    self.group.len(),
-                    0,
-                    unit_us,
-                    self.config.follow_up_units,
-                );
+                let me = self.giver(left);
+                // A unit helps only if they finish it before we finish all.
+                let mine = me.in_flight_left_us.unwrap_or(0) + left as u64 * me.unit_us;
+                let count = if unit_us < mine {
+                    Self::balance(
+                        me,
+                        self.helpers_left(),
+                        0,
+                        unit_us,
+                        self.config.follow_up_units,
+                    )
+                } else {
+                    0
+                };
                 if count > 0 {
                     vec![(from, ControlKind::Assign { count })]
                 } else {
@@ -488,7 +633,8 @@ mod tests {
 
     /// A worker 5× slower than its 3 helpers, with 41 units left while each has
     /// 12: all finish together at T = (41 + 3·12) / (1/500 + 3/100) = 2406 µs,
-    /// so each helper takes T/100 − 12 = 12.06 → 12 units.
+    /// by when it finishes 4.8 → 5 of its own; the other 36 are shared by the
+    /// 3 helpers: 12 each.
     #[test]
     fn a_slow_worker_gives_enough_units_to_finish_together() {
         let mut slow = agent(1);
@@ -505,7 +651,7 @@ mod tests {
             slow.on_message(2, &progress, 41),
             vec![(2, ControlKind::Assign { count: 12 })]
         );
-        // equal speeds and equal work left: at least the initial size
+        // equal speeds, a unit apart: nothing moves (no churn)
         let mut even = agent(1);
         even.begin(0, 8);
         even.on_own_unit_done(100);
@@ -514,9 +660,108 @@ mod tests {
             total: 8,
             unit_us: 100,
         };
+        assert!(even.on_message(2, &ahead, 7).is_empty());
+    }
+
+    /// Before its first unit ends, a worker knows only that the unit in
+    /// flight has run this long: 2000 µs against a peer's 100 is slow enough
+    /// to give, and with a unit in flight it may give its whole list.
+    #[test]
+    fn a_unit_in_flight_says_how_slow_a_worker_is() {
+        let offer = ControlKind::Offer { unit_us: 100 };
+        let given = |running_us| {
+            let mut w = agent(1);
+            w.begin(0, 8);
+            w.on_running(Some(running_us));
+            match w.on_message(3, &offer, 7)[..] {
+                [(3, ControlKind::Assign { count })] => count,
+                ref other => panic!("{other:?}"),
+            }
+        };
+        // 50 µs in, it may be faster than the helper: it keeps 3 and the 3
+        // helpers share 4; 2000 µs in, it is 20× slower: it keeps none and
+        // each of the 3 helpers gets a third
+        assert_eq!(given(50), 2);
+        assert_eq!(given(2000), 3);
+        // everything may go while a unit is in flight; nothing without one
+        let mut last = agent(1);
+        last.begin(0, 2);
+        last.on_own_unit_done(5000);
+        last.on_running(Some(100));
         assert_eq!(
-            even.on_message(2, &ahead, 7),
-            vec![(2, ControlKind::Assign { count: 2 })]
+            last.on_message(3, &offer, 1),
+            vec![(3, ControlKind::Assign { count: 1 })]
+        );
+        last.on_running(None);
+        assert_eq!(
+            last.on_message(3, &offer, 1),
+            vec![(3, ControlKind::Decline)]
+        );
+    }
+
+    /// Units given away stop counting as the giver's own, so its report at
+    /// the end still comes once it has done what it kept.
+    #[test]
+    fn units_given_away_leave_the_giver_s_total() {
+        let mut slow = agent(1);
+        slow.begin(0, 8);
+        slow.on_own_unit_done(500);
+        let offer = ControlKind::Offer { unit_us: 100 };
+        let given = match slow.on_message(3, &offer, 7)[..] {
+            [(3, ControlKind::Assign { count })] => count,
+            ref other => panic!("{other:?}"),
+        };
+        let kept = 7 - given;
+        let mut reports = Vec::new();
+        for _ in 0..kept {
+            reports = slow.on_own_unit_done(500);
+        }
+        assert!(
+            reports.iter().any(|(_, k)| matches!(
+                k,
+                ControlKind::Progress { done, total, .. } if done == total
+            )),
+            "the end report after {kept} kept units: {reports:?}"
+        );
+    }
+
+    /// A worker as fast as the reporter but with more work (a stale plan)
+    /// may be one of many givers: it gives its part, the group's peers not
+    /// heard from counted as givers too; a straggler gives its whole share.
+    #[test]
+    fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
+        let ahead = ControlKind::Progress {
+            done: 3,
+            total: 4,
+            unit_us: 100,
+        };
+        let mut loaded = agent(1);
+        loaded.begin(0, 30);
+        loaded.on_own_unit_done(100);
+        let part = match loaded.on_message(2, &ahead, 29)[..] {
+            [(2, ControlKind::Assign { count })] => count,
+            ref other => panic!("{other:?}"),
+        };
+        let mut straggler = agent(1);
+        straggler.begin(0, 30);
+        straggler.on_own_unit_done(500);
+        let whole = match straggler.on_message(2, &ahead, 29)[..] {
+            [(2, ControlKind::Assign { count })] => count,
+            ref other => panic!("{other:?}"),
+        };
+        assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
+    }
+
+    /// A peer slower per unit than all our work left takes nothing.
+    #[test]
+    fn an_offer_from_a_slower_peer_is_declined() {
+        let mut w = agent(1);
+        w.begin(0, 8);
+        w.on_own_unit_done(100);
+        let slow_offer = ControlKind::Offer { unit_us: 900 };
+        assert_eq!(
+            w.on_message(3, &slow_offer, 5),
+            vec![(3, ControlKind::Decline)]
         );
     }
 

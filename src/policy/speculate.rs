@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::reassign::{ReassignAgent, Reporter};
+use super::reassign::{Giver, ReassignAgent, Reporter};
 use super::ControlKind;
 
 /// Default share of a worker's units after which it reports progress.
@@ -92,8 +92,12 @@ impl SpeculateAgent {
         if !(peer_idle && slow && self.cloned < cap && left > 1) {
             return Vec::new();
         }
-        let balanced =
-            ReassignAgent::balance(left, self.progress.unit_us, self.group.len(), 0, unit_us, 1);
+        let me = Giver {
+            left,
+            unit_us: self.progress.unit_us,
+            in_flight_left_us: None,
+        };
+        let balanced = ReassignAgent::balance(me, self.group.len(), 0, unit_us, 1);
         let count = balanced.min(cap - self.cloned);
         if count == 0 {
             return Vec::new();

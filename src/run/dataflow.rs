@@ -12,8 +12,10 @@
 //! ```
 //!
 //! The compute operator holds a capability for `t` while it has units of `t`
-//! left, processes one unit per activation and re-activates itself, so a slow
-//! worker still runs its reduce operator between units. Version 0 (zeros) needs
+//! left and starts one unit per activation: it computes the unit's gradient,
+//! then (`respond = "at-once"`, the default) lets the unit's injected or paced
+//! remainder run on a timely timer, so a slow worker answers control messages
+//! and runs its reduce operator while the unit is in flight. Version 0 (zeros) needs
 //! no message: every worker starts iteration 0 from its initial capabilities.
 
 use std::collections::BTreeMap;
@@ -176,8 +178,8 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                         placement: &mut |cap, u| place.session(cap).give(u),
                     },
                 );
-                if state.has_work() {
-                    activator.activate();
+                if let Some(delay) = state.wake_in() {
+                    activator.activate_after(delay);
                 }
             }
         });

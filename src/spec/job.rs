@@ -152,6 +152,9 @@ pub struct PolicySection {
     /// Testing: hold each control message for a seeded random 0..=N activations
     /// of its receiver before reading it, to shuffle message order (0 = off).
     pub control_delay: Option<u32>,
+    /// When a worker reads control messages: "at-once" (default) or
+    /// "between-units".
+    pub respond: Option<String>,
     /// backup-workers: workers whose gradients are dropped each iteration.
     pub backups: Option<u32>,
     /// ssp, flexrr: iterations a worker may run ahead of the slowest.

@@ -119,6 +119,21 @@ pub enum DisruptorMode {
     Cpu,
 }
 
+/// When a worker reads its peers' control messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Respond {
+    /// At once, also while a unit is in flight: the unit's real gradient is
+    /// computed, then its injected (or paced) remainder runs on a timer while
+    /// the worker's operator answers peers — as a responder thread beside a
+    /// compute thread would (the default).
+    #[default]
+    AtOnce,
+    /// Only between units: the worker sleeps through a unit's remainder, so a
+    /// slow worker answers after its current unit.
+    BetweenUnits,
+}
+
 /// The predictor a run uses online, at every iteration boundary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "name", rename_all = "kebab-case")]
@@ -194,6 +209,8 @@ pub struct JobPlan {
     /// Testing: a control message waits a seeded random 0..=N activations of
     /// its receiver before it is read (0 = off).
     pub control_delay: u32,
+    /// When a worker reads control messages.
+    pub respond: Respond,
     /// Laggard threshold.
     pub laggard_threshold: f64,
     /// Iterations per trace part file.
@@ -228,6 +245,7 @@ impl JobPlan {
         plan.disruptor = DisruptorMode::Emulated;
         plan.pace_ns_per_row = 0;
         plan.control_delay = 0;
+        plan.respond = Respond::AtOnce;
         plan.laggard_threshold = 0.0;
         plan.part_iterations = 1;
         plan.checkpoint_every = 0;

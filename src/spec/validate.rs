@@ -343,6 +343,17 @@ pub fn validate_with(
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
 
     let policy = validate_policy(&cx, &spec.policy, workers)?;
+    let respond = match spec.policy.respond.as_deref().unwrap_or("at-once") {
+        "at-once" => Respond::AtOnce,
+        "between-units" => Respond::BetweenUnits,
+        other => {
+            return Err(cx.invalid(
+                "policy",
+                "respond",
+                format!("unknown value '{other}'; accepted: at-once, between-units"),
+            ))
+        }
+    };
     let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
 
     let laggard_threshold = spec
@@ -414,6 +425,7 @@ pub fn validate_with(
         policy,
         predictor,
         control_delay: spec.policy.control_delay.unwrap_or(0),
+        respond,
         laggard_threshold,
         part_iterations,
         checkpoint_every: spec.checkpoint.every.unwrap_or(DEFAULT_CHECKPOINT_EVERY),
@@ -755,6 +767,8 @@ mod tests {
             "job.toml:4: [data] replicas: at most the worker count minus one (2) extra holders exist (got 3)";
         zero_iterations: "[job]\niterations = 0\n" => "job.toml:2: [job] iterations: must be at least 1 (got 0)";
         batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
+        unknown_respond: "[policy]\nrespond = \"later\"\n" =>
+            "job.toml:2: [policy] respond: unknown value 'later'; accepted: at-once, between-units";
     }
 
     #[test]
@@ -785,6 +799,15 @@ mod tests {
         assert_eq!(plan.pattern, Pattern::None);
         assert_eq!(plan.policy, PolicyPlan::Bsp);
         assert_eq!(plan.name, "job");
+    }
+
+    #[test]
+    fn workers_answer_at_once_unless_told_otherwise() {
+        assert_eq!(check("").expect("valid").respond, Respond::AtOnce);
+        let plan = check("[policy]\nrespond = \"between-units\"\n").expect("valid");
+        assert_eq!(plan.respond, Respond::BetweenUnits);
+        // how a worker answers does not change what it computes
+        assert_eq!(plan.math_hash(), check("").expect("valid").math_hash());
     }
 
     #[test]

@@ -69,10 +69,12 @@ pub(super) struct Worker {
     inbox_last: (u64, u64),
     /// Events it has caused this iteration (their order among ties).
     caused: u32,
-    /// When the running unit ends.
+    /// When the running unit began and when it ends.
+    started: u64,
     busy_until: u64,
     units_done: u32,
     last_end_us: u64,
+    last_unit_us: u64,
     idle_reported: bool,
 }
 
@@ -90,11 +92,24 @@ impl Worker {
         self.busy_until = 0;
         self.units_done = 0;
         self.last_end_us = 0;
+        self.last_unit_us = 0;
         self.idle_reported = false;
     }
 
+    /// Own units still in its list that could be handed off.
+    fn left(&self) -> usize {
+        (self.tail - self.head).saturating_sub(self.cloned_out.len())
+    }
+
+    /// How long the unit it computes has run at `now`, if it computes one.
+    fn running_us(&self, now: u64) -> Option<u64> {
+        self.running.map(|_| now - self.started)
+    }
+
+    /// Time per unit as it stands: the mean so far, or the last unit's time
+    /// when that is longer (as the compute operator has it).
     fn unit_us(&self) -> u64 {
-        self.last_end_us / u64::from(self.units_done.max(1))
+        (self.last_end_us / u64::from(self.units_done.max(1))).max(self.last_unit_us)
     }
 }
 
@@ -255,10 +270,8 @@ impl Replay<'_> {
                 Event::UnitDone(w) => self.unit_done(w, now),
                 Event::Message { to, at, key } => {
                     self.deliver(to, at, key);
-                    if self.workers[(to - self.lo) as usize].running.is_none() {
-                        self.read_inbox(to, now);
-                        self.next_unit(to, now);
-                    }
+                    self.read_inbox(to, now);
+                    self.next_unit(to, now);
                 }
             }
         }
@@ -278,26 +291,21 @@ impl Replay<'_> {
         self.arrive(c.to, self.messages.len() - 1, false);
     }
 
-    /// Message `at` is on its way to `to`: filed as an event, or straight in
-    /// the inbox when `to` computes until after it arrives (all the arrival
-    /// would do; the inbox keeps arrival order either way). `local`: sent
-    /// from this lane now, so it arrives after every message in the queue.
+    /// Message `at` is on its way to `to`: filed as an event, read when it
+    /// arrives (workers answer at once, also while computing, as the compute
+    /// operator does by default). `local`: sent from this lane now, so it
+    /// arrives after every message in the queue.
     fn arrive(&mut self, to: u32, at: usize, local: bool) {
         let Some(key) = self.messages[at].as_ref().map(|m| m.key) else {
             return;
         };
-        let worker = &self.workers[(to - self.lo) as usize];
-        if worker.running.is_some() && worker.busy_until > key.0 {
-            self.deliver(to, at, key);
+        let what = MESSAGE | (at as u64) << 24 | u64::from(to);
+        // A message from this lane joins the queue, one from another the
+        // heap (so does one without latency: it may be due right now).
+        if local && self.latency_us > 0 {
+            self.in_flight.push_back((key.0, key.1, what));
         } else {
-            let what = MESSAGE | (at as u64) << 24 | u64::from(to);
-            // A message from this lane joins the queue, one from another the
-            // heap (so does one without latency: it may be due right now).
-            if local && self.latency_us > 0 {
-                self.in_flight.push_back((key.0, key.1, what));
-            } else {
-                self.events.push(Reverse((key.0, key.1, what)));
-            }
+            self.events.push(Reverse((key.0, key.1, what)));
         }
     }
 
@@ -312,6 +320,7 @@ impl Replay<'_> {
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
         worker.units_done += 1;
         worker.last_end_us = now;
+        worker.last_unit_us = now - worker.started;
         let unit_us = worker.unit_us();
         self.out.finish_us[(w - self.lo) as usize] = now;
         let first = !self.cloned.contains(&unit.key) || self.cloned_done.insert(unit.key);
@@ -356,7 +365,7 @@ impl Replay<'_> {
         self.next_unit(w, now);
     }
 
-    /// Messages are read between units, as the compute operator does.
+    /// Reads the messages that have arrived (between units, or at once).
     fn read_inbox(&mut self, w: u32, now: u64) {
         let mut next = self.workers[(w - self.lo) as usize]
             .inbox
@@ -386,8 +395,9 @@ impl Replay<'_> {
             if !worker.given.is_empty() {
                 worker.idle_reported = false;
             }
-            let left = (worker.tail - worker.head).saturating_sub(worker.cloned_out.len());
+            let (left, running) = (worker.left(), worker.running_us(now));
             if let Some(agent) = self.agent(w) {
+                agent.on_running(running);
                 let sends = agent.on_message(from, &kind, left);
                 self.send_all(w, sends, now);
             }
@@ -460,6 +470,7 @@ impl Replay<'_> {
                 (f64::from(unit.rows) * self.timings.us_per_row[w as usize]).round() as u64
             };
             worker.running = Some((unit, own, clone_of));
+            worker.started = now;
             worker.busy_until = now + us;
             self.push_unit_done(now + us, w);
             return;

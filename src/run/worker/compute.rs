@@ -1,25 +1,43 @@
-//! Unit compute and pacing: one unit's real gradient, stretched by the injected
-//! slowdown (and to its nominal duration in paced mode), cut into shard slices.
+//! Unit compute and pacing: one unit's real gradient, cut into shard slices,
+//! and the unit's end, after the injected slowdown (and, in paced mode, its
+//! nominal duration) has run out.
 
 use std::time::{Duration, Instant};
 
-use super::epoch::Epoch;
-use crate::data::{LocalRows, UnitRows};
+use super::epoch::{Epoch, NextUnit};
+use crate::data::LocalRows;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
-use crate::trace::{UnitAction, UnitRecord};
+use crate::trace::UnitRecord;
 
-/// Computes one unit's real gradient, stretches it by the injected slowdown (and
-/// to its nominal duration in paced mode), and cuts it into shard slices.
-pub(super) fn compute_unit(
+/// A unit whose real gradient is computed and whose injected (or paced)
+/// remainder runs until `deadline`.
+pub(super) struct Running {
+    /// The unit, and whether it counts toward the worker's own progress.
+    pub(super) next: NextUnit,
+    /// When the unit is over.
+    pub(super) deadline: Instant,
+    /// Whether the unit outlasts its compute (its end waits for the deadline).
+    stretched: bool,
+    /// When it started, µs since the job's start.
+    pub(super) start_us: u64,
+    compute: Duration,
+    slowdown: f64,
+    delay: Duration,
+    slices: Vec<GradSlice>,
+}
+
+/// Starts one unit: computes its real gradient, cuts it into shard slices and
+/// sets when the unit is over — stretched by the injected slowdown (and to its
+/// nominal duration in paced mode).
+pub(super) fn start_unit(
     cx: &JobContext,
     worker: u32,
-    epoch: &mut Epoch,
+    epoch: &Epoch,
     source: &LocalRows,
-    unit: &UnitRows,
-    action: UnitAction,
-    iteration: u64,
-) -> (UnitRecord, Vec<GradSlice>) {
+    next: NextUnit,
+) -> Running {
+    let unit = &next.unit.rows;
     let started = Instant::now();
     let start_us = cx.us_since_start(started);
     let gradient = cx.workload.unit_gradient(source, &epoch.params, &unit.rows);
@@ -30,14 +48,9 @@ pub(super) fn compute_unit(
         ns => Duration::from_nanos(ns * unit.rows.len() as u64),
     };
     let target = base.mul_f64(slowdown);
-    // A sleep wakes up late by tens of µs; the next unit of the iteration
+    // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
-    epoch.oversleep = if target > compute {
-        sleep_until(deadline)
-    } else {
-        Duration::ZERO
-    };
     let rows = unit.rows.len() as u32;
     let slices: Vec<GradSlice> = cx
         .shards
@@ -45,7 +58,7 @@ pub(super) fn compute_unit(
         .enumerate()
         .map(|(owner, range)| GradSlice {
             owner: owner as u32,
-            iteration,
+            iteration: next.unit.iteration,
             partition: unit.key.partition,
             unit: unit.key.unit,
             executor: worker,
@@ -55,10 +68,46 @@ pub(super) fn compute_unit(
             substitute: false,
         })
         .collect();
+    Running {
+        next,
+        deadline,
+        stretched: target > compute,
+        start_us,
+        compute,
+        slowdown,
+        delay: target.saturating_sub(base),
+        slices,
+    }
+}
+
+/// Ends a unit at its deadline or later: its record and its slices.
+pub(super) fn finish_unit(
+    cx: &JobContext,
+    worker: u32,
+    epoch: &mut Epoch,
+    running: Running,
+) -> (NextUnit, UnitRecord, Vec<GradSlice>) {
+    let Running {
+        next,
+        deadline,
+        stretched,
+        start_us,
+        compute,
+        slowdown,
+        delay,
+        slices,
+    } = running;
+    epoch.oversleep = if stretched {
+        Instant::now().saturating_duration_since(deadline)
+    } else {
+        Duration::ZERO
+    };
+    let unit = &next.unit.rows;
+    let rows = unit.rows.len() as u32;
     let end_us = cx.now_us();
     let compute_us = compute.as_micros() as u64;
     let record = UnitRecord {
-        iteration,
+        iteration: next.unit.iteration,
         worker,
         process: cx.process_of(worker),
         partition: unit.key.partition,
@@ -71,23 +120,23 @@ pub(super) fn compute_unit(
         wait_us: start_us.saturating_sub(epoch.last_end_us),
         rows,
         bytes_sent: slices.iter().map(GradSlice::wire_bytes).sum(),
-        action,
+        action: next.unit.action,
         gt_slowdown: slowdown,
-        gt_delay_us: target.saturating_sub(base).as_micros() as u64,
+        gt_delay_us: delay.as_micros() as u64,
     };
     epoch.last_end_us = end_us;
+    epoch.last_unit_us = end_us.saturating_sub(start_us);
     epoch.compute_us += compute_us;
     epoch.rows += rows as u64;
     epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
     epoch.delay_us += record.gt_delay_us;
-    (record, slices)
+    (next, record, slices)
 }
 
-/// Sleeps until `deadline` and returns by how much the sleep overshot it.
-fn sleep_until(deadline: Instant) -> Duration {
+/// Sleeps until `deadline`.
+pub(super) fn sleep_until(deadline: Instant) {
     let now = Instant::now();
     if deadline > now {
         std::thread::sleep(deadline - now);
     }
-    Instant::now().saturating_duration_since(deadline)
 }

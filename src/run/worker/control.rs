@@ -69,6 +69,7 @@ impl ComputeState {
                     unit_us: *unit_us,
                 };
                 let left = epoch.own.len();
+                agent.on_running(epoch.running_us(self.cx.now_us()));
                 let out = agent.on_message(message.from, &ahead, left);
                 send_all(self.worker, epoch, &self.holdings, out, emit);
             }
@@ -185,14 +186,11 @@ impl ComputeState {
             }
             _ => {}
         }
-        let left = epoch
-            .own
-            .iter()
-            .filter(|u| !epoch.cloned_out.contains_key(&u.key))
-            .count();
+        let left = epoch.own_left();
         let Some(agent) = agent else {
             return;
         };
+        agent.on_running(epoch.running_us(self.cx.now_us()));
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {

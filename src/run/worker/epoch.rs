@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use timely::dataflow::operators::Capability;
 
+use super::compute::Running;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::trace::{UnitAction, UnitRecord};
 
@@ -74,9 +75,13 @@ pub(super) struct Epoch {
     pub(super) planned_in: VecDeque<Given>,
     /// Own units cloned to a peer, and to whom.
     pub(super) cloned_out: BTreeMap<UnitKey, u32>,
+    /// The unit in flight: its gradient computed, its end not yet reached.
+    pub(super) running: Option<Running>,
     pub(super) units_cancelled: u32,
     pub(super) ready_us: u64,
     pub(super) last_end_us: u64,
+    /// How long the last unit took, µs.
+    pub(super) last_unit_us: u64,
     pub(super) compute_us: u64,
     pub(super) rows: u64,
     pub(super) bytes_sent: u64,
@@ -100,17 +105,40 @@ pub(super) struct Epoch {
 
 impl Epoch {
     pub(super) fn has_units(&self) -> bool {
-        !self.own.is_empty() || !self.given_to_me.is_empty() || !self.planned_in.is_empty()
+        self.running.is_some()
+            || !self.own.is_empty()
+            || !self.given_to_me.is_empty()
+            || !self.planned_in.is_empty()
     }
 
-    /// Mean time per unit so far this iteration, µs (0 before the first unit).
+    /// How long the unit in flight has run at `now_us`, µs, if one is.
+    pub(super) fn running_us(&self, now_us: u64) -> Option<u64> {
+        self.running
+            .as_ref()
+            .map(|r| now_us.saturating_sub(r.start_us))
+    }
+
+    /// Own units still in the list that could be handed off (not cloned out).
+    pub(super) fn own_left(&self) -> usize {
+        self.own
+            .iter()
+            .filter(|u| !self.cloned_out.contains_key(&u.key))
+            .count()
+    }
+
+    /// Time per unit as it stands, µs (0 before the first unit): the mean
+    /// so far this iteration, or the last unit's time when that is longer —
+    /// a worker slowed in the middle of an iteration says so at once.
     pub(super) fn unit_us(&self) -> u64 {
-        self.last_end_us.saturating_sub(self.ready_us) / u64::from(self.units_done.max(1))
+        let mean =
+            self.last_end_us.saturating_sub(self.ready_us) / u64::from(self.units_done.max(1));
+        mean.max(self.last_unit_us)
     }
 
     /// Takes the unit `worker` computes next: peers' units first (someone
-    /// waits for them), then the own list, then planned units that came with
-    /// their rows.
+    /// waits for them), then planned units that came with their rows (they
+    /// cannot be passed on), then the own list — whose tail stays free to
+    /// hand over.
     pub(super) fn next_unit(&mut self, worker: u32) -> Option<NextUnit> {
         if let Some(unit) = self.given_to_me.pop_front() {
             return Some(NextUnit {
@@ -118,20 +146,20 @@ impl Epoch {
                 counts_as_own: false,
             });
         }
-        if let Some(rows) = self.own.pop_front() {
+        if let Some(unit) = self.planned_in.pop_front() {
             return Some(NextUnit {
-                unit: Given {
-                    rows,
-                    payload: None,
-                    action: UnitAction::Assigned,
-                    from: worker,
-                    iteration: self.iteration,
-                },
+                unit,
                 counts_as_own: true,
             });
         }
-        self.planned_in.pop_front().map(|unit| NextUnit {
-            unit,
+        self.own.pop_front().map(|rows| NextUnit {
+            unit: Given {
+                rows,
+                payload: None,
+                action: UnitAction::Assigned,
+                from: worker,
+                iteration: self.iteration,
+            },
             counts_as_own: true,
         })
     }

@@ -3,8 +3,9 @@
 //!
 //! A worker holds the capabilities of iteration `t` from the moment it has every
 //! shard of parameter version `t` until it has every shard of version `t + 1`.
-//! In between it computes its own units, then units peers gave it, one per
-//! activation, and answers control messages between units; it cannot be asked
+//! In between it computes its own units, then units peers gave it, one at a
+//! time, and answers control messages at once — also while a unit is in
+//! flight, unless the job says `respond = "between-units"`; it cannot be asked
 //! for work of `t` after `t + 1` is complete, because `t + 1` needs every unit of
 //! `t`.
 //!
@@ -24,11 +25,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Capability;
 
-use self::compute::compute_unit;
+use self::compute::{finish_unit, sleep_until, start_unit};
 use self::control::{send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
@@ -40,6 +41,7 @@ use super::sink::SinkEvent;
 use crate::data::UnitRows;
 use crate::policy::{ControlKind, PeerAgent};
 use crate::predict::{OnlineHistory, Timing};
+use crate::spec::Respond;
 use crate::trace::{UnitAction, WorkerRecord};
 
 /// Where the compute operator's output goes.
@@ -132,11 +134,18 @@ impl ComputeState {
         }
     }
 
-    /// Whether the operator should be scheduled again without new input.
-    pub fn has_work(&self) -> bool {
-        self.epoch.as_ref().is_some_and(Epoch::has_units)
-            || self.can_begin()
-            || !self.held.is_empty()
+    /// When the operator should run again without new input: at once when
+    /// it has work it can do now, at the end of the unit in flight when that
+    /// is all it has (a message wakes it sooner), never otherwise.
+    pub fn wake_in(&self) -> Option<Duration> {
+        if !self.held.is_empty() || self.can_begin() {
+            return Some(Duration::ZERO);
+        }
+        let epoch = self.epoch.as_ref()?;
+        match &epoch.running {
+            Some(r) => Some(r.deadline.saturating_duration_since(Instant::now())),
+            None => epoch.has_units().then_some(Duration::ZERO),
+        }
     }
 
     fn operator_us(&self) -> u64 {
@@ -158,26 +167,30 @@ impl ComputeState {
             return;
         };
         epoch.bytes_moved += self.holdings.take_moved_bytes();
-        if let Some(next) = epoch.next_unit(self.worker) {
+        if epoch.running.is_none() {
+            if let Some(next) = epoch.next_unit(self.worker) {
+                epoch.idle_reported = false;
+                // A worker computes only rows it holds, or rows shipped with the unit.
+                let payload = next.unit.payload.clone();
+                let source = payload.as_deref().unwrap_or(self.holdings.store());
+                epoch.running = Some(start_unit(&self.cx, self.worker, epoch, source, next));
+            }
+        }
+        if let Some(deadline) = epoch.running.as_ref().map(|r| r.deadline) {
+            if self.cx.plan.respond == Respond::BetweenUnits {
+                sleep_until(deadline);
+            } else if Instant::now() < deadline {
+                return; // in flight: answer peers until its end (`wake_in`)
+            }
+            let running = epoch.running.take().expect("checked above");
+            let (next, record, slices) = finish_unit(&self.cx, self.worker, epoch, running);
             let Given {
                 rows: unit,
-                payload,
                 action,
                 from,
                 iteration,
+                ..
             } = next.unit;
-            epoch.idle_reported = false;
-            // A worker computes only rows it holds, or rows shipped with the unit.
-            let source = payload.as_deref().unwrap_or(self.holdings.store());
-            let (record, slices) = compute_unit(
-                &self.cx,
-                self.worker,
-                epoch,
-                source,
-                &unit,
-                action,
-                iteration,
-            );
             epoch.bytes_sent += record.bytes_sent;
             epoch.units.push(record);
             epoch.units_done += 1;
@@ -401,9 +414,11 @@ impl ComputeState {
             given_to_me: VecDeque::new(),
             planned_in: VecDeque::new(),
             cloned_out: BTreeMap::new(),
+            running: None,
             units_cancelled: 0,
             ready_us,
             last_end_us: ready_us,
+            last_unit_us: 0,
             compute_us: 0,
             rows: 0,
             bytes_sent: 0,
