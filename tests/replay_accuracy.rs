@@ -19,9 +19,10 @@ fn span_per_iteration(trace: &TraceSet) -> f64 {
 }
 
 /// The replay of a `bsp` run predicts what a run of another policy measures,
-/// for the patterns whose slowdowns follow the iteration (the time-windowed
-/// `disrupted-machine` meets a faster policy at other iterations: the replay
-/// was seen 10–17 % off there, and it is not asserted).
+/// for the patterns whose slowdowns follow the iteration. The time-windowed
+/// `disrupted-machine` is measured and printed, not asserted: its windows meet
+/// a faster policy at other iterations, and the replay keeps the recorded
+/// iteration's speeds (seen 1–12 % off, by policy and run).
 #[test]
 fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percent() {
     use forestall::whatif::{replay_policy, Timings};
@@ -29,6 +30,7 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
         "pattern = \"persistent\"\nworkers = [3]\nfactor = 4.0",
         "pattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 400",
         "pattern = \"power-law\"\nalpha = 4.0",
+        "pattern = \"disrupted-machine\"\nprobability = 0.5\ndelay_percent = 400\nperiod_ms = 200\nworkers_per_machine = 2",
     ] {
         let job = |policy: &str| {
             // Enough iterations that one iteration's timing luck averages out.
@@ -44,9 +46,6 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
         let dir = tempfile::tempdir().expect("temp dir");
         run_in(&job("bsp"), &dir.path().join("bsp"));
         let timings = Timings::load(&dir.path().join("bsp")).expect("timings");
-        // `forestall` is measured and printed, not asserted: its real runs
-        // depend on when its online predictor sees the straggler, and were
-        // seen 1–12 % from the replay under the persistent pattern.
         for policy in ["bsp", "rapid-reassign", "speculate", "forestall"] {
             let real_dir = dir.path().join(policy);
             if policy != "bsp" {
@@ -64,11 +63,8 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
             let error = (predicted - real).abs() / real;
             eprintln!("{policy}: replay {predicted:.0} µs, real {real:.0} µs");
 
-            if policy == "forestall" {
-                eprintln!(
-                    "forestall: {:.1} % from the replay (not asserted)",
-                    error * 100.0
-                );
+            if pattern.contains("disrupted-machine") {
+                eprintln!("{policy}: {:.1} % from the replay (not asserted)", error * 100.0);
                 continue;
             }
             assert!(

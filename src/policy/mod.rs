@@ -214,8 +214,9 @@ impl PeerAgent {
     /// How long the unit in flight has run so far, if one is (before
     /// `on_message`).
     pub fn on_running(&mut self, running_us: Option<u64>) {
-        if let PeerAgent::Reassign(a) = self {
-            a.on_running(running_us);
+        match self {
+            PeerAgent::Reassign(a) => a.on_running(running_us),
+            PeerAgent::Speculate(a) => a.on_running(running_us),
         }
     }
 

@@ -174,6 +174,20 @@ impl Reporter {
         };
     }
 
+    /// This worker as a giver with `left` units in its list: its time per
+    /// unit as it stands (the mean of the units done, or the unit in
+    /// flight's time so far when that is longer) and how long until the unit
+    /// in flight ends by that measure.
+    pub(crate) fn giver(&self, left: usize) -> Giver {
+        let running = self.running_us;
+        let unit_us = self.unit_us.max(running.unwrap_or(0));
+        Giver {
+            left,
+            unit_us,
+            in_flight_left_us: running.map(|r| unit_us - r),
+        }
+    }
+
     /// One own unit is done; returns the reports to send to `group`.
     pub(crate) fn unit_done(
         &mut self,
@@ -363,18 +377,9 @@ impl ReassignAgent {
         self.progress.running_us = running_us;
     }
 
-    /// This worker as a giver with `left` units in its list: its time per
-    /// unit as it stands (the mean of the units done, or the unit in flight's
-    /// time so far when that is longer) and how long until the unit in
-    /// flight ends by that measure.
+    /// This worker as a giver with `left` units in its list.
     fn giver(&self, left: usize) -> Giver {
-        let running = self.progress.running_us;
-        let unit_us = self.progress.unit_us.max(running.unwrap_or(0));
-        Giver {
-            left,
-            unit_us,
-            in_flight_left_us: running.map(|r| unit_us - r),
-        }
+        self.progress.giver(left)
     }
 
     /// Call for every control message. `left` is how many units are still in

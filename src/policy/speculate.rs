@@ -69,6 +69,12 @@ impl SpeculateAgent {
             .unit_done(unit_us, self.config.quantile, &self.group)
     }
 
+    /// How long the unit in flight has run so far, if one is (call before
+    /// `on_message`).
+    pub fn on_running(&mut self, running_us: Option<u64>) {
+        self.progress.running_us = running_us;
+    }
+
     /// Call for every control message; `left` is how many of this worker's own
     /// units are still waiting and not cloned yet. A `Clone { count }` answer
     /// means: send copies of that many units from the end of the list.
@@ -87,16 +93,17 @@ impl SpeculateAgent {
             return Vec::new();
         };
         let peer_idle = done >= total;
-        let slow = self.progress.unit_us as f64 > self.config.multiplier * unit_us.max(1) as f64;
+        // Its time per unit as it stands (the unit in flight's time so far
+        // when that is longer than the mean); it keeps its units either way.
+        let me = Giver {
+            in_flight_left_us: None,
+            ..self.progress.giver(left)
+        };
+        let slow = me.unit_us as f64 > self.config.multiplier * unit_us.max(1) as f64;
         let cap = (self.config.max_clone_share * f64::from(self.progress.own_total)).floor() as u32;
         if !(peer_idle && slow && self.cloned < cap && left > 1) {
             return Vec::new();
         }
-        let me = Giver {
-            left,
-            unit_us: self.progress.unit_us,
-            in_flight_left_us: None,
-        };
         let balanced = ReassignAgent::balance(me, self.group.len(), 0, unit_us, 1);
         let count = balanced.min(cap - self.cloned);
         if count == 0 {

@@ -204,6 +204,47 @@ control_delay = 5
     assert_eq!(run(&bsp).digest, out.digest);
 }
 
+/// Unit keys repeat every iteration. A clone that reaches its helper after
+/// its iteration was reduced (held back here up to 200 activations) must not
+/// be computed and answered with a `Done` that names the helper's current
+/// iteration: the owner would skip its own unit of that key there, and the
+/// iteration would wait forever for it.
+#[test]
+fn a_late_clone_never_cancels_a_unit_of_a_later_iteration() {
+    let p = plan(
+        r#"
+[job]
+iterations = 60
+seed = 5
+[data]
+partitions = 8
+units_per_partition = 4
+batch_fraction = 0.02
+[workers]
+count = 4
+pace_ns_per_row = 2000
+[straggler]
+pattern = "persistent"
+workers = [3]
+factor = 5.0
+[policy]
+name = "speculate"
+control_delay = 200
+"#,
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().to_owned();
+    std::thread::spawn(move || {
+        let out = run_in(&p, &path);
+        let _ = done.send(out.iterations.len());
+    });
+    let iterations = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run finishes (a lost unit would hang it)");
+    assert_eq!(iterations, 60);
+}
+
 #[test]
 fn ssp_with_zero_slack_is_bsp() {
     let bsp = run(&plan(STRAGGLER));

@@ -101,6 +101,12 @@ impl ComputeState {
         let Some(epoch) = self.epoch.as_mut() else {
             return;
         };
+        let closed = self.latest.as_ref().map_or(0, |l| l.version);
+        if message.iteration < closed {
+            // Units of an iteration already reduced (a clone that lost the
+            // race in flight): nothing to compute, nobody to tell.
+            return;
+        }
         let mut agent = self.agent.as_mut();
         match message.kind {
             ControlKind::Assign { .. }
@@ -163,7 +169,11 @@ impl ComputeState {
                 // A peer finished these first: skip our copies.
                 for key in &message.units {
                     let before = epoch.own.len() + epoch.given_to_me.len();
-                    epoch.own.retain(|u| u.key != *key);
+                    // Unit keys repeat every iteration: a notice about an
+                    // earlier one never touches this iteration's own units.
+                    if !older {
+                        epoch.own.retain(|u| u.key != *key);
+                    }
                     let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
                     epoch.given_to_me.retain(|g| {
                         !(g.rows.key == *key
@@ -234,12 +244,14 @@ impl ComputeState {
     }
 }
 
-/// Tells `peer` that the copy of `key` computed here came first.
+/// Tells `peer` that the copy of `key` of `iteration` computed here came
+/// first (the unit's own iteration: keys repeat every iteration, and a copy
+/// may finish after this worker has moved on).
 pub(super) fn send_done(
     worker: u32,
     epoch: &mut Epoch,
     peer: u32,
-    key: UnitKey,
+    (iteration, key): (u64, UnitKey),
     emit: &mut Emit<'_>,
 ) {
     epoch.control_sent += 1;
@@ -248,7 +260,7 @@ pub(super) fn send_done(
         Control {
             to: peer,
             from: worker,
-            iteration: epoch.iteration,
+            iteration,
             kind: ControlKind::Done,
             units: vec![key],
             rows: Vec::new(),

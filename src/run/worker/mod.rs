@@ -210,7 +210,7 @@ impl ComputeState {
                 _ => epoch.cloned_out.remove(&unit.key),
             };
             if let Some(peer) = twin {
-                send_done(self.worker, epoch, peer, unit.key, emit);
+                send_done(self.worker, epoch, peer, (iteration, unit.key), emit);
             }
             if next.counts_as_own {
                 if let Some(agent) = self.agent.as_mut() {
