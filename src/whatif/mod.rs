@@ -6,7 +6,7 @@
 //! and every worker's time per row, and the iteration's overhead beyond its
 //! slowest worker (kept as recorded under every policy);
 //! [`replay_iteration`] then plays one iteration as the compute operator would:
-//! a worker computes one unit at a time, reads control messages between units,
+//! a worker computes one unit at a time, reads control messages as they arrive,
 //! and hands units over exactly as [`crate::run::worker`] does, with a fixed
 //! message latency. A unit computed by a peer takes its rows × the peer's time
 //! per row. Iterations are replayed one after another with a barrier between

@@ -365,7 +365,7 @@ impl Replay<'_> {
         self.next_unit(w, now);
     }
 
-    /// Reads the messages that have arrived (between units, or at once).
+    /// Reads the messages that have arrived (at once, also mid-unit).
     fn read_inbox(&mut self, w: u32, now: u64) {
         let mut next = self.workers[(w - self.lo) as usize]
             .inbox

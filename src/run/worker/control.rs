@@ -1,4 +1,4 @@
-//! The control protocol: the messages peers exchange between units (progress,
+//! The control protocol: the messages peers exchange during an iteration (progress,
 //! offers, assignments, clones, done notices, timings), read and answered here.
 
 use std::sync::Arc;
