@@ -22,7 +22,7 @@ pub const MAX_SLOWDOWN: f64 = 100.0;
 /// The most iterations a job may run.
 pub const MAX_ITERATIONS: u64 = 10_000_000;
 /// The slowest pace, ns per row.
-pub const MAX_PACE_NS_PER_ROW: u64 = 10_000_000;
+pub const MAX_PACE_NS_PER_ROW: u64 = 1_000_000_000;
 
 /// What a job of each model kind uses when it does not say.
 struct ModelDefaults {
@@ -322,7 +322,7 @@ pub fn validate_with(
         return Err(cx.invalid(
             "workers",
             "pace_ns_per_row",
-            format!("must be in 0..={MAX_PACE_NS_PER_ROW} (10 ms per row; got {pace_ns_per_row})"),
+            format!("must be in 0..={MAX_PACE_NS_PER_ROW} (1 s per row; got {pace_ns_per_row})"),
         ));
     }
     let replicas = spec
@@ -746,7 +746,7 @@ mod tests {
         factor_too_large: "[straggler]\npattern = \"persistent\"\nfactor = 1000.0\n" =>
             "job.toml:3: [straggler] factor: must be in [1, 100] (got 1000)";
         pace_too_slow: "[workers]\npace_ns_per_row = 20000000000\n" =>
-            "job.toml:2: [workers] pace_ns_per_row: must be in 0..=10000000 (10 ms per row; got 20000000000)";
+            "job.toml:2: [workers] pace_ns_per_row: must be in 0..=1000000000 (1 s per row; got 20000000000)";
         iterations_too_many: "[job]\niterations = 100000000000\n" =>
             "job.toml:2: [job] iterations: must be in 1..=10000000 (got 100000000000)";
         checkpoint_every_too_large: "[job]\niterations = 10\n[checkpoint]\nevery = 11\n" =>

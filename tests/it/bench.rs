@@ -140,3 +140,36 @@ fn bad_pipelines_are_named_and_run_nothing() {
         assert!(!dir.join("res").exists(), "nothing written for {needle}");
     }
 }
+
+/// Every pipeline the project ships plans: its job files parse and validate,
+/// and the files they name (datasets, LSTM models) exist.
+#[test]
+fn every_shipped_pipeline_plans() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+    let mut planned = 0;
+    for entry in std::fs::read_dir(&dir).expect("pipelines/") {
+        let path = entry.expect("entry").path();
+        let Some(text) = path
+            .extension()
+            .is_some_and(|e| e == "toml")
+            .then(|| std::fs::read_to_string(&path).expect("readable"))
+        else {
+            continue;
+        };
+        if !text.contains("[bench]") {
+            continue; // a job file, planned through the pipelines that use it
+        }
+        if let Err(e) = forestall::bench::plan_pipeline(&path) {
+            let message = e.to_string();
+            // A dataset that `forestall data fetch` downloads is not fetched
+            // yet, or one from ../shared is missing outside CI: the pipeline
+            // is fine, the machine lacks its data.
+            let to_fetch = message.contains("forestall data fetch");
+            let shared = message.contains("shared") && std::env::var_os("CI").is_none();
+            assert!(to_fetch || shared, "{}: {message}", path.display());
+            continue;
+        }
+        planned += 1;
+    }
+    assert!(planned > 0, "no pipeline planned");
+}
