@@ -32,20 +32,18 @@ pub struct Replayed {
 pub(super) enum Event {
     /// Worker finishes the unit it is computing.
     UnitDone(u32),
-    /// A control message reaches `to`; `key` is (arrival, order among ties).
-    Message { to: u32, at: usize, key: (u64, u64) },
+    /// A control message (`messages[at]`) reaches `to`.
+    Message { to: u32, at: usize },
 }
 
 /// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
 /// (`carried[units]` of the replay).
 pub(super) struct Message {
-    /// (arrival, order among ties): inboxes are kept in this order.
+    /// (arrival, order among ties).
     key: (u64, u64),
     from: u32,
     kind: ControlKind,
     units: std::ops::Range<usize>,
-    /// The next message in its receiver's inbox, once it has arrived.
-    next: Option<usize>,
 }
 
 #[derive(Default)]
@@ -62,11 +60,6 @@ pub(super) struct Worker {
     /// The unit being computed, whether it is one of its own, and the owner
     /// when it is a clone.
     running: Option<(TimedUnit, bool, Option<u32>)>,
-    /// Messages arrived and not read yet: the first and the last (each links
-    /// to the next), so an inbox needs no buffer of its own.
-    inbox: Option<(usize, usize)>,
-    /// The key of the last message in the inbox.
-    inbox_last: (u64, u64),
     /// Events it has caused this iteration (their order among ties).
     caused: u32,
     /// When the running unit began and when it ends.
@@ -87,7 +80,6 @@ impl Worker {
         self.cloned_out.clear();
         self.skip.clear();
         self.running = None;
-        self.inbox = None;
         self.caused = 0;
         self.busy_until = 0;
         self.units_done = 0;
@@ -215,7 +207,7 @@ impl Replay<'_> {
         if first.0 >= limit {
             return None;
         }
-        let (t, order, what) = if Some(first) == unit {
+        let (t, _, what) = if Some(first) == unit {
             self.units.pop();
             first
         } else if Some(first) == queue {
@@ -230,7 +222,6 @@ impl Replay<'_> {
             Event::Message {
                 to,
                 at: ((what & !MESSAGE) >> 24) as usize,
-                key: (t, order),
             }
         };
         Some((t, event))
@@ -268,9 +259,8 @@ impl Replay<'_> {
         while let Some((now, event)) = self.pop(limit) {
             match event {
                 Event::UnitDone(w) => self.unit_done(w, now),
-                Event::Message { to, at, key } => {
-                    self.deliver(to, at, key);
-                    self.read_inbox(to, now);
+                Event::Message { to, at } => {
+                    self.read_message(to, at, now);
                     self.next_unit(to, now);
                 }
             }
@@ -286,7 +276,6 @@ impl Replay<'_> {
             from: c.from,
             kind: c.kind,
             units: start..self.carried.len(),
-            next: None,
         }));
         self.arrive(c.to, self.messages.len() - 1, false);
     }
@@ -361,49 +350,37 @@ impl Replay<'_> {
                 self.send_all(w, sends, now);
             }
         }
-        self.read_inbox(w, now);
         self.next_unit(w, now);
     }
 
-    /// Reads the messages that have arrived (at once, also mid-unit).
-    fn read_inbox(&mut self, w: u32, now: u64) {
-        let mut next = self.workers[(w - self.lo) as usize]
-            .inbox
-            .take()
-            .map(|(first, _)| first);
-        while let Some(at) = next {
-            let Some(Message {
-                from,
-                kind,
-                units,
-                next: after,
-                ..
-            }) = self.messages[at].take()
-            else {
-                break; // each message is delivered once
-            };
-            next = after;
-            if let ControlKind::Done = kind {
-                self.on_done(w, from, units, now);
-                continue;
-            }
-            let clone = matches!(kind, ControlKind::Clone { .. });
-            let worker = &mut self.workers[(w - self.lo) as usize];
-            worker
-                .given
-                .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
-            if !worker.given.is_empty() {
-                worker.idle_reported = false;
-            }
-            let (left, running) = (worker.left(), worker.running_us(now));
-            if let Some(agent) = self.agent(w) {
-                agent.on_running(running);
-                let sends = agent.on_message(from, &kind, left);
-                self.send_all(w, sends, now);
-            }
-            if let ControlKind::Decline = kind {
-                self.workers[(w - self.lo) as usize].idle_reported = false; // try another peer
-            }
+    /// Worker `w` reads message `at` as it arrives (also mid-unit).
+    fn read_message(&mut self, w: u32, at: usize, now: u64) {
+        let Some(Message {
+            from, kind, units, ..
+        }) = self.messages[at].take()
+        else {
+            return; // each message is read once
+        };
+        if let ControlKind::Done = kind {
+            self.on_done(w, from, units, now);
+            return;
+        }
+        let clone = matches!(kind, ControlKind::Clone { .. });
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        worker
+            .given
+            .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
+        if !worker.given.is_empty() {
+            worker.idle_reported = false;
+        }
+        let (left, running) = (worker.left(), worker.running_us(now));
+        if let Some(agent) = self.agent(w) {
+            agent.on_running(running);
+            let sends = agent.on_message(from, &kind, left);
+            self.send_all(w, sends, now);
+        }
+        if let ControlKind::Decline = kind {
+            self.workers[(w - self.lo) as usize].idle_reported = false; // try another peer
         }
     }
 
@@ -561,50 +538,8 @@ impl Replay<'_> {
             from,
             kind,
             units,
-            next: None,
         }));
         self.arrive(to, self.messages.len() - 1, true);
-    }
-
-    /// Appends message `at` to `to`'s inbox.
-    fn deliver(&mut self, to: u32, at: usize, arrival: (u64, u64)) {
-        let key = |m: &[Option<Message>], i: usize| m[i].as_ref().map(|m| m.key);
-        let worker = &mut self.workers[(to - self.lo) as usize];
-        let Some((first, last)) = worker.inbox else {
-            worker.inbox = Some((at, at));
-            worker.inbox_last = arrival;
-            return;
-        };
-        if worker.inbox_last <= arrival {
-            if let Some(m) = self.messages[last].as_mut() {
-                m.next = Some(at);
-            }
-            worker.inbox = Some((first, at));
-            worker.inbox_last = arrival;
-            return;
-        }
-        let mine = Some(arrival);
-        // Arrived out of order (filed early): insert it in its place.
-        if mine < key(&self.messages, first) {
-            if let Some(m) = self.messages[at].as_mut() {
-                m.next = Some(first);
-            }
-            worker.inbox = Some((at, last));
-            return;
-        }
-        let mut before = first;
-        while let Some(after) = self.messages[before].as_ref().and_then(|m| m.next) {
-            if key(&self.messages, after) > mine {
-                if let Some(m) = self.messages[at].as_mut() {
-                    m.next = Some(after);
-                }
-                break;
-            }
-            before = after;
-        }
-        if let Some(m) = self.messages[before].as_mut() {
-            m.next = Some(at);
-        }
     }
 }
 
