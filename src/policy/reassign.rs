@@ -104,12 +104,18 @@ pub enum ControlKind {
         count: u32,
     },
     /// Online prediction: "I went idle in this iteration after `units` units
-    /// taking `busy_us`" (sent once per iteration to every peer).
+    /// taking `busy_us`" (sent once per iteration, to worker 0).
     Timing {
         /// Units computed.
         units: u32,
         /// From the iteration's start to the last unit's end, µs.
         busy_us: u64,
+    },
+    /// Online prediction, from worker 0 once every worker's timing of the
+    /// iteration is in: all of them, by worker, as (units, busy µs).
+    Timings {
+        /// Every worker's timing.
+        all: Vec<(u32, u64)>,
     },
 }
 
@@ -518,7 +524,8 @@ impl ReassignAgent {
             ControlKind::Clone { .. }
             | ControlKind::Done
             | ControlKind::Planned { .. }
-            | ControlKind::Timing { .. } => Vec::new(),
+            | ControlKind::Timing { .. }
+            | ControlKind::Timings { .. } => Vec::new(),
         }
     }
 

@@ -79,8 +79,20 @@ impl OnlineHistory {
     /// Records `worker`'s timing of `iteration` (the first report counts;
     /// repeats are ignored). Iterations join the histories in order.
     pub fn record(&mut self, iteration: u64, worker: u32, timing: Timing) {
+        self.record_completing(iteration, worker, timing);
+    }
+
+    /// [`record`](Self::record), returning every iteration this timing
+    /// completed (with all workers' timings, by worker), in order.
+    pub fn record_completing(
+        &mut self,
+        iteration: u64,
+        worker: u32,
+        timing: Timing,
+    ) -> Vec<(u64, Vec<Timing>)> {
+        let mut completed = Vec::new();
         if self.complete_through.is_some_and(|c| iteration <= c) {
-            return;
+            return completed;
         }
         let (filled, slots) = self
             .pending
@@ -98,7 +110,9 @@ impl OnlineHistory {
             let timings: Vec<Timing> = entry.remove().1.into_iter().flatten().collect();
             self.append(next, &timings);
             self.complete_through = Some(next);
+            completed.push((next, timings));
         }
+        completed
     }
 
     /// The complete part of the histories as numbers, for a checkpoint: the

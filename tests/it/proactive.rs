@@ -319,3 +319,48 @@ fn predictor_settings_are_checked() {
         );
     }
 }
+
+/// Every worker's timing reaches every worker through worker 0: each sends
+/// one message an iteration and worker 0 passes them on, so the control
+/// traffic per worker does not grow with the worker count (a broadcast from
+/// every worker to every worker would add W − 1 messages per worker).
+#[test]
+fn timings_travel_through_worker_0_so_traffic_per_worker_stays_flat() {
+    let per_worker = |workers: u32| {
+        let p = plan(&format!(
+            r#"
+[job]
+iterations = 6
+seed = 3
+[data]
+partitions = 32
+units_per_partition = 2
+batch_fraction = 0.25
+[workers]
+count = {workers}
+pace_ns_per_row = 1000
+[policy]
+name = "forestall"
+"#
+        ));
+        let dir = tempfile::tempdir().expect("temp dir");
+        run_in(&p, dir.path());
+        let trace = read_trace_dir(dir.path()).expect("trace");
+        // Worker 0 passes every iteration's timings on to the others.
+        let relayed: u32 = trace
+            .workers
+            .iter()
+            .filter(|w| w.worker == 0)
+            .map(|w| w.control_sent)
+            .sum();
+        assert!(relayed >= 5 * (workers - 1), "worker 0 sent {relayed}");
+        let sent: u32 = trace.workers.iter().map(|w| w.control_sent).sum();
+        f64::from(sent) / f64::from(workers) / 6.0
+    };
+    let (nine, sixteen) = (per_worker(9), per_worker(16));
+    eprintln!("messages per worker and iteration: {nine:.1} at W = 9, {sixteen:.1} at W = 16");
+    assert!(
+        sixteen < nine + 3.0,
+        "messages per worker and iteration: {nine:.1} at W = 9, {sixteen:.1} at W = 16"
+    );
+}

@@ -49,11 +49,22 @@ impl ComputeState {
     /// later iteration wait, units handed over join the lists, and the agent
     /// answers the rest.
     pub(super) fn on_control(&mut self, message: Control, emit: &mut Emit<'_>) {
-        if let ControlKind::Timing { units, busy_us } = message.kind {
-            if let Some(history) = self.history.as_mut() {
-                history.record(message.iteration, message.from, Timing { units, busy_us });
+        match message.kind {
+            // Worker 0 gathers the timings and passes them on.
+            ControlKind::Timing { units, busy_us } => {
+                let timing = Timing { units, busy_us };
+                self.on_timing(message.iteration, message.from, timing, emit);
+                return;
             }
-            return;
+            ControlKind::Timings { ref all } => {
+                if let Some(history) = self.history.as_mut() {
+                    for (w, &(units, busy_us)) in all.iter().enumerate() {
+                        history.record(message.iteration, w as u32, Timing { units, busy_us });
+                    }
+                }
+                return;
+            }
+            _ => {}
         }
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {

@@ -91,6 +91,9 @@ pub struct ComputeState {
     pub holdings: Holdings,
     /// Every worker's timings so far (online prediction only).
     history: Option<OnlineHistory>,
+    /// Control messages sent after the current iteration's report (worker 0
+    /// passing timings on): counted in the next iteration's record.
+    control_after_report: u32,
 }
 
 impl ComputeState {
@@ -131,6 +134,7 @@ impl ComputeState {
             finished: false,
             epoch: None,
             agent,
+            control_after_report: 0,
         }
     }
 
@@ -234,20 +238,24 @@ impl ComputeState {
         let record = self.worker_record();
         let epoch = self.epoch.as_mut().expect("checked above");
         epoch.idle_reported = true;
-        if let (Some(history), false) = (self.history.as_mut(), epoch.timing_sent) {
+        if let (Some(_), false) = (self.history.as_ref(), epoch.timing_sent) {
             // Every worker learns every worker's first report of the iteration,
-            // so all compute the same predictions (and proactive plans).
+            // so all compute the same predictions (and proactive plans): each
+            // tells worker 0, which passes all of them on once they are in
+            // (2 (W − 1) messages an iteration, not W (W − 1)).
             epoch.timing_sent = true;
             let (units, busy_us) = (record.units, record.busy_us);
-            history.record(epoch.iteration, self.worker, Timing { units, busy_us });
-            for to in (0..self.cx.plan.workers).filter(|&w| w != self.worker) {
+            let iteration = epoch.iteration;
+            if self.worker == 0 {
+                self.on_timing(iteration, 0, Timing { units, busy_us }, emit);
+            } else {
                 epoch.control_sent += 1;
                 (emit.control)(
                     &epoch.caps.control,
                     Control {
-                        to,
+                        to: 0,
                         from: self.worker,
-                        iteration: epoch.iteration,
+                        iteration,
                         kind: ControlKind::Timing { units, busy_us },
                         units: Vec::new(),
                         rows: Vec::new(),
@@ -255,9 +263,44 @@ impl ComputeState {
                 );
             }
         }
+        let epoch = self.epoch.as_mut().expect("checked above");
         (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
         let units = std::mem::take(&mut epoch.units);
         let _ = self.sink.send(SinkEvent::Units(units));
+    }
+
+    /// Worker 0 records `worker`'s timing of `iteration` and passes every
+    /// iteration it completes on to the other workers.
+    fn on_timing(&mut self, iteration: u64, worker: u32, timing: Timing, emit: &mut Emit<'_>) {
+        let Some(history) = self.history.as_mut() else {
+            return;
+        };
+        let completed = history.record_completing(iteration, worker, timing);
+        let Some(epoch) = self.epoch.as_mut() else {
+            return; // the run is over: nobody plans again
+        };
+        for (done, timings) in completed {
+            let all: Vec<(u32, u64)> = timings.iter().map(|t| (t.units, t.busy_us)).collect();
+            for to in 1..self.cx.plan.workers {
+                // After its report, the next iteration's record counts them.
+                if epoch.idle_reported {
+                    self.control_after_report += 1;
+                } else {
+                    epoch.control_sent += 1;
+                }
+                (emit.control)(
+                    &epoch.caps.control,
+                    Control {
+                        to,
+                        from: 0,
+                        iteration: done,
+                        kind: ControlKind::Timings { all: all.clone() },
+                        units: Vec::new(),
+                        rows: Vec::new(),
+                    },
+                );
+            }
+        }
     }
 
     /// A newer complete version means the current iteration was reduced without
@@ -424,7 +467,7 @@ impl ComputeState {
             bytes_sent: 0,
             bytes_moved: 0,
             units_given: 0,
-            control_sent: 0,
+            control_sent: std::mem::take(&mut self.control_after_report),
             max_slowdown: 1.0,
             delay_us: 0,
             oversleep: Duration::ZERO,
