@@ -5,20 +5,22 @@
 //!
 //! 1. A worker that has done `checkpoint` of its own units, and again when it has
 //!    done all of them, sends a **progress report** to its group.
-//! 2. A worker that gets a report from a peer that is further along than itself
-//!    and still has more than one unit left gives that peer units from the
-//!    **end** of its list (**assign**): as many as make both expect to finish
-//!    together, judged by each one's time per unit so far (its own: the mean of
-//!    its units done, or the unit in flight's time so far when longer), and at
-//!    least `initial_units` — when finishing together needs any. The units leave
-//!    its list before the message is sent, so ownership moves once and no unit
-//!    is done twice; they no longer count as the giver's own, so its reports
-//!    (done of total) stay true.
+//! 2. A worker that gets a report from a peer it expects to finish more than
+//!    two of that peer's units after gives that peer units from the **end** of
+//!    its list (**assign**): as many as make all expect to finish together,
+//!    judged by each one's time per unit so far (its own: the mean of its units
+//!    done, or the unit in flight's time so far when longer), at least
+//!    `initial_units` — or, when it is only more loaded than the peer and not
+//!    slower per unit, its part of that among the peers that may be giving
+//!    too. The units leave its list before the message is sent, so ownership
+//!    moves once and no unit is done twice; they no longer count as the giver's
+//!    own, so its reports (done of total) stay true.
 //! 3. A helper that has finished everything it holds **offers** help to the peer
 //!    of its group whose last report shows it furthest behind; that peer answers
 //!    with units from the end of its list (the same balance, at least
-//!    `follow_up_units`), or **declines** when it has at most one left, and the
-//!    helper tries the next peer behind.
+//!    `follow_up_units`), or **declines** when it has at most one left (none
+//!    with a unit in flight) or the helper would finish a unit no sooner than
+//!    it finishes everything, and the helper tries the next peer behind.
 //!
 //! A worker answers control messages at once, also while a unit is in flight
 //! (`respond = "at-once"`, the default), or only between units. The agent is
@@ -154,6 +156,18 @@ pub(crate) struct Giver {
     pub(crate) unit_us: u64,
     /// How long until its unit in flight ends, if one is, µs.
     pub(crate) in_flight_left_us: Option<u64>,
+}
+
+impl Giver {
+    /// Units of its list it keeps at least: one, unless a unit is in flight.
+    fn keep_least(&self) -> usize {
+        usize::from(self.in_flight_left_us.is_none())
+    }
+
+    /// When it expects to have finished everything it holds, µs from now.
+    fn remaining_us(&self) -> u64 {
+        self.in_flight_left_us.unwrap_or(0) + self.left as u64 * self.unit_us
+    }
 }
 
 /// A worker's own progress in the current iteration and the reports it owes its
@@ -349,11 +363,7 @@ impl ReassignAgent {
         their_unit_us: u64,
         floor: u32,
     ) -> u32 {
-        let keep_least = if giver.in_flight_left_us.is_some() {
-            0
-        } else {
-            1
-        };
+        let keep_least = giver.keep_least();
         if giver.left <= keep_least {
             return 0;
         }
@@ -381,11 +391,6 @@ impl ReassignAgent {
     /// be at least that, and it may give away every unit of its list.
     pub fn on_running(&mut self, running_us: Option<u64>) {
         self.progress.running_us = running_us;
-    }
-
-    /// This worker as a giver with `left` units in its list.
-    fn giver(&self, left: usize) -> Giver {
-        self.progress.giver(left)
     }
 
     /// Call for every control message. `left` is how many units are still in
@@ -451,7 +456,7 @@ impl ReassignAgent {
                 unit_us,
             } => {
                 self.peers.set(from, (done, total));
-                let me = self.giver(left);
+                let me = self.progress.giver(left);
                 let no_faster = self.no_faster.iter().position(|&w| w == from);
                 match (unit_us >= me.unit_us && me.unit_us > 0, no_faster) {
                     (true, None) => self.no_faster.push(from),
@@ -463,7 +468,7 @@ impl ReassignAgent {
                 // Only when we expect to finish after them by more than two of
                 // their units: a peer a unit ahead (timer noise) is no reason
                 // to move any, and moves between near-equals make work churn.
-                let mine = me.in_flight_left_us.unwrap_or(0) + left as u64 * me.unit_us;
+                let mine = me.remaining_us();
                 let theirs = u64::from(total - done) * unit_us;
                 match self.left_us.iter_mut().find(|e| e.0 == from) {
                     Some(e) => e.1 = theirs,
@@ -474,7 +479,7 @@ impl ReassignAgent {
                     if share > 0 {
                         // Our part; alone, at least `initial_units`; within
                         // what may be given.
-                        let most = left as u32 - u32::from(me.in_flight_left_us.is_none());
+                        let most = (left - me.keep_least()) as u32;
                         // A worker clearly slower per unit is a straggler its
                         // peers are not: it gives its whole share. One that
                         // is only more loaded (a plan gone stale, uneven
@@ -497,10 +502,9 @@ impl ReassignAgent {
                 Vec::new()
             }
             ControlKind::Offer { unit_us } => {
-                let me = self.giver(left);
+                let me = self.progress.giver(left);
                 // A unit helps only if they finish it before we finish all.
-                let mine = me.in_flight_left_us.unwrap_or(0) + left as u64 * me.unit_us;
-                let count = if unit_us < mine {
+                let count = if unit_us < me.remaining_us() {
                     Self::balance(
                         me,
                         self.helpers_left(),
@@ -602,6 +606,14 @@ mod tests {
         ReassignAgent::new(me, helper_group(me, 4, 4, 3), ReassignConfig::default())
     }
 
+    /// The count of the one `Assign` to `to` in `out` (panics on anything else).
+    fn assigned(out: &[(u32, ControlKind)], to: u32) -> u32 {
+        match out {
+            [(peer, ControlKind::Assign { count })] if *peer == to => *count,
+            other => panic!("expected one Assign to {to}: {other:?}"),
+        }
+    }
+
     #[test]
     fn groups_prefer_other_processes() {
         // 2 processes × 2 threads: worker 0's helpers start in process 1
@@ -685,10 +697,7 @@ mod tests {
             let mut w = agent(1);
             w.begin(0, 8);
             w.on_running(Some(running_us));
-            match w.on_message(3, &offer, 7)[..] {
-                [(3, ControlKind::Assign { count })] => count,
-                ref other => panic!("{other:?}"),
-            }
+            assigned(&w.on_message(3, &offer, 7), 3)
         };
         // 50 µs in, it may be faster than the helper: it keeps 3 and the 3
         // helpers share 4; 2000 µs in, it is 20× slower: it keeps none and
@@ -719,10 +728,7 @@ mod tests {
         slow.begin(0, 8);
         slow.on_own_unit_done(500);
         let offer = ControlKind::Offer { unit_us: 100 };
-        let given = match slow.on_message(3, &offer, 7)[..] {
-            [(3, ControlKind::Assign { count })] => count,
-            ref other => panic!("{other:?}"),
-        };
+        let given = assigned(&slow.on_message(3, &offer, 7), 3);
         let kept = 7 - given;
         let mut reports = Vec::new();
         for _ in 0..kept {
@@ -750,17 +756,11 @@ mod tests {
         let mut loaded = agent(1);
         loaded.begin(0, 30);
         loaded.on_own_unit_done(100);
-        let part = match loaded.on_message(2, &ahead, 29)[..] {
-            [(2, ControlKind::Assign { count })] => count,
-            ref other => panic!("{other:?}"),
-        };
+        let part = assigned(&loaded.on_message(2, &ahead, 29), 2);
         let mut straggler = agent(1);
         straggler.begin(0, 30);
         straggler.on_own_unit_done(500);
-        let whole = match straggler.on_message(2, &ahead, 29)[..] {
-            [(2, ControlKind::Assign { count })] => count,
-            ref other => panic!("{other:?}"),
-        };
+        let whole = assigned(&straggler.on_message(2, &ahead, 29), 2);
         assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
     }
 

@@ -62,9 +62,8 @@ pub(super) struct Worker {
     running: Option<(TimedUnit, bool, Option<u32>)>,
     /// Events it has caused this iteration (their order among ties).
     caused: u32,
-    /// When the running unit began and when it ends.
+    /// When the running unit began.
     started: u64,
-    busy_until: u64,
     units_done: u32,
     last_end_us: u64,
     last_unit_us: u64,
@@ -81,7 +80,6 @@ impl Worker {
         self.skip.clear();
         self.running = None;
         self.caused = 0;
-        self.busy_until = 0;
         self.units_done = 0;
         self.last_end_us = 0;
         self.last_unit_us = 0;
@@ -448,7 +446,6 @@ impl Replay<'_> {
             };
             worker.running = Some((unit, own, clone_of));
             worker.started = now;
-            worker.busy_until = now + us;
             self.push_unit_done(now + us, w);
             return;
         }

@@ -70,8 +70,9 @@ pub(super) struct Epoch {
     /// Units from peers: rows, reassigned or clone, from whom, their iteration.
     pub(super) given_to_me: VecDeque<Given>,
     /// Units the proactive plan gave this worker whose rows came with them
-    /// (computed after the own units; planned units of partitions held here
-    /// join the own list, where rapid reassignment can pass them on).
+    /// (computed before the own units, as they cannot be passed on; planned
+    /// units of partitions held here join the own list, where rapid
+    /// reassignment can pass them on).
     pub(super) planned_in: VecDeque<Given>,
     /// Own units cloned to a peer, and to whom.
     pub(super) cloned_out: BTreeMap<UnitKey, u32>,

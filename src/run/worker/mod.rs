@@ -238,7 +238,7 @@ impl ComputeState {
         let record = self.worker_record();
         let epoch = self.epoch.as_mut().expect("checked above");
         epoch.idle_reported = true;
-        if let (Some(_), false) = (self.history.as_ref(), epoch.timing_sent) {
+        if self.history.is_some() && !epoch.timing_sent {
             // Every worker learns every worker's first report of the iteration,
             // so all compute the same predictions (and proactive plans): each
             // tells worker 0, which passes all of them on once they are in
