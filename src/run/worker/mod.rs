@@ -367,19 +367,21 @@ impl ComputeState {
         let Some(latest) = &self.latest else {
             return false;
         };
-        // A proactive plan for t needs every worker's timing of t − 1.
-        let planned = !self.cx.plan.policy.predicts()
-            || self.next_iteration == 0
-            || self.next_iteration >= self.cx.plan.iterations
-            || (self.next_iteration == self.cx.first_iteration()
-                && self
-                    .history
-                    .as_ref()
-                    .is_some_and(|h| !h.complete(self.next_iteration - 1)))
-            || self
-                .history
-                .as_ref()
-                .is_none_or(|h| h.complete(self.next_iteration - 1));
+        // A proactive plan for t needs every worker's timing of t − 1; so does
+        // a prediction recorded under a policy that waits for everyone anyway
+        // (slack 0), so every iteration after the first records one. Under
+        // slack, recording waits for nobody: a prediction is recorded when
+        // the timings are in.
+        let policy = &self.cx.plan.policy;
+        let planned = match &self.history {
+            None => true,
+            Some(_) if !policy.predicts() && policy.slack() > 0 => true,
+            Some(_) if self.next_iteration == 0 => true,
+            Some(_) if self.next_iteration >= self.cx.plan.iterations => true,
+            // A resumed run measures its first iteration anew.
+            Some(_) if self.next_iteration == self.cx.first_iteration() => true,
+            Some(h) => h.complete(self.next_iteration - 1),
+        };
         idle && !self.finished
             && planned
             && self.holdings.ready()
