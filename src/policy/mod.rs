@@ -17,6 +17,7 @@
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
+pub mod broker;
 pub mod proactive;
 pub mod reassign;
 pub mod speculate;
@@ -158,11 +159,9 @@ pub fn peer_agent(
         }
         | PolicyPlan::Forestall {
             reassign: config, ..
-        } => Some(PeerAgent::Reassign(ReassignAgent::new(
-            worker,
-            group(config.group_size),
-            *config,
-        ))),
+        } => Some(PeerAgent::Reassign(
+            ReassignAgent::new(worker, group(config.group_size), *config).with_broker(workers),
+        )),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),
             *config,
@@ -211,12 +210,13 @@ impl PeerAgent {
         }
     }
 
-    /// How long the unit in flight has run so far, if one is (before
-    /// `on_message`).
-    pub fn on_running(&mut self, running_us: Option<u64>) {
+    /// What the worker is doing now (before every other call): how long the
+    /// unit in flight has run, if one is, how many peers' units wait ahead of
+    /// the own list, and the worker's clock, µs.
+    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, now_us: u64) {
         match self {
-            PeerAgent::Reassign(a) => a.on_running(running_us),
-            PeerAgent::Speculate(a) => a.on_running(running_us),
+            PeerAgent::Reassign(a) => a.observe(running_us, queued, now_us),
+            PeerAgent::Speculate(a) => a.observe(running_us, queued),
         }
     }
 

@@ -84,18 +84,49 @@ pub struct Move {
 /// listed by giver, then receiver.
 pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig) -> Vec<Move> {
     let n = own.len().min(unit_us.len());
+    let workers: Vec<Load> = own[..n]
+        .iter()
+        .map(|&u| Load {
+            start_us: 0.0,
+            units: u,
+            givable: u,
+            keep: ((f64::from(u) * config.floor).ceil() as u32).clamp(1.min(u), u),
+        })
+        .collect();
+    balance_moves(&workers, &unit_us[..n], config.min_gain)
+}
+
+/// One worker's load for [`balance_moves`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// When it starts on `units`, µs (any common origin).
+    pub start_us: f64,
+    /// Units it has to compute.
+    pub units: u32,
+    /// Of those, its own units it may give (the end of its list).
+    pub givable: u32,
+    /// Of `givable`, how many it keeps at least.
+    pub keep: u32,
+}
+
+/// The moves that make the workers' loads finish earliest: worker `w`
+/// finishes at `start_us + units · unit_us[w]`; a move gives one of a
+/// giver's `givable` units (beyond `keep`) to the worker that would then
+/// finish earliest, while that shortens the makespan by more than
+/// `min_gain` of the receiver's unit. Moves are listed by giver, then
+/// receiver.
+pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -> Vec<Move> {
+    let n = workers.len().min(unit_us.len());
     let speed: Vec<Option<f64>> = unit_us[..n]
         .iter()
         .map(|t| t.filter(|t| t.is_finite() && *t > 0.0))
         .collect();
-    let keep: Vec<u32> = own[..n]
-        .iter()
-        .map(|&u| ((f64::from(u) * config.floor).ceil() as u32).clamp(1.min(u), u))
-        .collect();
-    let mut count: Vec<u32> = own[..n].to_vec();
+    let keep: Vec<u32> = workers[..n].iter().map(|l| l.keep).collect();
+    let start: Vec<f64> = workers[..n].iter().map(|l| l.start_us.max(0.0)).collect();
+    let mut count: Vec<u32> = workers[..n].iter().map(|l| l.units).collect();
     // Own units still here (only these can be given).
-    let mut own_left: Vec<u32> = own[..n].to_vec();
-    let finish = |w: usize, c: &[u32]| speed[w].map_or(0.0, |t| f64::from(c[w]) * t);
+    let mut own_left: Vec<u32> = workers[..n].iter().map(|l| l.givable).collect();
+    let finish = |w: usize, c: &[u32]| speed[w].map_or(0.0, |t| start[w] + f64::from(c[w]) * t);
     // Finish times are ≥ 0, so their bits order like the numbers. Heaps with
     // lazy deletion (an entry is stale when it no longer matches) keep each
     // step O(log n) at thousands of workers.
@@ -159,7 +190,7 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
         let Some((fast, t_fast)) = fast else { break };
         let t_slow = speed[slow].unwrap_or(0.0);
         let after = (finish(slow, &count) - t_slow).max(finish(fast, &count) + t_fast);
-        if makespan - after <= config.min_gain * t_fast {
+        if makespan - after <= min_gain * t_fast {
             break;
         }
         count[slow] -= 1;

@@ -71,8 +71,9 @@ impl SpeculateAgent {
 
     /// How long the unit in flight has run so far, if one is (call before
     /// `on_message`).
-    pub fn on_running(&mut self, running_us: Option<u64>) {
+    pub fn observe(&mut self, running_us: Option<u64>, queued: usize) {
         self.progress.running_us = running_us;
+        self.progress.queued = queued;
     }
 
     /// Call for every control message; `left` is how many of this worker's own
@@ -96,7 +97,7 @@ impl SpeculateAgent {
         // Its time per unit as it stands (the unit in flight's time so far
         // when that is longer than the mean); it keeps its units either way.
         let me = Giver {
-            in_flight_left_us: None,
+            ahead_us: None,
             ..self.progress.giver(left)
         };
         let slow = me.unit_us as f64 > self.config.multiplier * unit_us.max(1) as f64;

@@ -170,6 +170,7 @@ pub(super) fn validate_policy(
                         checkpoint: DEFAULT_CHECKPOINT,
                         initial_units: DEFAULT_INITIAL_UNITS,
                         follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
+                        broker: true,
                     },
                 }
             } else {
@@ -191,6 +192,7 @@ pub(super) fn validate_policy(
                 checkpoint,
                 initial_units,
                 follow_up_units,
+                broker: false,
             };
             Ok(if name == "flexrr" {
                 PolicyPlan::Flexrr {

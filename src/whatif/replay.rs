@@ -302,6 +302,15 @@ impl Replay<'_> {
             .and_then(Option::as_mut)
     }
 
+    /// Worker `w`'s agent, told what the worker is doing at `now`.
+    fn observed(&mut self, w: u32, now: u64) -> Option<&mut PeerAgent> {
+        let worker = &self.workers[(w - self.lo) as usize];
+        let (running, queued) = (worker.running_us(now), worker.given.len());
+        let agent = self.agent(w)?;
+        agent.observe(running, queued, now);
+        Some(agent)
+    }
+
     fn unit_done(&mut self, w: u32, now: u64) {
         let worker = &mut self.workers[(w - self.lo) as usize];
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
@@ -343,7 +352,7 @@ impl Replay<'_> {
             self.out.wasted += 1;
         }
         if own && first {
-            if let Some(agent) = self.agent(w) {
+            if let Some(agent) = self.observed(w, now) {
                 let sends = agent.on_own_unit_done(unit_us);
                 self.send_all(w, sends, now);
             }
@@ -371,9 +380,8 @@ impl Replay<'_> {
         if !worker.given.is_empty() {
             worker.idle_reported = false;
         }
-        let (left, running) = (worker.left(), worker.running_us(now));
-        if let Some(agent) = self.agent(w) {
-            agent.on_running(running);
+        let left = worker.left();
+        if let Some(agent) = self.observed(w, now) {
             let sends = agent.on_message(from, &kind, left);
             self.send_all(w, sends, now);
         }
@@ -411,7 +419,7 @@ impl Replay<'_> {
                 self.out.wasted += 1;
                 let unit_us = worker.unit_us();
                 // Its own unit is done, by the clone.
-                if let Some(agent) = self.agent(w) {
+                if let Some(agent) = self.observed(w, now) {
                     let sends = agent.on_own_unit_done(unit_us);
                     self.send_all(w, sends, now);
                 }
@@ -455,7 +463,7 @@ impl Replay<'_> {
         worker.idle_reported = true;
         let unit_us = worker.unit_us();
         let iteration = self.timings.iteration;
-        if let Some(agent) = self.agent(w) {
+        if let Some(agent) = self.observed(w, now) {
             let offers = agent.on_idle(unit_us, iteration);
             let sends = offers.into_iter().map(|(to, _, kind)| (to, kind)).collect();
             self.send_all(w, sends, now);

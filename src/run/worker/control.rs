@@ -80,7 +80,7 @@ impl ComputeState {
                     unit_us: *unit_us,
                 };
                 let left = epoch.own.len();
-                agent.on_running(epoch.running_us(self.cx.now_us()));
+                epoch.observe(agent, self.cx.now_us());
                 let out = agent.on_message(message.from, &ahead, left);
                 send_all(self.worker, epoch, &self.holdings, out, emit);
             }
@@ -198,6 +198,7 @@ impl ComputeState {
                     }
                     if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
                         if let Some(agent) = agent.as_mut() {
+                            epoch.observe(agent, self.cx.now_us());
                             let out = agent.on_own_unit_done(epoch.unit_us());
                             send_all(self.worker, epoch, &self.holdings, out, emit);
                         }
@@ -211,7 +212,7 @@ impl ComputeState {
         let Some(agent) = agent else {
             return;
         };
-        agent.on_running(epoch.running_us(self.cx.now_us()));
+        epoch.observe(agent, self.cx.now_us());
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
@@ -229,6 +230,7 @@ impl ComputeState {
         if epoch.has_units() {
             return;
         }
+        epoch.observe(agent, self.cx.now_us());
         for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), oldest_open) {
             let cap = if iteration == epoch.iteration {
                 Some(epoch.caps.control.clone())

@@ -8,6 +8,7 @@ use timely::dataflow::operators::Capability;
 
 use super::compute::Running;
 use crate::data::{LocalRows, UnitKey, UnitRows};
+use crate::policy::PeerAgent;
 use crate::trace::{UnitAction, UnitRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -117,6 +118,17 @@ impl Epoch {
         self.running
             .as_ref()
             .map(|r| now_us.saturating_sub(r.start_us))
+    }
+
+    /// Tells `agent` what this worker is doing at `now_us` (before any other
+    /// call to it).
+    pub(super) fn observe(&self, agent: &mut PeerAgent, now_us: u64) {
+        agent.observe(self.running_us(now_us), self.queued(), now_us);
+    }
+
+    /// Peers' units waiting ahead of the own list (computed first).
+    pub(super) fn queued(&self) -> usize {
+        self.given_to_me.len() + self.planned_in.len()
     }
 
     /// Own units still in the list that could be handed off (not cloned out).

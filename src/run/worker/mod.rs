@@ -218,6 +218,7 @@ impl ComputeState {
             }
             if next.counts_as_own {
                 if let Some(agent) = self.agent.as_mut() {
+                    epoch.observe(agent, self.cx.now_us());
                     let out = agent.on_own_unit_done(epoch.unit_us());
                     send_all(self.worker, epoch, &self.holdings, out, emit);
                 }

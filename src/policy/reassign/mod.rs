@@ -28,6 +28,9 @@
 
 use std::collections::VecDeque;
 
+use super::broker::{Broker, Pace};
+use super::proactive::DEFAULT_MIN_GAIN;
+
 use serde::{Deserialize, Serialize};
 
 /// Default helper-group size.
@@ -36,6 +39,8 @@ pub const DEFAULT_GROUP_SIZE: u32 = 8;
 pub const DEFAULT_CHECKPOINT: f64 = 0.75;
 /// Default size of a first reassignment.
 pub const DEFAULT_INITIAL_UNITS: u32 = 2;
+/// Salt of the random rounding of a loaded worker's part.
+const GIFT_ROUNDING: u64 = 0x6769_6674;
 /// Iterations of peers' progress an agent remembers.
 const HISTORY: u64 = 4;
 
@@ -53,6 +58,10 @@ pub struct ReassignConfig {
     pub initial_units: u32,
     /// Units given in answer to a help offer.
     pub follow_up_units: u32,
+    /// Every worker tells worker 0 its pace once per iteration and worker 0
+    /// balances all of them at once (`forestall`; see [`super::broker`]).
+    #[serde(default)]
+    pub broker: bool,
 }
 
 impl Default for ReassignConfig {
@@ -62,6 +71,7 @@ impl Default for ReassignConfig {
             checkpoint: DEFAULT_CHECKPOINT,
             initial_units: DEFAULT_INITIAL_UNITS,
             follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
+            broker: false,
         }
     }
 }
@@ -113,6 +123,25 @@ pub enum ControlKind {
         /// From the iteration's start to the last unit's end, µs.
         busy_us: u64,
     },
+    /// Broker: "after my first own unit (or idle), I have `left` own units
+    /// with `queued` peers' units ahead of them, at `unit_us` per unit"
+    /// (once per iteration, to worker 0).
+    Pace {
+        /// Own units in the list.
+        left: u32,
+        /// Peers' units ahead of them.
+        queued: u32,
+        /// Time per unit so far, µs (0: none computed).
+        unit_us: u64,
+    },
+    /// Broker, from worker 0: "give `count` units from the end of your list
+    /// to `to`".
+    Give {
+        /// The receiver.
+        to: u32,
+        /// How many.
+        count: u32,
+    },
     /// Online prediction, from worker 0 once every worker's timing of the
     /// iteration is in: all of them, by worker, as (units, busy µs).
     Timings {
@@ -154,19 +183,21 @@ pub(crate) struct Giver {
     pub(crate) left: usize,
     /// Its time per unit, µs.
     pub(crate) unit_us: u64,
-    /// How long until its unit in flight ends, if one is, µs.
-    pub(crate) in_flight_left_us: Option<u64>,
+    /// How long until it starts on its own list, if anything comes first
+    /// (the unit in flight, peers' units queued ahead of its own), µs.
+    pub(crate) ahead_us: Option<u64>,
 }
 
 impl Giver {
-    /// Units of its list it keeps at least: one, unless a unit is in flight.
+    /// Units of its list it keeps at least: one, unless it has other work
+    /// first.
     fn keep_least(&self) -> usize {
-        usize::from(self.in_flight_left_us.is_none())
+        usize::from(self.ahead_us.is_none())
     }
 
     /// When it expects to have finished everything it holds, µs from now.
     fn remaining_us(&self) -> u64 {
-        self.in_flight_left_us.unwrap_or(0) + self.left as u64 * self.unit_us
+        self.ahead_us.unwrap_or(0) + self.left as u64 * self.unit_us
     }
 }
 
@@ -181,6 +212,8 @@ pub(crate) struct Reporter {
     /// How long the unit in flight has run so far, µs, if one is: a floor
     /// on the time per unit before that unit ends.
     pub(crate) running_us: Option<u64>,
+    /// Peers' units queued ahead of its own list (computed first).
+    pub(crate) queued: usize,
     reported_mark: bool,
     reported_end: bool,
 }
@@ -196,15 +229,19 @@ impl Reporter {
 
     /// This worker as a giver with `left` units in its list: its time per
     /// unit as it stands (the mean of the units done, or the unit in
-    /// flight's time so far when that is longer) and how long until the unit
-    /// in flight ends by that measure.
+    /// flight's time so far when that is longer) and, by that measure, how
+    /// long until it starts on its list (the unit in flight's end, then the
+    /// peers' units queued ahead).
     pub(crate) fn giver(&self, left: usize) -> Giver {
         let running = self.running_us;
         let unit_us = self.unit_us.max(running.unwrap_or(0));
+        let in_flight = running.map(|r| unit_us - r);
+        let queued = self.queued as u64 * unit_us;
         Giver {
             left,
             unit_us,
-            in_flight_left_us: running.map(|r| unit_us - r),
+            ahead_us: (in_flight.is_some() || self.queued > 0)
+                .then(|| in_flight.unwrap_or(0) + queued),
         }
     }
 
@@ -289,12 +326,21 @@ pub struct ReassignAgent {
     /// Each reporting peer's work left at its last report this iteration,
     /// µs: (peer, left).
     left_us: Vec<(u32, u64)>,
+    /// Worker 0's broker, when the policy has one.
+    broker: Option<Box<Broker>>,
+    /// Whether this worker told the broker its pace this iteration.
+    paced: bool,
+    /// The worker's clock at the last `observe`, µs.
+    now_us: u64,
 }
 
 impl ReassignAgent {
     /// The agent of worker `me` with helper group `group`.
     pub fn new(me: u32, group: Vec<u32>, config: ReassignConfig) -> Self {
         Self {
+            broker: None,
+            paced: false,
+            now_us: 0,
             me,
             group,
             config,
@@ -308,6 +354,15 @@ impl ReassignAgent {
             no_faster: Vec::new(),
             left_us: Vec::new(),
         }
+    }
+
+    /// The same agent, and worker 0's broker among `workers` workers when
+    /// the policy has one.
+    pub fn with_broker(mut self, workers: u32) -> Self {
+        if self.config.broker && self.me == 0 {
+            self.broker = Some(Box::new(Broker::new(workers, DEFAULT_MIN_GAIN)));
+        }
+        self
     }
 
     /// Starts `iteration`, in which this worker owns `own_total` units. What
@@ -334,6 +389,10 @@ impl ReassignAgent {
         self.left_us.clear();
         self.iteration = iteration;
         self.progress.begin(own_total);
+        self.paced = false;
+        if let Some(broker) = self.broker.as_mut() {
+            broker.begin();
+        }
     }
 
     pub(crate) fn fraction(done: u32, total: u32) -> f64 {
@@ -369,11 +428,11 @@ impl ReassignAgent {
         }
         let mine = giver.unit_us.max(1) as f64;
         let theirs = their_unit_us.max(1) as f64;
-        let rem = giver.in_flight_left_us.unwrap_or(0) as f64;
+        let rem = giver.ahead_us.unwrap_or(0) as f64;
         let g = helpers.max(1) as f64;
         let n = giver.left as f64;
         let finish = (n + g * f64::from(their_left) + rem / mine) / (1.0 / mine + g / theirs);
-        let keep = ((finish - rem) / mine).round().clamp(keep_least as f64, n);
+        let keep = ((finish - rem) / mine).floor().clamp(keep_least as f64, n);
         let share = ((n - keep) / g).ceil();
         (share.max(f64::from(floor)) as usize).min(giver.left - keep_least) as u32
     }
@@ -382,15 +441,86 @@ impl ReassignAgent {
     /// time per unit so far. Returns the progress reports to send (at the
     /// checkpoint and at the end).
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        self.progress
-            .unit_done(unit_us, self.config.checkpoint, &self.group)
+        let mut out = self
+            .progress
+            .unit_done(unit_us, self.config.checkpoint, &self.group);
+        let left = self.progress.own_total - self.progress.own_done;
+        let paced = self.pace(left, unit_us);
+        self.account(&paced);
+        out.extend(paced);
+        out
     }
 
-    /// How long the unit in flight has run so far, if one is (call before
-    /// `on_message`): until it ends, this worker's time per unit is taken to
-    /// be at least that, and it may give away every unit of its list.
-    pub fn on_running(&mut self, running_us: Option<u64>) {
+    /// What the worker is doing now (call before every other call of an
+    /// iteration): how long the unit in flight has run, if one is, how many
+    /// peers' units wait ahead of its own list, and its clock, µs. Until the
+    /// unit ends, its time per unit is taken to be at least that; with
+    /// either, it may give away every unit of its list, and it expects to
+    /// start on its list only after them.
+    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, now_us: u64) {
         self.progress.running_us = running_us;
+        self.progress.queued = queued;
+        self.now_us = now_us;
+    }
+
+    /// This worker's pace for the broker, once per iteration: to worker 0,
+    /// or into its own broker (which may answer with moves at once).
+    fn pace(&mut self, left: u32, unit_us: u64) -> Vec<(u32, ControlKind)> {
+        if !self.config.broker || self.paced {
+            return Vec::new();
+        }
+        self.paced = true;
+        let queued = self.progress.queued as u32;
+        if self.me != 0 {
+            return vec![(
+                0,
+                ControlKind::Pace {
+                    left,
+                    queued,
+                    unit_us,
+                },
+            )];
+        }
+        let pace = Pace {
+            left,
+            queued,
+            unit_us,
+        };
+        self.brokered(0, pace, left as usize)
+    }
+
+    /// Worker 0 hears `from`'s pace: once all are in, the broker's moves, as
+    /// orders to the givers (its own gifts it makes at once).
+    fn brokered(&mut self, from: u32, pace: Pace, left: usize) -> Vec<(u32, ControlKind)> {
+        let Some(broker) = self.broker.as_mut() else {
+            return Vec::new();
+        };
+        let moves = broker.on_pace(from, pace, self.now_us);
+        let mut out = Vec::new();
+        let mut left = left;
+        for m in moves {
+            if m.from == self.me {
+                let give = ControlKind::Give {
+                    to: m.to,
+                    count: m.count,
+                };
+                for sent in self.answer(0, &give, left) {
+                    if let (_, ControlKind::Assign { count }) = sent {
+                        left -= count as usize;
+                    }
+                    out.push(sent);
+                }
+            } else {
+                out.push((
+                    m.from,
+                    ControlKind::Give {
+                        to: m.to,
+                        count: m.count,
+                    },
+                ));
+            }
+        }
+        out
     }
 
     /// Call for every control message. `left` is how many units are still in
@@ -405,7 +535,13 @@ impl ReassignAgent {
         left: usize,
     ) -> Vec<(u32, ControlKind)> {
         let out = self.answer(from, kind, left);
-        for (to, sent) in &out {
+        self.account(&out);
+        out
+    }
+
+    /// Units this worker gives away (`out`'s assignments) leave its own.
+    fn account(&mut self, out: &[(u32, ControlKind)]) {
+        for (to, sent) in out {
             if let ControlKind::Assign { count } = sent {
                 self.progress.own_total -= count;
                 if !self.helped.contains(to) {
@@ -413,7 +549,6 @@ impl ReassignAgent {
                 }
             }
         }
-        out
     }
 
     /// Peers that may still take units: the group size less those given
@@ -489,8 +624,21 @@ impl ReassignAgent {
                         let count = if straggler || givers == 1 {
                             share.max(self.config.initial_units)
                         } else {
-                            share.div_ceil(givers)
+                            // Its part, rounded at random (a hash of the
+                            // iteration and the pair, so a run and its replay
+                            // agree): from all its givers together a peer
+                            // expects its share, not a unit from each.
+                            let u = crate::rng::uniform(&[
+                                GIFT_ROUNDING,
+                                self.iteration,
+                                u64::from(self.me),
+                                u64::from(from),
+                            ]);
+                            (f64::from(share) / f64::from(givers) + u).floor() as u32
                         };
+                        if count == 0 {
+                            return Vec::new();
+                        }
                         return vec![(
                             from,
                             ControlKind::Assign {
@@ -524,6 +672,28 @@ impl ReassignAgent {
             ControlKind::Assign { .. } | ControlKind::Decline => {
                 self.on_reply(self.iteration, from, kind);
                 Vec::new()
+            }
+            ControlKind::Pace {
+                left: their_left,
+                queued,
+                unit_us,
+            } => {
+                let pace = Pace {
+                    left: their_left,
+                    queued,
+                    unit_us,
+                };
+                self.brokered(from, pace, left)
+            }
+            ControlKind::Give { to, count } => {
+                // What the broker saw is a message old: give what is left,
+                // keeping one unless another is in flight or queued.
+                let most = left.saturating_sub(self.progress.giver(left).keep_least()) as u32;
+                let count = count.min(most);
+                if count == 0 || to == self.me {
+                    return Vec::new();
+                }
+                vec![(to, ControlKind::Assign { count })]
             }
             ControlKind::Clone { .. }
             | ControlKind::Done
@@ -565,8 +735,18 @@ impl ReassignAgent {
     pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
         // Nothing to help with when the current iteration is already reduced
         // (the worker is waiting to begin the next one).
-        if self.waiting_on.is_some() || oldest_open > self.iteration {
+        if oldest_open > self.iteration {
             return Vec::new();
+        }
+        // Idle before its first own unit: the broker hears it all the same.
+        let iteration = self.iteration;
+        let mut out: Vec<(u32, u64, ControlKind)> = self
+            .pace(0, unit_us)
+            .into_iter()
+            .map(|(to, kind)| (to, iteration, kind))
+            .collect();
+        if self.waiting_on.is_some() {
+            return out;
         }
         let current = std::iter::once((self.iteration, &self.peers));
         let earlier = self
@@ -588,282 +768,13 @@ impl ReassignAgent {
                 })
                 .map(|&(w, _)| (t, w))
         });
-        match behind {
-            Some((t, w)) => {
-                self.waiting_on = Some((t, w));
-                vec![(w, t, ControlKind::Offer { unit_us })]
-            }
-            None => Vec::new(),
+        if let Some((t, w)) = behind {
+            self.waiting_on = Some((t, w));
+            out.push((w, t, ControlKind::Offer { unit_us }));
         }
+        out
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn agent(me: u32) -> ReassignAgent {
-        ReassignAgent::new(me, helper_group(me, 4, 4, 3), ReassignConfig::default())
-    }
-
-    /// The count of the one `Assign` to `to` in `out` (panics on anything else).
-    fn assigned(out: &[(u32, ControlKind)], to: u32) -> u32 {
-        match out {
-            [(peer, ControlKind::Assign { count })] if *peer == to => *count,
-            other => panic!("expected one Assign to {to}: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn groups_prefer_other_processes() {
-        // 2 processes × 2 threads: worker 0's helpers start in process 1
-        assert_eq!(helper_group(0, 4, 2, 2), vec![2, 3]);
-        assert_eq!(helper_group(3, 4, 2, 2), vec![1, 0]);
-        // one process: the next workers in the ring
-        assert_eq!(helper_group(2, 4, 4, 3), vec![3, 0, 1]);
-        // groups never exceed W - 1 and never contain the worker
-        assert_eq!(helper_group(1, 2, 2, 4), vec![0]);
-        assert!(helper_group(0, 1, 1, 4).is_empty());
-    }
-
-    #[test]
-    fn reports_at_the_checkpoint_and_at_the_end() {
-        let mut a = agent(0);
-        a.begin(0, 8);
-        for _ in 0..5 {
-            assert!(a.on_own_unit_done(100).is_empty());
-        }
-        let at_75 = a.on_own_unit_done(100);
-        assert_eq!(at_75.len(), 3);
-        assert_eq!(
-            at_75[0].1,
-            ControlKind::Progress {
-                done: 6,
-                total: 8,
-                unit_us: 100
-            }
-        );
-        assert!(a.on_own_unit_done(100).is_empty());
-        let done = a.on_own_unit_done(100);
-        assert_eq!(
-            done[0].1,
-            ControlKind::Progress {
-                done: 8,
-                total: 8,
-                unit_us: 100
-            }
-        );
-    }
-
-    /// A worker 5× slower than its 3 helpers, with 41 units left while each has
-    /// 12: all finish together at T = (41 + 3·12) / (1/500 + 3/100) = 2406 µs,
-    /// by when it finishes 4.8 → 5 of its own; the other 36 are shared by the
-    /// 3 helpers: 12 each.
-    #[test]
-    fn a_slow_worker_gives_enough_units_to_finish_together() {
-        let mut slow = agent(1);
-        slow.begin(0, 48);
-        for _ in 0..7 {
-            slow.on_own_unit_done(500);
-        }
-        let progress = ControlKind::Progress {
-            done: 36,
-            total: 48,
-            unit_us: 100,
-        };
-        assert_eq!(
-            slow.on_message(2, &progress, 41),
-            vec![(2, ControlKind::Assign { count: 12 })]
-        );
-        // equal speeds, a unit apart: nothing moves (no churn)
-        let mut even = agent(1);
-        even.begin(0, 8);
-        even.on_own_unit_done(100);
-        let ahead = ControlKind::Progress {
-            done: 2,
-            total: 8,
-            unit_us: 100,
-        };
-        assert!(even.on_message(2, &ahead, 7).is_empty());
-    }
-
-    /// Before its first unit ends, a worker knows only that the unit in
-    /// flight has run this long: 2000 µs against a peer's 100 is slow enough
-    /// to give, and with a unit in flight it may give its whole list.
-    #[test]
-    fn a_unit_in_flight_says_how_slow_a_worker_is() {
-        let offer = ControlKind::Offer { unit_us: 100 };
-        let given = |running_us| {
-            let mut w = agent(1);
-            w.begin(0, 8);
-            w.on_running(Some(running_us));
-            assigned(&w.on_message(3, &offer, 7), 3)
-        };
-        // 50 µs in, it may be faster than the helper: it keeps 3 and the 3
-        // helpers share 4; 2000 µs in, it is 20× slower: it keeps none and
-        // each of the 3 helpers gets a third
-        assert_eq!(given(50), 2);
-        assert_eq!(given(2000), 3);
-        // everything may go while a unit is in flight; nothing without one
-        let mut last = agent(1);
-        last.begin(0, 2);
-        last.on_own_unit_done(5000);
-        last.on_running(Some(100));
-        assert_eq!(
-            last.on_message(3, &offer, 1),
-            vec![(3, ControlKind::Assign { count: 1 })]
-        );
-        last.on_running(None);
-        assert_eq!(
-            last.on_message(3, &offer, 1),
-            vec![(3, ControlKind::Decline)]
-        );
-    }
-
-    /// Units given away stop counting as the giver's own, so its report at
-    /// the end still comes once it has done what it kept.
-    #[test]
-    fn units_given_away_leave_the_giver_s_total() {
-        let mut slow = agent(1);
-        slow.begin(0, 8);
-        slow.on_own_unit_done(500);
-        let offer = ControlKind::Offer { unit_us: 100 };
-        let given = assigned(&slow.on_message(3, &offer, 7), 3);
-        let kept = 7 - given;
-        let mut reports = Vec::new();
-        for _ in 0..kept {
-            reports = slow.on_own_unit_done(500);
-        }
-        assert!(
-            reports.iter().any(|(_, k)| matches!(
-                k,
-                ControlKind::Progress { done, total, .. } if done == total
-            )),
-            "the end report after {kept} kept units: {reports:?}"
-        );
-    }
-
-    /// A worker as fast as the reporter but with more work (a stale plan)
-    /// may be one of many givers: it gives its part, the group's peers not
-    /// heard from counted as givers too; a straggler gives its whole share.
-    #[test]
-    fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
-        let ahead = ControlKind::Progress {
-            done: 3,
-            total: 4,
-            unit_us: 100,
-        };
-        let mut loaded = agent(1);
-        loaded.begin(0, 30);
-        loaded.on_own_unit_done(100);
-        let part = assigned(&loaded.on_message(2, &ahead, 29), 2);
-        let mut straggler = agent(1);
-        straggler.begin(0, 30);
-        straggler.on_own_unit_done(500);
-        let whole = assigned(&straggler.on_message(2, &ahead, 29), 2);
-        assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
-    }
-
-    /// A peer slower per unit than all our work left takes nothing.
-    #[test]
-    fn an_offer_from_a_slower_peer_is_declined() {
-        let mut w = agent(1);
-        w.begin(0, 8);
-        w.on_own_unit_done(100);
-        let slow_offer = ControlKind::Offer { unit_us: 900 };
-        assert_eq!(
-            w.on_message(3, &slow_offer, 5),
-            vec![(3, ControlKind::Decline)]
-        );
-    }
-
-    #[test]
-    fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
-        let mut slow = agent(1);
-        slow.begin(0, 8);
-        slow.on_own_unit_done(500);
-        let done = ControlKind::Progress {
-            done: 8,
-            total: 8,
-            unit_us: 100,
-        };
-        assert!(slow.on_message(3, &done, 1).is_empty());
-        let offer = ControlKind::Offer { unit_us: 100 };
-        assert_eq!(
-            slow.on_message(3, &offer, 1),
-            vec![(3, ControlKind::Decline)]
-        );
-        // 3 idle helpers, 10 left at 5× the time: T = 10 / (1/500 + 3/100) = 312.5,
-        // each helper takes 3.1 → 3
-        assert_eq!(
-            slow.on_message(3, &offer, 10),
-            vec![(3, ControlKind::Assign { count: 3 })]
-        );
-        let mut fast = agent(2);
-        fast.begin(0, 8);
-        for _ in 0..7 {
-            fast.on_own_unit_done(100);
-        }
-        let behind = ControlKind::Progress {
-            done: 1,
-            total: 8,
-            unit_us: 500,
-        };
-        assert!(fast.on_message(1, &behind, 1).is_empty());
-    }
-
-    #[test]
-    fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
-        let p = |done| ControlKind::Progress {
-            done,
-            total: 8,
-            unit_us: 100,
-        };
-        let mut h = agent(0);
-        h.begin(0, 2);
-        h.on_own_unit_done(100);
-        h.on_own_unit_done(100);
-        h.on_message(1, &p(6), 0);
-        h.on_message(3, &p(2), 0);
-        h.on_message(2, &p(8), 0);
-        let offer = ControlKind::Offer { unit_us: 100 };
-        assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
-        assert!(h.on_idle(100, 0).is_empty(), "one outstanding offer");
-        h.on_message(3, &ControlKind::Decline, 0);
-        assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer.clone())]);
-        h.on_message(1, &ControlKind::Assign { count: 1 }, 0);
-        assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer)]);
-    }
-
-    /// Under SSP a helper in iteration 5 that is blocked offers help with the
-    /// oldest open iteration, 4, to the peer that reported being behind there.
-    #[test]
-    fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
-        let mut h = agent(0);
-        h.begin(4, 2);
-        h.on_own_unit_done(100);
-        h.on_own_unit_done(100);
-        h.on_message(
-            3,
-            &ControlKind::Progress {
-                done: 1,
-                total: 8,
-                unit_us: 500,
-            },
-            0,
-        );
-        h.begin(5, 2);
-        h.on_own_unit_done(100);
-        h.on_own_unit_done(100);
-        h.note_progress(4, 2, 8, 8);
-        let offer = ControlKind::Offer { unit_us: 100 };
-        assert_eq!(h.on_idle(100, 4), vec![(3, 4, offer.clone())]);
-        h.on_reply(4, 3, &ControlKind::Decline);
-        assert!(h.on_idle(100, 4).is_empty(), "nobody else is behind");
-        // once iteration 4 is reduced it is no longer offered
-        assert!(h.on_idle(100, 5).is_empty());
-        // and once the current one is reduced (the worker waits to begin the
-        // next), there is nothing to offer at all
-        assert!(h.on_idle(100, 6).is_empty());
-    }
-}
+mod tests;

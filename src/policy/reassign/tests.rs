@@ -1,0 +1,387 @@
+//! The rapid-reassignment agent's rules, one message at a time.
+
+use super::*;
+
+fn agent(me: u32) -> ReassignAgent {
+    ReassignAgent::new(me, helper_group(me, 4, 4, 3), ReassignConfig::default())
+}
+
+/// The count of the one `Assign` to `to` in `out` (panics on anything else).
+fn assigned(out: &[(u32, ControlKind)], to: u32) -> u32 {
+    match out {
+        [(peer, ControlKind::Assign { count })] if *peer == to => *count,
+        other => panic!("expected one Assign to {to}: {other:?}"),
+    }
+}
+
+#[test]
+fn groups_prefer_other_processes() {
+    // 2 processes × 2 threads: worker 0's helpers start in process 1
+    assert_eq!(helper_group(0, 4, 2, 2), vec![2, 3]);
+    assert_eq!(helper_group(3, 4, 2, 2), vec![1, 0]);
+    // one process: the next workers in the ring
+    assert_eq!(helper_group(2, 4, 4, 3), vec![3, 0, 1]);
+    // groups never exceed W - 1 and never contain the worker
+    assert_eq!(helper_group(1, 2, 2, 4), vec![0]);
+    assert!(helper_group(0, 1, 1, 4).is_empty());
+}
+
+#[test]
+fn reports_at_the_checkpoint_and_at_the_end() {
+    let mut a = agent(0);
+    a.begin(0, 8);
+    for _ in 0..5 {
+        assert!(a.on_own_unit_done(100).is_empty());
+    }
+    let at_75 = a.on_own_unit_done(100);
+    assert_eq!(at_75.len(), 3);
+    assert_eq!(
+        at_75[0].1,
+        ControlKind::Progress {
+            done: 6,
+            total: 8,
+            unit_us: 100
+        }
+    );
+    assert!(a.on_own_unit_done(100).is_empty());
+    let done = a.on_own_unit_done(100);
+    assert_eq!(
+        done[0].1,
+        ControlKind::Progress {
+            done: 8,
+            total: 8,
+            unit_us: 100
+        }
+    );
+}
+
+/// A worker 5× slower than its 3 helpers, with 41 units left while each has
+/// 12: all finish together at T = (41 + 3·12) / (1/500 + 3/100) = 2406 µs,
+/// by when it finishes 4.8 of its own: it keeps the 4 it finishes by then
+/// (a slow worker's unit left over costs more than a helper's) and the 3
+/// helpers share the other 37: 13 each, rounded up.
+#[test]
+fn a_slow_worker_gives_enough_units_to_finish_together() {
+    let mut slow = agent(1);
+    slow.begin(0, 48);
+    for _ in 0..7 {
+        slow.on_own_unit_done(500);
+    }
+    let progress = ControlKind::Progress {
+        done: 36,
+        total: 48,
+        unit_us: 100,
+    };
+    assert_eq!(
+        slow.on_message(2, &progress, 41),
+        vec![(2, ControlKind::Assign { count: 13 })]
+    );
+    // equal speeds, a unit apart: nothing moves (no churn)
+    let mut even = agent(1);
+    even.begin(0, 8);
+    even.on_own_unit_done(100);
+    let ahead = ControlKind::Progress {
+        done: 2,
+        total: 8,
+        unit_us: 100,
+    };
+    assert!(even.on_message(2, &ahead, 7).is_empty());
+}
+
+/// Before its first unit ends, a worker knows only that the unit in
+/// flight has run this long: 2000 µs against a peer's 100 is slow enough
+/// to give, and with a unit in flight it may give its whole list.
+#[test]
+fn a_unit_in_flight_says_how_slow_a_worker_is() {
+    let offer = ControlKind::Offer { unit_us: 100 };
+    let given = |running_us| {
+        let mut w = agent(1);
+        w.begin(0, 8);
+        w.observe(Some(running_us), 0, 0);
+        assigned(&w.on_message(3, &offer, 7), 3)
+    };
+    // 50 µs in, it may be faster than the helper: it keeps 3 and the 3
+    // helpers share 4; 2000 µs in, it is 20× slower: it keeps none and
+    // each of the 3 helpers gets a third
+    assert_eq!(given(50), 2);
+    assert_eq!(given(2000), 3);
+    // everything may go while a unit is in flight; nothing without one
+    let mut last = agent(1);
+    last.begin(0, 2);
+    last.on_own_unit_done(5000);
+    last.observe(Some(100), 0, 0);
+    assert_eq!(
+        last.on_message(3, &offer, 1),
+        vec![(3, ControlKind::Assign { count: 1 })]
+    );
+    last.observe(None, 0, 0);
+    assert_eq!(
+        last.on_message(3, &offer, 1),
+        vec![(3, ControlKind::Decline)]
+    );
+}
+
+/// Units given away stop counting as the giver's own, so its report at
+/// the end still comes once it has done what it kept.
+#[test]
+fn units_given_away_leave_the_giver_s_total() {
+    let mut slow = agent(1);
+    slow.begin(0, 8);
+    slow.on_own_unit_done(500);
+    let offer = ControlKind::Offer { unit_us: 100 };
+    let given = assigned(&slow.on_message(3, &offer, 7), 3);
+    let kept = 7 - given;
+    let mut reports = Vec::new();
+    for _ in 0..kept {
+        reports = slow.on_own_unit_done(500);
+    }
+    assert!(
+        reports.iter().any(|(_, k)| matches!(
+            k,
+            ControlKind::Progress { done, total, .. } if done == total
+        )),
+        "the end report after {kept} kept units: {reports:?}"
+    );
+}
+
+/// A worker as fast as the reporter but with more work (a stale plan)
+/// may be one of many givers: it gives its part, the group's peers not
+/// heard from counted as givers too; a straggler gives its whole share.
+#[test]
+fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
+    let ahead = ControlKind::Progress {
+        done: 3,
+        total: 4,
+        unit_us: 100,
+    };
+    let mut loaded = agent(1);
+    loaded.begin(0, 30);
+    loaded.on_own_unit_done(100);
+    let part = assigned(&loaded.on_message(2, &ahead, 29), 2);
+    let mut straggler = agent(1);
+    straggler.begin(0, 30);
+    straggler.on_own_unit_done(500);
+    let whole = assigned(&straggler.on_message(2, &ahead, 29), 2);
+    assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
+}
+
+/// A peer slower per unit than all our work left takes nothing.
+#[test]
+fn an_offer_from_a_slower_peer_is_declined() {
+    let mut w = agent(1);
+    w.begin(0, 8);
+    w.on_own_unit_done(100);
+    let slow_offer = ControlKind::Offer { unit_us: 900 };
+    assert_eq!(
+        w.on_message(3, &slow_offer, 5),
+        vec![(3, ControlKind::Decline)]
+    );
+}
+
+#[test]
+fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
+    let mut slow = agent(1);
+    slow.begin(0, 8);
+    slow.on_own_unit_done(500);
+    let done = ControlKind::Progress {
+        done: 8,
+        total: 8,
+        unit_us: 100,
+    };
+    assert!(slow.on_message(3, &done, 1).is_empty());
+    let offer = ControlKind::Offer { unit_us: 100 };
+    assert_eq!(
+        slow.on_message(3, &offer, 1),
+        vec![(3, ControlKind::Decline)]
+    );
+    // 3 idle helpers, 10 left at 5× the time: T = 10 / (1/500 + 3/100) = 312.5,
+    // each helper takes 3.1 → 3
+    assert_eq!(
+        slow.on_message(3, &offer, 10),
+        vec![(3, ControlKind::Assign { count: 3 })]
+    );
+    let mut fast = agent(2);
+    fast.begin(0, 8);
+    for _ in 0..7 {
+        fast.on_own_unit_done(100);
+    }
+    let behind = ControlKind::Progress {
+        done: 1,
+        total: 8,
+        unit_us: 500,
+    };
+    assert!(fast.on_message(1, &behind, 1).is_empty());
+}
+
+#[test]
+fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
+    let p = |done| ControlKind::Progress {
+        done,
+        total: 8,
+        unit_us: 100,
+    };
+    let mut h = agent(0);
+    h.begin(0, 2);
+    h.on_own_unit_done(100);
+    h.on_own_unit_done(100);
+    h.on_message(1, &p(6), 0);
+    h.on_message(3, &p(2), 0);
+    h.on_message(2, &p(8), 0);
+    let offer = ControlKind::Offer { unit_us: 100 };
+    assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
+    assert!(h.on_idle(100, 0).is_empty(), "one outstanding offer");
+    h.on_message(3, &ControlKind::Decline, 0);
+    assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer.clone())]);
+    h.on_message(1, &ControlKind::Assign { count: 1 }, 0);
+    assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer)]);
+}
+
+/// Under SSP a helper in iteration 5 that is blocked offers help with the
+/// oldest open iteration, 4, to the peer that reported being behind there.
+#[test]
+fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
+    let mut h = agent(0);
+    h.begin(4, 2);
+    h.on_own_unit_done(100);
+    h.on_own_unit_done(100);
+    h.on_message(
+        3,
+        &ControlKind::Progress {
+            done: 1,
+            total: 8,
+            unit_us: 500,
+        },
+        0,
+    );
+    h.begin(5, 2);
+    h.on_own_unit_done(100);
+    h.on_own_unit_done(100);
+    h.note_progress(4, 2, 8, 8);
+    let offer = ControlKind::Offer { unit_us: 100 };
+    assert_eq!(h.on_idle(100, 4), vec![(3, 4, offer.clone())]);
+    h.on_reply(4, 3, &ControlKind::Decline);
+    assert!(h.on_idle(100, 4).is_empty(), "nobody else is behind");
+    // once iteration 4 is reduced it is no longer offered
+    assert!(h.on_idle(100, 5).is_empty());
+    // and once the current one is reduced (the worker waits to begin the
+    // next), there is nothing to offer at all
+    assert!(h.on_idle(100, 6).is_empty());
+}
+
+/// Peers' units queued ahead of a helper's own list count in its work left:
+/// loaded with a straggler's units, it hands its own tail to a peer that
+/// went idle; without them it would keep it.
+#[test]
+fn peers_units_queued_ahead_count_in_a_helper_s_work_left() {
+    let idle = ControlKind::Progress {
+        done: 8,
+        total: 8,
+        unit_us: 100,
+    };
+    let mut helper = agent(1);
+    helper.begin(0, 8);
+    for _ in 0..6 {
+        helper.on_own_unit_done(100);
+    }
+    helper.observe(None, 0, 0);
+    assert!(
+        helper.on_message(2, &idle, 2).is_empty(),
+        "two own units left"
+    );
+    helper.observe(None, 6, 0);
+    assert!(
+        !helper.on_message(3, &idle, 2).is_empty(),
+        "six queued ahead of them"
+    );
+}
+
+fn broker_agent(me: u32, workers: u32) -> ReassignAgent {
+    let config = ReassignConfig {
+        broker: true,
+        ..ReassignConfig::default()
+    };
+    ReassignAgent::new(me, helper_group(me, workers, workers, 3), config).with_broker(workers)
+}
+
+/// Under a broker every worker reports its pace once, after its first own
+/// unit, to worker 0; the last pace in makes worker 0 tell the slow worker
+/// whom to give how many, and the slow worker gives them as assignments
+/// (its own total shrinking, at most what is left).
+#[test]
+fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
+    let mut agents: Vec<ReassignAgent> = (0..4).map(|w| broker_agent(w, 4)).collect();
+    for a in agents.iter_mut() {
+        a.begin(0, 16);
+    }
+    let mut at_0 = Vec::new();
+    for (w, unit_us) in [(1u32, 100u64), (2, 100), (3, 500)] {
+        let a = &mut agents[w as usize];
+        a.observe(None, 0, unit_us);
+        let out = a.on_own_unit_done(unit_us);
+        let paces: Vec<_> = out
+            .iter()
+            .filter(|(_, k)| matches!(k, ControlKind::Pace { .. }))
+            .collect();
+        assert_eq!(paces.len(), 1, "worker {w}: {out:?}");
+        assert_eq!(paces[0].0, 0, "to worker 0");
+        at_0.push((w, paces[0].1.clone(), unit_us));
+        a.observe(None, 0, 2 * unit_us);
+        let again = a.on_own_unit_done(unit_us);
+        assert!(
+            !again
+                .iter()
+                .any(|(_, k)| matches!(k, ControlKind::Pace { .. })),
+            "once per iteration"
+        );
+    }
+    // Worker 0 reports into its own broker, then hears the others.
+    agents[0].observe(None, 0, 100);
+    assert!(agents[0]
+        .on_own_unit_done(100)
+        .iter()
+        .all(|(_, k)| !matches!(k, ControlKind::Give { .. })));
+    let mut orders = Vec::new();
+    for (w, pace, now) in at_0 {
+        agents[0].observe(Some(10), 0, now);
+        orders.extend(agents[0].on_message(w, &pace, 14));
+    }
+    assert!(!orders.is_empty());
+    assert!(
+        orders
+            .iter()
+            .all(|(to, k)| *to == 3 && matches!(k, ControlKind::Give { .. })),
+        "{orders:?}"
+    );
+    // The slow worker gives what it is told, from what it still has.
+    let slow = &mut agents[3];
+    slow.observe(Some(100), 0, 600);
+    let mut given = 0;
+    for (_, order) in &orders {
+        given += assigned(&slow.on_message(0, order, 14 - given as usize), {
+            let ControlKind::Give { to, .. } = order else {
+                unreachable!()
+            };
+            *to
+        });
+    }
+    assert!(given >= 6, "gave {given}");
+    // Told to give more than it has, it gives what is left.
+    let greedy = ControlKind::Give { to: 1, count: 99 };
+    assert_eq!(assigned(&slow.on_message(0, &greedy, 2), 1), 2);
+}
+
+/// Without a broker nobody reports a pace.
+#[test]
+fn without_a_broker_no_pace_is_sent() {
+    let mut a = agent(1);
+    a.begin(0, 4);
+    a.observe(None, 0, 0);
+    assert!(a
+        .on_own_unit_done(100)
+        .iter()
+        .all(|(_, k)| !matches!(k, ControlKind::Pace { .. })));
+    assert!(a
+        .on_idle(100, 0)
+        .iter()
+        .all(|(_, _, k)| !matches!(k, ControlKind::Pace { .. })));
+}
