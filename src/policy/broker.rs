@@ -14,10 +14,17 @@
 //! mend. 2 (W − 1) messages an iteration plus one per move, all through one
 //! worker: the price of seeing everyone.
 
+use serde::{Deserialize, Serialize};
+
 use super::proactive::{balance_moves, Load, Move};
 
+/// A worker keeps its own pace in the broker's balance only when it is this
+/// many times the median; the others are taken at the median: a first unit's
+/// time is noisy, and the helper groups even out small differences.
+pub const SLOW_PACE: f64 = 1.5;
+
 /// A worker's pace as it reports it to the broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pace {
     /// Own units still in its list.
     pub left: u32,
@@ -25,6 +32,11 @@ pub struct Pace {
     pub queued: u32,
     /// Its time per unit so far, µs (0: it has computed none).
     pub unit_us: u64,
+    /// Time since it began the iteration, µs, when it sent this.
+    pub elapsed_us: u64,
+    /// Its mean time per unit in the iteration before, µs (0: none): a
+    /// steadier pace than one unit, which may include warming up.
+    pub usual_us: u64,
 }
 
 /// Worker 0's side: the paces heard this iteration and whether it balanced.
@@ -35,6 +47,8 @@ pub struct Broker {
     heard: usize,
     balanced: bool,
     min_gain: f64,
+    /// When worker 0 began the iteration, µs.
+    started_us: u64,
 }
 
 impl Broker {
@@ -46,69 +60,132 @@ impl Broker {
             heard: 0,
             balanced: false,
             min_gain,
+            started_us: 0,
         }
     }
 
-    /// A new iteration: nothing heard yet.
-    pub fn begin(&mut self) {
+    /// A new iteration, begun at `now_us`: nothing heard yet.
+    pub fn begin(&mut self, now_us: u64) {
         self.paces.iter_mut().for_each(|p| *p = None);
         self.heard = 0;
         self.balanced = false;
+        self.started_us = now_us;
     }
 
-    /// `worker`'s pace arrived at `now_us`; once every worker's is in, the
-    /// moves that balance the iteration (each worker's first pace counts).
+    /// `worker`'s pace arrived at `now_us` (a later one, before the balance,
+    /// replaces its first: it was handed units meanwhile); once every
+    /// worker's is in, the moves that balance the iteration.
     pub fn on_pace(&mut self, worker: u32, pace: Pace, now_us: u64) -> Vec<Move> {
-        let Some(slot @ None) = self.paces.get_mut(worker as usize) else {
+        if self.balanced {
+            return Vec::new();
+        }
+        let Some(slot) = self.paces.get_mut(worker as usize) else {
             return Vec::new();
         };
+        if slot.is_none() {
+            self.heard += 1;
+        }
         *slot = Some((now_us, pace));
-        self.heard += 1;
-        if self.balanced || self.heard < self.paces.len() {
+        if self.heard < self.paces.len() {
             return Vec::new();
         }
         self.balanced = true;
-        balance_now(&self.paces, now_us, self.min_gain)
+        balance_now(&self.paces, self.started_us, now_us, self.min_gain)
     }
 }
 
-/// The balance of the reported paces at `now_us`: each worker has done, since
-/// its report, as many units as its pace allows (peers' units first), and
-/// cannot start a unit given to it before now.
-fn balance_now(paces: &[Option<(u64, Pace)>], now_us: u64, min_gain: f64) -> Vec<Move> {
-    let now = now_us as f64;
-    // A worker that computed nothing yet is taken to run at the median pace.
+/// The balance of the reported paces at `now_us`, worker 0 having begun the
+/// iteration at `started_us`: each worker has done, since its report, as many
+/// units as its pace allows (peers' units first), and cannot start a unit
+/// given to it before the order and the units have travelled (two messages'
+/// time, estimated as the median of how much later than sent, had every
+/// worker begun with worker 0, the paces arrived); only workers expected to
+/// finish two of their units after the median give.
+fn balance_now(
+    paces: &[Option<(u64, Pace)>],
+    started_us: u64,
+    now_us: u64,
+    min_gain: f64,
+) -> Vec<Move> {
+    let mut delays: Vec<u64> = paces
+        .iter()
+        .flatten()
+        .map(|&(at, p)| at.saturating_sub(started_us + p.elapsed_us))
+        .collect();
+    delays.sort_unstable();
+    let latency = delays.get(delays.len() / 2).copied().unwrap_or(0);
+    let free = (now_us + 2 * latency) as f64;
+    // The usual pace: the median of the workers' paces in the iteration
+    // before (of this one's first units, where there is none).
     let mut known: Vec<u64> = paces
         .iter()
         .flatten()
-        .map(|(_, p)| p.unit_us)
+        .map(|(_, p)| {
+            if p.usual_us > 0 {
+                p.usual_us
+            } else {
+                p.unit_us
+            }
+        })
         .filter(|&t| t > 0)
         .collect();
     known.sort_unstable();
-    let median = known.get(known.len() / 2).copied().unwrap_or(0);
+    let median = known
+        .get(known.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0);
     let mut loads = Vec::with_capacity(paces.len());
     let mut unit_us = Vec::with_capacity(paces.len());
     for &(at, pace) in paces.iter().flatten() {
-        let t = if pace.unit_us > 0 {
+        let own = if pace.unit_us > 0 {
             pace.unit_us
         } else {
             median
         } as f64;
-        let units = pace.left + pace.queued;
+        // A clear straggler keeps its own pace; the others run at the usual
+        // pace (one noisy unit extrapolated over a whole list would
+        // unbalance them; a worker that computed nothing yet runs at it too).
+        let t = if own > SLOW_PACE * median as f64 {
+            own
+        } else {
+            median as f64
+        };
+        // Its state when it sent the pace, by worker 0's clock.
+        let sent = at.saturating_sub(latency);
         let since = if t > 0.0 {
-            (now_us.saturating_sub(at) as f64 / t).floor() as u32
+            (now_us.saturating_sub(sent) as f64 / t).floor() as u32
         } else {
             0
         };
-        let givable = pace.left.saturating_sub(since.saturating_sub(pace.queued));
-        let units = units.saturating_sub(since);
+        // The units still to do began when the ones done since the report
+        // ended; a worker through them all is free from now.
+        let units = (pace.left + pace.queued).saturating_sub(since);
+        let began = sent as f64 + f64::from(since) * t;
         loads.push(Load {
-            start_us: (now - f64::from(units) * t).max(at as f64),
+            start_us: began.max(free - f64::from(units) * t),
             units,
-            givable,
+            givable: pace.left.saturating_sub(since.saturating_sub(pace.queued)),
             keep: 0,
         });
         unit_us.push((t > 0.0).then_some(t));
+    }
+    // Only a worker expected to finish well after the median (two of its
+    // units) gives: slow, or holding more than its share.
+    let finish = |l: &Load, t: Option<f64>| l.start_us + f64::from(l.units) * t.unwrap_or(0.0);
+    let mut finishes: Vec<f64> = loads
+        .iter()
+        .zip(&unit_us)
+        .map(|(l, &t)| finish(l, t))
+        .collect();
+    finishes.sort_unstable_by(f64::total_cmp);
+    let median_finish = finishes
+        .get(finishes.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0.0);
+    for (l, &t) in loads.iter_mut().zip(&unit_us) {
+        if finish(l, t) <= median_finish + 2.0 * t.unwrap_or(0.0) {
+            l.givable = 0;
+        }
     }
     balance_moves(&loads, &unit_us, min_gain)
 }
@@ -117,11 +194,15 @@ fn balance_now(paces: &[Option<(u64, Pace)>], now_us: u64, min_gain: f64) -> Vec
 mod tests {
     use super::*;
 
-    fn pace(left: u32, unit_us: u64) -> Pace {
+    /// A pace sent at `at` by a worker that began with worker 0 at 0 and
+    /// arrived at once.
+    fn pace(left: u32, unit_us: u64, at: u64) -> Pace {
         Pace {
             left,
             queued: 0,
             unit_us,
+            elapsed_us: at,
+            usual_us: 0,
         }
     }
 
@@ -129,10 +210,10 @@ mod tests {
     fn the_last_pace_balances_a_slow_worker_across_every_fast_one() {
         let mut broker = Broker::new(9, 0.5);
         for w in 0..8 {
-            assert!(broker.on_pace(w, pace(15, 100), 200).is_empty());
+            assert!(broker.on_pace(w, pace(15, 100, 200), 200).is_empty());
         }
         // Worker 8 is five times slower: 15 units left at 500 µs.
-        let moves = broker.on_pace(8, pace(15, 500), 600);
+        let moves = broker.on_pace(8, pace(15, 500, 600), 600);
         assert!(moves.iter().all(|m| m.from == 8), "{moves:?}");
         let given: u32 = moves.iter().map(|m| m.count).sum();
         // Fast workers finish their own at 1700 µs; the slow one's 15 units
@@ -140,31 +221,51 @@ mod tests {
         // worker's share.
         assert!((11..=14).contains(&given), "{moves:?}");
         assert!(moves.iter().all(|m| m.count <= 2), "{moves:?}");
-        // Heard once: a second pace changes nothing.
-        assert!(broker.on_pace(8, pace(1, 500), 700).is_empty());
+        // Balanced once: a later pace changes nothing.
+        assert!(broker.on_pace(8, pace(1, 500, 700), 700).is_empty());
     }
 
     #[test]
     fn even_paces_move_nothing_and_a_new_iteration_starts_afresh() {
         let mut broker = Broker::new(4, 0.5);
         for w in 0..4 {
-            assert!(broker.on_pace(w, pace(10, 100), 100).is_empty());
+            assert!(broker.on_pace(w, pace(10, 100, 100), 100).is_empty());
         }
-        broker.begin();
+        broker.begin(0);
         for w in 0..3 {
-            assert!(broker.on_pace(w, pace(10, 100), 100).is_empty());
+            assert!(broker.on_pace(w, pace(10, 100, 100), 100).is_empty());
         }
-        assert!(!broker.on_pace(3, pace(10, 1_000), 1_000).is_empty());
+        assert!(!broker.on_pace(3, pace(10, 1_000, 1_000), 1_000).is_empty());
     }
 
     #[test]
     fn a_worker_that_went_idle_first_takes_work_and_gives_none() {
         let mut broker = Broker::new(3, 0.5);
-        assert!(broker.on_pace(0, pace(0, 0), 50).is_empty());
-        assert!(broker.on_pace(1, pace(9, 100), 100).is_empty());
-        let moves = broker.on_pace(2, pace(9, 400), 400);
+        assert!(broker.on_pace(0, pace(0, 0, 50), 50).is_empty());
+        assert!(broker.on_pace(1, pace(9, 100, 100), 100).is_empty());
+        let moves = broker.on_pace(2, pace(9, 400, 400), 400);
         assert!(moves.iter().all(|m| m.from == 2 && m.to != 2), "{moves:?}");
         assert!(!moves.is_empty());
+    }
+
+    #[test]
+    fn a_pace_sent_again_before_the_balance_replaces_the_first() {
+        // Worker 1 first reports an empty list, then that it was handed 20
+        // units: the balance sees the 20 and sends nothing its way.
+        let mut broker = Broker::new(3, 0.5);
+        assert!(broker.on_pace(1, pace(0, 100, 100), 100).is_empty());
+        let loaded = Pace {
+            left: 0,
+            queued: 20,
+            unit_us: 100,
+            elapsed_us: 200,
+            usual_us: 0,
+        };
+        assert!(broker.on_pace(1, loaded, 200).is_empty());
+        assert!(broker.on_pace(0, pace(10, 100, 200), 200).is_empty());
+        let moves = broker.on_pace(2, pace(10, 500, 500), 500);
+        assert!(moves.iter().all(|m| m.to != 1), "{moves:?}");
+        assert!(!moves.is_empty(), "worker 2 still gives to worker 0");
     }
 
     #[test]
@@ -172,8 +273,8 @@ mod tests {
         // Worker 0 reported 3 units left at 100 µs per unit, 1,000 µs ago: it
         // has finished them and gives nothing.
         let mut broker = Broker::new(2, 0.5);
-        assert!(broker.on_pace(0, pace(3, 100), 0).is_empty());
-        let moves = broker.on_pace(1, pace(0, 0), 1_000);
+        assert!(broker.on_pace(0, pace(3, 100, 0), 0).is_empty());
+        let moves = broker.on_pace(1, pace(0, 0, 1_000), 1_000);
         assert!(moves.is_empty(), "{moves:?}");
     }
 }

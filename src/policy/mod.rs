@@ -159,9 +159,9 @@ pub fn peer_agent(
         }
         | PolicyPlan::Forestall {
             reassign: config, ..
-        } => Some(PeerAgent::Reassign(
+        } => Some(PeerAgent::Reassign(Box::new(
             ReassignAgent::new(worker, group(config.group_size), *config).with_broker(workers),
-        )),
+        ))),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),
             *config,
@@ -173,8 +173,8 @@ pub fn peer_agent(
 /// A worker's agent for the peer-to-peer policies.
 #[derive(Debug, Clone)]
 pub enum PeerAgent {
-    /// Rapid reassignment.
-    Reassign(ReassignAgent),
+    /// Rapid reassignment (boxed: it is the larger by far).
+    Reassign(Box<ReassignAgent>),
     /// Speculation.
     Speculate(SpeculateAgent),
 }

@@ -236,6 +236,7 @@ impl Replay<'_> {
             self.flat.extend_from_slice(own);
             worker.clear();
             if let Some(agent) = self.agents.get_mut(i).and_then(Option::as_mut) {
+                agent.observe(None, 0, 0);
                 agent.begin(iteration, own.len() as u32);
             }
             worker.head = head;

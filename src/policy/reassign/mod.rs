@@ -28,7 +28,8 @@
 
 use std::collections::VecDeque;
 
-use super::broker::{Broker, Pace};
+use super::broker::Broker;
+pub use super::broker::Pace;
 use super::proactive::DEFAULT_MIN_GAIN;
 
 use serde::{Deserialize, Serialize};
@@ -123,17 +124,9 @@ pub enum ControlKind {
         /// From the iteration's start to the last unit's end, µs.
         busy_us: u64,
     },
-    /// Broker: "after my first own unit (or idle), I have `left` own units
-    /// with `queued` peers' units ahead of them, at `unit_us` per unit"
-    /// (once per iteration, to worker 0).
-    Pace {
-        /// Own units in the list.
-        left: u32,
-        /// Peers' units ahead of them.
-        queued: u32,
-        /// Time per unit so far, µs (0: none computed).
-        unit_us: u64,
-    },
+    /// Broker: "after my first own unit (or idle, or handed units), this is
+    /// my pace" (to worker 0).
+    Pace(Pace),
     /// Broker, from worker 0: "give `count` units from the end of your list
     /// to `to`".
     Give {
@@ -327,11 +320,16 @@ pub struct ReassignAgent {
     /// µs: (peer, left).
     left_us: Vec<(u32, u64)>,
     /// Worker 0's broker, when the policy has one.
-    broker: Option<Box<Broker>>,
+    broker: Option<Broker>,
     /// Whether this worker told the broker its pace this iteration.
     paced: bool,
     /// The worker's clock at the last `observe`, µs.
     now_us: u64,
+    /// Its clock when the iteration began (the last `observe` before
+    /// `begin`), µs.
+    started_us: u64,
+    /// Its mean time per own unit in the iteration before, µs (0: none).
+    usual_us: u64,
 }
 
 impl ReassignAgent {
@@ -341,6 +339,8 @@ impl ReassignAgent {
             broker: None,
             paced: false,
             now_us: 0,
+            started_us: 0,
+            usual_us: 0,
             me,
             group,
             config,
@@ -360,7 +360,7 @@ impl ReassignAgent {
     /// the policy has one.
     pub fn with_broker(mut self, workers: u32) -> Self {
         if self.config.broker && self.me == 0 {
-            self.broker = Some(Box::new(Broker::new(workers, DEFAULT_MIN_GAIN)));
+            self.broker = Some(Broker::new(workers, DEFAULT_MIN_GAIN));
         }
         self
     }
@@ -388,10 +388,14 @@ impl ReassignAgent {
         self.no_faster.clear();
         self.left_us.clear();
         self.iteration = iteration;
+        if self.progress.own_done > 0 {
+            self.usual_us = self.progress.unit_us;
+        }
         self.progress.begin(own_total);
         self.paced = false;
+        self.started_us = self.now_us;
         if let Some(broker) = self.broker.as_mut() {
-            broker.begin();
+            broker.begin(self.now_us);
         }
     }
 
@@ -445,7 +449,7 @@ impl ReassignAgent {
             .progress
             .unit_done(unit_us, self.config.checkpoint, &self.group);
         let left = self.progress.own_total - self.progress.own_done;
-        let paced = self.pace(left, unit_us);
+        let paced = self.pace(left, unit_us, false);
         self.account(&paced);
         out.extend(paced);
         out
@@ -463,29 +467,24 @@ impl ReassignAgent {
         self.now_us = now_us;
     }
 
-    /// This worker's pace for the broker, once per iteration: to worker 0,
+    /// This worker's pace for the broker, first after its first own unit (or
+    /// when idle before it), again whenever peers hand it units: to worker 0,
     /// or into its own broker (which may answer with moves at once).
-    fn pace(&mut self, left: u32, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        if !self.config.broker || self.paced {
+    fn pace(&mut self, left: u32, unit_us: u64, again: bool) -> Vec<(u32, ControlKind)> {
+        if !self.config.broker || self.paced != again {
             return Vec::new();
         }
         self.paced = true;
-        let queued = self.progress.queued as u32;
-        if self.me != 0 {
-            return vec![(
-                0,
-                ControlKind::Pace {
-                    left,
-                    queued,
-                    unit_us,
-                },
-            )];
-        }
         let pace = Pace {
             left,
-            queued,
+            queued: self.progress.queued as u32,
             unit_us,
+            elapsed_us: self.now_us.saturating_sub(self.started_us),
+            usual_us: self.usual_us,
         };
+        if self.me != 0 {
+            return vec![(0, ControlKind::Pace(pace))];
+        }
         self.brokered(0, pace, left as usize)
     }
 
@@ -669,22 +668,23 @@ impl ReassignAgent {
                     vec![(from, ControlKind::Decline)]
                 }
             }
-            ControlKind::Assign { .. } | ControlKind::Decline => {
+            ControlKind::Assign { .. } => {
+                // Units a peer of the group handed over after the pace: the
+                // broker should know (the ones it ordered, it knows).
+                let peer =
+                    self.group.contains(&from) || self.waiting_on.is_some_and(|w| w.1 == from);
+                self.on_reply(self.iteration, from, kind);
+                if !peer {
+                    return Vec::new();
+                }
+                let unit_us = self.progress.unit_us;
+                self.pace(left as u32, unit_us, true)
+            }
+            ControlKind::Decline => {
                 self.on_reply(self.iteration, from, kind);
                 Vec::new()
             }
-            ControlKind::Pace {
-                left: their_left,
-                queued,
-                unit_us,
-            } => {
-                let pace = Pace {
-                    left: their_left,
-                    queued,
-                    unit_us,
-                };
-                self.brokered(from, pace, left)
-            }
+            ControlKind::Pace(pace) => self.brokered(from, pace, left),
             ControlKind::Give { to, count } => {
                 // What the broker saw is a message old: give what is left,
                 // keeping one unless another is in flight or queued.
@@ -741,7 +741,7 @@ impl ReassignAgent {
         // Idle before its first own unit: the broker hears it all the same.
         let iteration = self.iteration;
         let mut out: Vec<(u32, u64, ControlKind)> = self
-            .pace(0, unit_us)
+            .pace(0, unit_us, false)
             .into_iter()
             .map(|(to, kind)| (to, iteration, kind))
             .collect();

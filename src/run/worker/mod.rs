@@ -483,6 +483,7 @@ impl ComputeState {
         });
         let planned_in = self.plan_ahead(emit);
         if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
+            epoch.observe(agent, ready_us);
             agent.begin(version, epoch.own.len() as u32 + planned_in);
         }
         let early: Vec<Control> = std::mem::take(&mut self.early_control);
