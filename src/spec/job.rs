@@ -149,6 +149,8 @@ pub struct PolicySection {
     pub initial_units: Option<u32>,
     /// rapid-reassign: units given in answer to a help offer.
     pub follow_up_units: Option<u32>,
+    /// forestall: balance every iteration through worker 0 (default true).
+    pub broker: Option<bool>,
     /// Testing: hold each control message for a seeded random 0..=N activations
     /// of its receiver before reading it, to shuffle message order (0 = off).
     pub control_delay: Option<u32>,

@@ -733,6 +733,8 @@ mod tests {
             "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>
             "job.toml:2: [policy] slack: does not apply to policy 'bsp' (it is a ssp or flexrr knob)";
+        broker_off_forestall: "[policy]\nname = \"rapid-reassign\"\nbroker = false\n" =>
+            "job.toml:3: [policy] broker: does not apply to policy 'rapid-reassign' (it is a forestall knob)";
         group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>
             "job.toml:5: [policy] group_size: must be between 1 and the worker count minus one (2) (got 3)";
         reassign_knob_on_bsp: "[policy]\ncheckpoint = 0.5\n" =>

@@ -28,7 +28,7 @@ pub(super) fn validate_policy(
     workers: u32,
 ) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 13] = [
+    let knobs: [(&str, bool, &str); 14] = [
         (
             "floor",
             s.floor.is_some(),
@@ -46,8 +46,9 @@ pub(super) fn validate_policy(
         (
             "group_size",
             s.group_size.is_some(),
-            "rapid-reassign or flexrr or speculate",
+            "rapid-reassign or flexrr or speculate or forestall",
         ),
+        ("broker", s.broker.is_some(), "forestall"),
         (
             "checkpoint",
             s.checkpoint.is_some(),
@@ -170,7 +171,7 @@ pub(super) fn validate_policy(
                         checkpoint: DEFAULT_CHECKPOINT,
                         initial_units: DEFAULT_INITIAL_UNITS,
                         follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
-                        broker: true,
+                        broker: s.broker.unwrap_or(true),
                     },
                 }
             } else {
