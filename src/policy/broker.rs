@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::proactive::{balance_moves, Load, Move};
 
-/// A worker keeps its own pace in the broker's balance only when it is this
-/// many times the median; the others are taken at the median: a first unit's
-/// time is noisy, and the helper groups even out small differences.
+/// A worker keeps its own pace in the broker's balance only when its first
+/// unit is this many times the usual pace (and slower than the median first
+/// unit by that much more); the others are taken at the usual pace: a first
+/// unit's time is noisy, and the helper groups even out small differences.
 pub const SLOW_PACE: f64 = 1.5;
 
 /// A worker's pace as it reports it to the broker.
@@ -115,40 +116,39 @@ fn balance_now(
     delays.sort_unstable();
     let latency = delays.get(delays.len() / 2).copied().unwrap_or(0);
     let free = (now_us + 2 * latency) as f64;
-    // The usual pace: the median of the workers' paces in the iteration
-    // before (of this one's first units, where there is none).
-    let mut known: Vec<u64> = paces
-        .iter()
-        .flatten()
-        .map(|(_, p)| {
-            if p.usual_us > 0 {
-                p.usual_us
-            } else {
-                p.unit_us
-            }
-        })
-        .filter(|&t| t > 0)
-        .collect();
-    known.sort_unstable();
-    let median = known
-        .get(known.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0);
+    // The first units of an iteration share its start (parameters
+    // arriving, every worker starting at once): a worker is a straggler when
+    // its first unit is over `SLOW_PACE` times its usual pace (the iteration
+    // before) and slower than the median first unit by that much more, not
+    // when its first unit is slow like everyone's.
+    let first = lower_median(
+        paces
+            .iter()
+            .flatten()
+            .map(|(_, p)| p.unit_us)
+            .filter(|&t| t > 0)
+            .collect(),
+    );
     let mut loads = Vec::with_capacity(paces.len());
     let mut unit_us = Vec::with_capacity(paces.len());
     for &(at, pace) in paces.iter().flatten() {
-        let own = if pace.unit_us > 0 {
-            pace.unit_us
-        } else {
-            median
-        } as f64;
-        // A clear straggler keeps its own pace; the others run at the usual
-        // pace (one noisy unit extrapolated over a whole list would
-        // unbalance them; a worker that computed nothing yet runs at it too).
-        let t = if own > SLOW_PACE * median as f64 {
+        let usual = [pace.usual_us, pace.unit_us, first]
+            .into_iter()
+            .find(|&t| t > 0)
+            .unwrap_or(0) as f64;
+        let own = pace.unit_us as f64;
+        let straggler = own > SLOW_PACE * usual && own > first as f64 + (SLOW_PACE - 1.0) * usual;
+        // A straggler runs at its first unit's pace, every other worker at
+        // the faster of its usual one and its first unit's (one noisy unit
+        // extrapolated over a whole list would unbalance them, and a worker
+        // slow in the iteration before may be fast again; a worker that
+        // computed nothing yet runs at the median first unit's).
+        let t = if straggler {
             own
+        } else if own > 0.0 {
+            own.min(usual)
         } else {
-            median as f64
+            usual
         };
         // Its state when it sent the pace, by worker 0's clock.
         let sent = at.saturating_sub(latency);
@@ -188,6 +188,15 @@ fn balance_now(
         }
     }
     balance_moves(&loads, &unit_us, min_gain)
+}
+
+/// The lower median of `values` (0 when empty).
+fn lower_median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values
+        .get(values.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -266,6 +275,36 @@ mod tests {
         let moves = broker.on_pace(2, pace(10, 500, 500), 500);
         assert!(moves.iter().all(|m| m.to != 1), "{moves:?}");
         assert!(!moves.is_empty(), "worker 2 still gives to worker 0");
+    }
+
+    /// Every first unit slow alike (the iteration's start shared by all) is
+    /// no straggler; a worker slow in the iteration before and fast again is
+    /// taken at its first unit's pace; one persistently slow, at its usual.
+    #[test]
+    fn first_units_slow_alike_make_no_straggler() {
+        let at = |unit_us, usual_us| Pace {
+            left: 20,
+            queued: 0,
+            unit_us,
+            elapsed_us: unit_us,
+            usual_us,
+        };
+        let mut broker = Broker::new(4, 0.5);
+        for (w, p) in [(0, at(400, 100)), (1, at(380, 100)), (2, at(420, 100))] {
+            assert!(broker.on_pace(w, p, p.unit_us).is_empty());
+        }
+        let moves = broker.on_pace(3, at(390, 100), 420);
+        assert!(moves.is_empty(), "{moves:?}");
+        // Worker 3 was slow before (usual 500) and is fast now; worker 1 is
+        // persistently slow (usual and first unit 500): worker 1 gives, to
+        // the others, and worker 3 is not taken for a straggler.
+        let mut broker = Broker::new(4, 0.5);
+        for (w, p) in [(0, at(100, 100)), (1, at(500, 500)), (2, at(100, 100))] {
+            assert!(broker.on_pace(w, p, p.unit_us).is_empty());
+        }
+        let moves = broker.on_pace(3, at(100, 500), 500);
+        assert!(!moves.is_empty());
+        assert!(moves.iter().all(|m| m.from == 1), "{moves:?}");
     }
 
     #[test]

@@ -211,11 +211,12 @@ impl PeerAgent {
     }
 
     /// What the worker is doing now (before every other call): how long the
-    /// unit in flight has run, if one is, how many peers' units wait ahead of
-    /// the own list, and the worker's clock, µs.
-    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, now_us: u64) {
+    /// unit in flight has run, if one is, how many units wait ahead of the
+    /// own list (peers' units, planned units that came with their rows), how
+    /// many are in the list, and the worker's clock, µs.
+    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, listed: usize, now_us: u64) {
         match self {
-            PeerAgent::Reassign(a) => a.observe(running_us, queued, now_us),
+            PeerAgent::Reassign(a) => a.observe(running_us, queued, listed, now_us),
             PeerAgent::Speculate(a) => a.observe(running_us, queued),
         }
     }

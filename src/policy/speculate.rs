@@ -71,9 +71,8 @@ impl SpeculateAgent {
 
     /// How long the unit in flight has run so far, if one is (call before
     /// `on_message`).
-    pub fn observe(&mut self, running_us: Option<u64>, queued: usize) {
+    pub fn observe(&mut self, running_us: Option<u64>, _queued: usize) {
         self.progress.running_us = running_us;
-        self.progress.queued = queued;
     }
 
     /// Call for every control message; `left` is how many of this worker's own

@@ -236,7 +236,7 @@ impl Replay<'_> {
             self.flat.extend_from_slice(own);
             worker.clear();
             if let Some(agent) = self.agents.get_mut(i).and_then(Option::as_mut) {
-                agent.observe(None, 0, 0);
+                agent.observe(None, 0, own.len(), 0);
                 agent.begin(iteration, own.len() as u32);
             }
             worker.head = head;
@@ -306,9 +306,9 @@ impl Replay<'_> {
     /// Worker `w`'s agent, told what the worker is doing at `now`.
     fn observed(&mut self, w: u32, now: u64) -> Option<&mut PeerAgent> {
         let worker = &self.workers[(w - self.lo) as usize];
-        let (running, queued) = (worker.running_us(now), worker.given.len());
+        let (running, queued, listed) = (worker.running_us(now), worker.given.len(), worker.left());
         let agent = self.agent(w)?;
-        agent.observe(running, queued, now);
+        agent.observe(running, queued, listed, now);
         Some(agent)
     }
 

@@ -205,8 +205,11 @@ pub(crate) struct Reporter {
     /// How long the unit in flight has run so far, µs, if one is: a floor
     /// on the time per unit before that unit ends.
     pub(crate) running_us: Option<u64>,
-    /// Peers' units queued ahead of its own list (computed first).
+    /// Units queued ahead of its own list (peers' units and planned units
+    /// that came with their rows: computed first).
     pub(crate) queued: usize,
+    /// Units in its own list (those it may give).
+    pub(crate) listed: usize,
     reported_mark: bool,
     reported_end: bool,
 }
@@ -238,7 +241,17 @@ impl Reporter {
         }
     }
 
-    /// One own unit is done; returns the reports to send to `group`.
+    /// [`giver`](Self::giver), leaving out the units queued ahead of the list.
+    pub(crate) fn giver_unqueued(&self, left: usize) -> Giver {
+        Reporter {
+            queued: 0,
+            ..self.clone()
+        }
+        .giver(left)
+    }
+
+    /// One own unit is done; returns the reports to send to `group` (work
+    /// left in them: own units and peers' units queued).
     pub(crate) fn unit_done(
         &mut self,
         unit_us: u64,
@@ -256,9 +269,11 @@ impl Reporter {
         }
         self.reported_mark = true;
         self.reported_end |= at_end;
+        // Work left is its list and the units queued ahead of it: a worker
+        // handed units is not idle when its own are done.
         let report = ControlKind::Progress {
             done: self.own_done,
-            total: self.own_total,
+            total: self.own_done + (self.listed + self.queued) as u32,
             unit_us,
         };
         group.iter().map(|&to| (to, report.clone())).collect()
@@ -441,6 +456,40 @@ impl ReassignAgent {
         (share.max(f64::from(floor)) as usize).min(giver.left - keep_least) as u32
     }
 
+    /// This worker's part of a peer's load when it is one of `givers`
+    /// workers like it that may give to that peer (`their_left` units left at
+    /// `their_unit_us`): what a fluid balance of the givers and the peer
+    /// takes off it, `n − (T − rem) / mine` with
+    /// `T = (givers · (n + rem / mine) + their_left) / (givers / mine + 1 / theirs)`,
+    /// rounded at random (a hash of the iteration and the pair, so a run and
+    /// its replay agree): from all its givers together the peer gets about
+    /// what it can do by `T`, not a unit from each; within what may be given.
+    fn part(&self, me: Giver, givers: u32, their_left: u32, their_unit_us: u64, to: u32) -> u32 {
+        // Units queued ahead are counted at the time per unit measured so
+        // far, which early in an iteration is one noisy unit: a peer slower
+        // than us gets none of our list on their account.
+        let me = if their_unit_us > me.unit_us {
+            self.progress.giver_unqueued(me.left)
+        } else {
+            me
+        };
+        let most = me.left.saturating_sub(me.keep_least());
+        let mine = me.unit_us.max(1) as f64;
+        let theirs = their_unit_us.max(1) as f64;
+        let rem = me.ahead_us.unwrap_or(0) as f64;
+        let g = f64::from(givers.max(1));
+        let n = me.left as f64;
+        let finish = (g * (n + rem / mine) + f64::from(their_left)) / (g / mine + 1.0 / theirs);
+        let part = (n - (finish - rem) / mine).max(0.0);
+        let u = crate::rng::uniform(&[
+            GIFT_ROUNDING,
+            self.iteration,
+            u64::from(self.me),
+            u64::from(to),
+        ]);
+        ((part + u).floor() as usize).min(most) as u32
+    }
+
     /// Call when one of this worker's *own* units is done; `unit_us` is its mean
     /// time per unit so far. Returns the progress reports to send (at the
     /// checkpoint and at the end).
@@ -448,7 +497,7 @@ impl ReassignAgent {
         let mut out = self
             .progress
             .unit_done(unit_us, self.config.checkpoint, &self.group);
-        let left = self.progress.own_total - self.progress.own_done;
+        let left = self.progress.listed as u32;
         let paced = self.pace(left, unit_us, false);
         self.account(&paced);
         out.extend(paced);
@@ -457,13 +506,15 @@ impl ReassignAgent {
 
     /// What the worker is doing now (call before every other call of an
     /// iteration): how long the unit in flight has run, if one is, how many
-    /// peers' units wait ahead of its own list, and its clock, µs. Until the
+    /// units wait ahead of its own list, how many are in the list, and its
+    /// clock, µs. Until the
     /// unit ends, its time per unit is taken to be at least that; with
     /// either, it may give away every unit of its list, and it expects to
     /// start on its list only after them.
-    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, now_us: u64) {
+    pub fn observe(&mut self, running_us: Option<u64>, queued: usize, listed: usize, now_us: u64) {
         self.progress.running_us = running_us;
         self.progress.queued = queued;
+        self.progress.listed = listed;
         self.now_us = now_us;
     }
 
@@ -620,21 +671,12 @@ impl ReassignAgent {
                         // units) may be one of many: it gives its part.
                         let straggler = 2 * me.unit_us > 3 * unit_us;
                         let givers = self.givers(from, theirs, unit_us);
-                        let count = if straggler || givers == 1 {
+                        let count = if straggler {
                             share.max(self.config.initial_units)
                         } else {
-                            // Its part, rounded at random (a hash of the
-                            // iteration and the pair, so a run and its replay
-                            // agree): from all its givers together a peer
-                            // expects its share, not a unit from each.
-                            let u = crate::rng::uniform(&[
-                                GIFT_ROUNDING,
-                                self.iteration,
-                                u64::from(self.me),
-                                u64::from(from),
-                            ]);
-                            (f64::from(share) / f64::from(givers) + u).floor() as u32
+                            self.part(me, givers, total - done, unit_us, from)
                         };
+
                         if count == 0 {
                             return Vec::new();
                         }
@@ -651,7 +693,10 @@ impl ReassignAgent {
             ControlKind::Offer { unit_us } => {
                 let me = self.progress.giver(left);
                 // A unit helps only if they finish it before we finish all.
-                let count = if unit_us < me.remaining_us() {
+                let count = if unit_us >= me.remaining_us() {
+                    0
+                } else if 2 * me.unit_us > 3 * unit_us {
+                    // A straggler asked by a faster peer: its share.
                     Self::balance(
                         me,
                         self.helpers_left(),
@@ -660,7 +705,9 @@ impl ReassignAgent {
                         self.config.follow_up_units,
                     )
                 } else {
-                    0
+                    // A peer no faster than us may be asking the others too.
+                    let givers = self.givers(from, 0, unit_us);
+                    self.part(me, givers, 0, unit_us, from)
                 };
                 if count > 0 {
                     vec![(from, ControlKind::Assign { count })]

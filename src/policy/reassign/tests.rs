@@ -30,10 +30,14 @@ fn groups_prefer_other_processes() {
 fn reports_at_the_checkpoint_and_at_the_end() {
     let mut a = agent(0);
     a.begin(0, 8);
-    for _ in 0..5 {
-        assert!(a.on_own_unit_done(100).is_empty());
+    let done = |a: &mut ReassignAgent, left: usize| {
+        a.observe(None, 0, left, 0);
+        a.on_own_unit_done(100)
+    };
+    for k in 0..5 {
+        assert!(done(&mut a, 7 - k).is_empty());
     }
-    let at_75 = a.on_own_unit_done(100);
+    let at_75 = done(&mut a, 2);
     assert_eq!(at_75.len(), 3);
     assert_eq!(
         at_75[0].1,
@@ -43,13 +47,15 @@ fn reports_at_the_checkpoint_and_at_the_end() {
             unit_us: 100
         }
     );
-    assert!(a.on_own_unit_done(100).is_empty());
-    let done = a.on_own_unit_done(100);
+    assert!(done(&mut a, 1).is_empty());
+    // Units queued ahead of the list count as work left.
+    a.observe(None, 3, 0, 0);
+    let end = a.on_own_unit_done(100);
     assert_eq!(
-        done[0].1,
+        end[0].1,
         ControlKind::Progress {
             done: 8,
-            total: 8,
+            total: 11,
             unit_us: 100
         }
     );
@@ -97,24 +103,25 @@ fn a_unit_in_flight_says_how_slow_a_worker_is() {
     let given = |running_us| {
         let mut w = agent(1);
         w.begin(0, 8);
-        w.observe(Some(running_us), 0, 0);
+        w.observe(Some(running_us), 0, 0, 0);
         assigned(&w.on_message(3, &offer, 7), 3)
     };
-    // 50 µs in, it may be faster than the helper: it keeps 3 and the 3
-    // helpers share 4; 2000 µs in, it is 20× slower: it keeps none and
-    // each of the 3 helpers gets a third
-    assert_eq!(given(50), 2);
+    // 50 µs in, it may be faster than the helper, which may be asking its
+    // 2 other peers too: it gives its part of what a helper twice as slow
+    // takes off three such workers (7 − 300/50 = 1); 2000 µs in, it is 20×
+    // slower: it keeps none and each of the 3 helpers gets a third
+    assert_eq!(given(50), 1);
     assert_eq!(given(2000), 3);
     // everything may go while a unit is in flight; nothing without one
     let mut last = agent(1);
     last.begin(0, 2);
     last.on_own_unit_done(5000);
-    last.observe(Some(100), 0, 0);
+    last.observe(Some(100), 0, 0, 0);
     assert_eq!(
         last.on_message(3, &offer, 1),
         vec![(3, ControlKind::Assign { count: 1 })]
     );
-    last.observe(None, 0, 0);
+    last.observe(None, 0, 0, 0);
     assert_eq!(
         last.on_message(3, &offer, 1),
         vec![(3, ControlKind::Decline)]
@@ -283,12 +290,12 @@ fn peers_units_queued_ahead_count_in_a_helper_s_work_left() {
     for _ in 0..6 {
         helper.on_own_unit_done(100);
     }
-    helper.observe(None, 0, 0);
+    helper.observe(None, 0, 0, 0);
     assert!(
         helper.on_message(2, &idle, 2).is_empty(),
         "two own units left"
     );
-    helper.observe(None, 6, 0);
+    helper.observe(None, 6, 0, 0);
     assert!(
         !helper.on_message(3, &idle, 2).is_empty(),
         "six queued ahead of them"
@@ -316,7 +323,7 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
     let mut at_0 = Vec::new();
     for (w, unit_us) in [(1u32, 100u64), (2, 100), (3, 500)] {
         let a = &mut agents[w as usize];
-        a.observe(None, 0, unit_us);
+        a.observe(None, 0, 15, unit_us);
         let out = a.on_own_unit_done(unit_us);
         let paces: Vec<_> = out
             .iter()
@@ -325,7 +332,7 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
         assert_eq!(paces.len(), 1, "worker {w}: {out:?}");
         assert_eq!(paces[0].0, 0, "to worker 0");
         at_0.push((w, paces[0].1.clone(), unit_us));
-        a.observe(None, 0, 2 * unit_us);
+        a.observe(None, 0, 14, 2 * unit_us);
         let again = a.on_own_unit_done(unit_us);
         assert!(
             !again
@@ -335,14 +342,14 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
         );
     }
     // Worker 0 reports into its own broker, then hears the others.
-    agents[0].observe(None, 0, 100);
+    agents[0].observe(None, 0, 15, 100);
     assert!(agents[0]
         .on_own_unit_done(100)
         .iter()
         .all(|(_, k)| !matches!(k, ControlKind::Give { .. })));
     let mut orders = Vec::new();
     for (w, pace, now) in at_0 {
-        agents[0].observe(Some(10), 0, now);
+        agents[0].observe(Some(10), 0, 0, now);
         orders.extend(agents[0].on_message(w, &pace, 14));
     }
     assert!(!orders.is_empty());
@@ -354,7 +361,7 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
     );
     // The slow worker gives what it is told, from what it still has.
     let slow = &mut agents[3];
-    slow.observe(Some(100), 0, 600);
+    slow.observe(Some(100), 0, 0, 600);
     let mut given = 0;
     for (_, order) in &orders {
         given += assigned(&slow.on_message(0, order, 14 - given as usize), {
@@ -375,7 +382,7 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
 fn without_a_broker_no_pace_is_sent() {
     let mut a = agent(1);
     a.begin(0, 4);
-    a.observe(None, 0, 0);
+    a.observe(None, 0, 0, 0);
     assert!(a
         .on_own_unit_done(100)
         .iter()

@@ -123,7 +123,12 @@ impl Epoch {
     /// Tells `agent` what this worker is doing at `now_us` (before any other
     /// call to it).
     pub(super) fn observe(&self, agent: &mut PeerAgent, now_us: u64) {
-        agent.observe(self.running_us(now_us), self.queued(), now_us);
+        agent.observe(
+            self.running_us(now_us),
+            self.queued(),
+            self.own_left(),
+            now_us,
+        );
     }
 
     /// Peers' units waiting ahead of the own list (computed first).
