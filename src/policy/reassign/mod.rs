@@ -335,7 +335,7 @@ pub struct ReassignAgent {
     /// µs: (peer, left).
     left_us: Vec<(u32, u64)>,
     /// Worker 0's broker, when the policy has one.
-    broker: Option<Broker>,
+    broker: Option<Box<Broker>>,
     /// Whether this worker told the broker its pace this iteration.
     paced: bool,
     /// The worker's clock at the last `observe`, µs.
@@ -375,7 +375,7 @@ impl ReassignAgent {
     /// the policy has one.
     pub fn with_broker(mut self, workers: u32) -> Self {
         if self.config.broker && self.me == 0 {
-            self.broker = Some(Broker::new(workers, DEFAULT_MIN_GAIN));
+            self.broker = Some(Box::new(Broker::new(workers, DEFAULT_MIN_GAIN)));
         }
         self
     }
