@@ -4,15 +4,17 @@
 //! with two stragglers in it is buried in their units while workers a few
 //! groups away sit idle. So under `forestall` every worker also tells worker 0
 //! its **pace** once per iteration, right after its first own unit (how many
-//! own units are left, how many peers' units wait ahead of them, its time per
-//! unit; or that it is idle, if it went idle first). When every worker's pace
+//! units are in its own list, how many wait ahead of them, its time per unit
+//! now and in the iteration before; or that it is idle, if it went idle
+//! first). When every worker's pace
 //! is in, worker 0 balances the whole iteration at once ([`balance_moves`]:
 //! each worker as it stands, extrapolated from its pace to now) and tells
 //! each giver whom to **give** how many units. The giver hands them over as an
 //! ordinary assignment (units leave its list before the message, so each unit
 //! still changes hands once); what the balance missed, the helper groups
-//! mend. 2 (W − 1) messages an iteration plus one per move, all through one
-//! worker: the price of seeing everyone.
+//! mend. W − 1 paces an iteration (a few more from workers handed units
+//! before the balance) and an order per move, all through one worker: the
+//! price of seeing everyone.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +31,8 @@ pub const SLOW_PACE: f64 = 1.5;
 pub struct Pace {
     /// Own units still in its list.
     pub left: u32,
-    /// Peers' units waiting ahead of them.
+    /// Units waiting ahead of them (peers' units, planned units that came
+    /// with their rows).
     pub queued: u32,
     /// Its time per unit so far, µs (0: it has computed none).
     pub unit_us: u64,
@@ -128,7 +131,9 @@ fn balance_now(
             .map(|(_, p)| p.unit_us)
             .filter(|&t| t > 0)
             .collect(),
-    );
+        u64::cmp,
+    )
+    .unwrap_or(0);
     let mut loads = Vec::with_capacity(paces.len());
     let mut unit_us = Vec::with_capacity(paces.len());
     for &(at, pace) in paces.iter().flatten() {
@@ -172,16 +177,15 @@ fn balance_now(
     // Only a worker expected to finish well after the median (two of its
     // units) gives: slow, or holding more than its share.
     let finish = |l: &Load, t: Option<f64>| l.start_us + f64::from(l.units) * t.unwrap_or(0.0);
-    let mut finishes: Vec<f64> = loads
-        .iter()
-        .zip(&unit_us)
-        .map(|(l, &t)| finish(l, t))
-        .collect();
-    finishes.sort_unstable_by(f64::total_cmp);
-    let median_finish = finishes
-        .get(finishes.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0.0);
+    let median_finish = lower_median(
+        loads
+            .iter()
+            .zip(&unit_us)
+            .map(|(l, &t)| finish(l, t))
+            .collect(),
+        f64::total_cmp,
+    )
+    .unwrap_or(0.0);
     for (l, &t) in loads.iter_mut().zip(&unit_us) {
         if finish(l, t) <= median_finish + 2.0 * t.unwrap_or(0.0) {
             l.givable = 0;
@@ -190,13 +194,13 @@ fn balance_now(
     balance_moves(&loads, &unit_us, min_gain)
 }
 
-/// The lower median of `values` (0 when empty).
-fn lower_median(mut values: Vec<u64>) -> u64 {
-    values.sort_unstable();
-    values
-        .get(values.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0)
+/// The lower median of `values` in the order `cmp` (None when empty).
+fn lower_median<T: Copy>(
+    mut values: Vec<T>,
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Option<T> {
+    values.sort_unstable_by(cmp);
+    values.get(values.len().saturating_sub(1) / 2).copied()
 }
 
 #[cfg(test)]

@@ -220,7 +220,7 @@ impl PeerAgent {
     pub fn observe(&mut self, running_us: Option<u64>, queued: usize, listed: usize, now_us: u64) {
         match self {
             PeerAgent::Reassign(a) => a.observe(running_us, queued, listed, now_us),
-            PeerAgent::Speculate(a) => a.observe(running_us, queued),
+            PeerAgent::Speculate(a) => a.observe(running_us),
         }
     }
 

@@ -71,7 +71,7 @@ impl SpeculateAgent {
 
     /// How long the unit in flight has run so far, if one is (call before
     /// `on_message`).
-    pub fn observe(&mut self, running_us: Option<u64>, _queued: usize) {
+    pub fn observe(&mut self, running_us: Option<u64>) {
         self.progress.running_us = running_us;
     }
 

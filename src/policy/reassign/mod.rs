@@ -177,7 +177,7 @@ pub(crate) struct Giver {
     /// Its time per unit, µs.
     pub(crate) unit_us: u64,
     /// How long until it starts on its own list, if anything comes first
-    /// (the unit in flight, peers' units queued ahead of its own), µs.
+    /// (the unit in flight, units queued ahead of its own), µs.
     pub(crate) ahead_us: Option<u64>,
 }
 
@@ -227,7 +227,7 @@ impl Reporter {
     /// unit as it stands (the mean of the units done, or the unit in
     /// flight's time so far when that is longer) and, by that measure, how
     /// long until it starts on its list (the unit in flight's end, then the
-    /// peers' units queued ahead).
+    /// units queued ahead).
     pub(crate) fn giver(&self, left: usize) -> Giver {
         let running = self.running_us;
         let unit_us = self.unit_us.max(running.unwrap_or(0));
@@ -508,10 +508,10 @@ impl ReassignAgent {
     /// What the worker is doing now (call before every other call of an
     /// iteration): how long the unit in flight has run, if one is, how many
     /// units wait ahead of its own list, how many are in the list, and its
-    /// clock, µs. Until the
-    /// unit ends, its time per unit is taken to be at least that; with
-    /// either, it may give away every unit of its list, and it expects to
-    /// start on its list only after them.
+    /// clock, µs. Until the unit ends, its time per unit is taken to be at
+    /// least that; with either a unit in flight or units ahead, it may give
+    /// away every unit of its list, and it expects to start on its list only
+    /// after them.
     pub fn observe(&mut self, running_us: Option<u64>, queued: usize, listed: usize, now_us: u64) {
         self.progress.running_us = running_us;
         self.progress.queued = queued;
@@ -677,7 +677,6 @@ impl ReassignAgent {
                         } else {
                             self.part(me, givers, total - done, unit_us, from)
                         };
-
                         if count == 0 {
                             return Vec::new();
                         }

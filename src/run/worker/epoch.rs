@@ -131,7 +131,8 @@ impl Epoch {
         );
     }
 
-    /// Peers' units waiting ahead of the own list (computed first).
+    /// Units waiting ahead of the own list (peers' units and planned units
+    /// that came with their rows: computed first, not to be passed on).
     pub(super) fn queued(&self) -> usize {
         self.given_to_me.len() + self.planned_in.len()
     }
