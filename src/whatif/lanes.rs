@@ -27,7 +27,7 @@ struct LaneBuffers {
     workers: Vec<Worker>,
     units: BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
     events: BinaryHeap<std::cmp::Reverse<(u64, u64, u64)>>,
-    in_flight: std::collections::VecDeque<(u64, u64, u64)>,
+    in_flight: std::collections::VecDeque<super::replay::Local>,
     messages: Vec<Option<super::replay::Message>>,
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,

@@ -28,22 +28,30 @@ pub struct Replayed {
     pub messages: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Event {
     /// Worker finishes the unit it is computing.
     UnitDone(u32),
-    /// A control message (`messages[at]`) reaches `to`.
-    Message { to: u32, at: usize },
+    /// A control message reaches `to`.
+    Message { to: u32, message: Message },
 }
 
 /// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
 /// (`carried[units]` of the replay).
 pub(super) struct Message {
-    /// (arrival, order among ties).
-    key: (u64, u64),
     from: u32,
+    units: std::ops::Range<u32>,
     kind: ControlKind,
-    units: std::ops::Range<usize>,
+}
+
+/// A message this lane sent to one of its own workers, in the queue: read
+/// in sending order, so the queue is read as it was written (the message
+/// sits in it rather than elsewhere in memory).
+pub(super) struct Local {
+    /// Arrival time and order among ties.
+    arrives: u64,
+    order: u64,
+    to: u32,
+    message: Message,
 }
 
 #[derive(Default)]
@@ -135,9 +143,10 @@ pub(super) struct Replay<'a> {
     /// one latency for all they arrive in that order, so they need no heap;
     /// those arriving at the same time are sorted into their order among ties
     /// when the first of them is due (`sorted` is that time).
-    pub(super) in_flight: VecDeque<(u64, u64, u64)>,
+    pub(super) in_flight: VecDeque<Local>,
     pub(super) sorted: Option<u64>,
-    /// Messages received, each taken when its receiver reads it.
+    /// Messages from other lanes (and any without latency), each taken when
+    /// its receiver reads it.
     pub(super) messages: Vec<Option<Message>>,
     /// The units messages carry.
     pub(super) carried: Vec<TimedUnit>,
@@ -177,7 +186,7 @@ impl Replay<'_> {
         [
             self.units.peek().map(|Reverse((t, _))| *t),
             self.events.peek().map(|Reverse((t, _, _))| *t),
-            self.in_flight.front().map(|m| m.0),
+            self.in_flight.front().map(|m| m.arrives),
         ]
         .into_iter()
         .flatten()
@@ -186,43 +195,58 @@ impl Replay<'_> {
 
     /// The earliest event before `limit` (ties: in their order).
     fn pop(&mut self, limit: u64) -> Option<(u64, Event)> {
-        if let Some(&(due, _, _)) = self.in_flight.front() {
+        if let Some(due) = self.in_flight.front().map(|m| m.arrives) {
             if self.sorted != Some(due) {
                 // The messages due at `due` are at the front: sort them.
-                let n = self.in_flight.iter().take_while(|m| m.0 == due).count();
-                self.in_flight.make_contiguous()[..n].sort();
+                let n = self.in_flight.iter().take_while(|m| m.arrives == due).count();
+                self.in_flight.make_contiguous()[..n].sort_by_key(|m| m.order);
                 self.sorted = Some(due);
             }
         }
-        // A unit's end names its worker in its order (the worker caused it).
-        let unit = self
+        // The earliest of the three sources by (time, order): orders are
+        // unique, so no two sources tie. (Compared field by field: built as
+        // an array of options and reduced, this was a fifth of the replay.)
+        const UNITS: u8 = 0;
+        const HEAP: u8 = 1;
+        const QUEUE: u8 = 2;
+        let mut first: Option<(u64, u64, u8)> = self
             .units
             .peek()
-            .map(|Reverse((t, order))| (*t, *order, *order >> 32));
-        let heap = self.events.peek().map(|Reverse(e)| *e);
-        let queue = self.in_flight.front().copied();
-        let first = [unit, heap, queue].into_iter().flatten().min()?;
-        if first.0 >= limit {
+            .map(|Reverse((t, order))| (*t, *order, UNITS));
+        if let Some(Reverse((t, order, _))) = self.events.peek() {
+            if first.is_none_or(|f| (*t, *order) < (f.0, f.1)) {
+                first = Some((*t, *order, HEAP));
+            }
+        }
+        if let Some(m) = self.in_flight.front() {
+            if first.is_none_or(|f| (m.arrives, m.order) < (f.0, f.1)) {
+                first = Some((m.arrives, m.order, QUEUE));
+            }
+        }
+        let (t, order, source) = first?;
+        if t >= limit {
             return None;
         }
-        let (t, _, what) = if Some(first) == unit {
-            self.units.pop();
-            first
-        } else if Some(first) == queue {
-            self.in_flight.pop_front()?
-        } else {
-            self.events.pop()?.0
-        };
-        let to = (what & 0xff_ffff) as u32;
-        let event = if what & MESSAGE == 0 {
-            Event::UnitDone(to)
-        } else {
-            Event::Message {
-                to,
-                at: ((what & !MESSAGE) >> 24) as usize,
+        let what = match source {
+            UNITS => {
+                self.units.pop();
+                // A unit's end names its worker in its order (the worker
+                // caused it).
+                order >> 32
+            }
+            HEAP => self.events.pop()?.0 .2,
+            _ => {
+                let Local { to, message, .. } = self.in_flight.pop_front()?;
+                return Some((t, Event::Message { to, message }));
             }
         };
-        Some((t, event))
+        let to = (what & 0xff_ffff) as u32;
+        if what & MESSAGE == 0 {
+            return Some((t, Event::UnitDone(to)));
+        }
+        // Each message is read once.
+        let message = self.messages[((what & !MESSAGE) >> 24) as usize].take()?;
+        Some((t, Event::Message { to, message }))
     }
 
     /// Starts the iteration with the lane's workers' lists in `lists`: every
@@ -258,8 +282,8 @@ impl Replay<'_> {
         while let Some((now, event)) = self.pop(limit) {
             match event {
                 Event::UnitDone(w) => self.unit_done(w, now),
-                Event::Message { to, at } => {
-                    self.read_message(to, at, now);
+                Event::Message { to, message } => {
+                    self.read_message(to, message, now);
                     self.next_unit(to, now);
                 }
             }
@@ -270,31 +294,23 @@ impl Replay<'_> {
     pub(super) fn accept(&mut self, c: Crossing) {
         let start = self.carried.len();
         self.carried.extend_from_slice(&c.units);
-        self.messages.push(Some(Message {
-            key: (c.arrives, c.order),
+        let message = Message {
             from: c.from,
             kind: c.kind,
-            units: start..self.carried.len(),
-        }));
-        self.arrive(c.to, self.messages.len() - 1, false);
+            units: start as u32..self.carried.len() as u32,
+        };
+        self.file(c.arrives, c.order, c.to, message);
     }
 
-    /// Message `at` is on its way to `to`: filed as an event, read when it
+    /// A message from another lane, or one without latency (it may be due
+    /// right now), on its way to `to`: filed in the heap, read when it
     /// arrives (workers answer at once, also while computing, as the compute
-    /// operator does by default). `local`: sent from this lane now, so it
-    /// arrives after every message in the queue.
-    fn arrive(&mut self, to: u32, at: usize, local: bool) {
-        let Some(key) = self.messages[at].as_ref().map(|m| m.key) else {
-            return;
-        };
+    /// operator does by default).
+    fn file(&mut self, arrives: u64, order: u64, to: u32, message: Message) {
+        self.messages.push(Some(message));
+        let at = self.messages.len() - 1;
         let what = MESSAGE | (at as u64) << 24 | u64::from(to);
-        // A message from this lane joins the queue, one from another the
-        // heap (so does one without latency: it may be due right now).
-        if local && self.latency_us > 0 {
-            self.in_flight.push_back((key.0, key.1, what));
-        } else {
-            self.events.push(Reverse((key.0, key.1, what)));
-        }
+        self.events.push(Reverse((arrives, order, what)));
     }
 
     fn agent(&mut self, w: u32) -> Option<&mut PeerAgent> {
@@ -362,13 +378,9 @@ impl Replay<'_> {
     }
 
     /// Worker `w` reads message `at` as it arrives (also mid-unit).
-    fn read_message(&mut self, w: u32, at: usize, now: u64) {
-        let Some(Message {
-            from, kind, units, ..
-        }) = self.messages[at].take()
-        else {
-            return; // each message is read once
-        };
+    fn read_message(&mut self, w: u32, message: Message, now: u64) {
+        let Message { from, kind, units } = message;
+        let units = units.start as usize..units.end as usize;
         if let ControlKind::Done = kind {
             self.on_done(w, from, units, now);
             return;
@@ -539,13 +551,22 @@ impl Replay<'_> {
             });
             return;
         }
-        self.messages.push(Some(Message {
-            key: (arrives, order),
+        let message = Message {
             from,
             kind,
-            units,
-        }));
-        self.arrive(to, self.messages.len() - 1, true);
+            units: units.start as u32..units.end as u32,
+        };
+        if self.latency_us == 0 {
+            self.file(arrives, order, to, message);
+        } else {
+            // Sent now, it arrives after every message in the queue.
+            self.in_flight.push_back(Local {
+                arrives,
+                order,
+                to,
+                message,
+            });
+        }
     }
 }
 

@@ -33,6 +33,12 @@ pub use super::broker::Pace;
 use super::proactive::DEFAULT_MIN_GAIN;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+/// A list about a worker's helper group, held inside its agent: a group is
+/// small, and an agent's state in one place costs a replay of thousands of
+/// agents far fewer cache misses than a heap block per list.
+type Small<T> = SmallVec<[T; DEFAULT_GROUP_SIZE as usize]>;
 
 /// Default helper-group size.
 pub const DEFAULT_GROUP_SIZE: u32 = 8;
@@ -283,7 +289,7 @@ impl Reporter {
 
 /// Progress reports by peer: (peer, (done, total)), sorted by peer.
 #[derive(Debug, Clone, Default)]
-struct Peers(Vec<(u32, (u32, u32))>);
+struct Peers(Small<(u32, (u32, u32))>);
 
 impl Peers {
     fn new() -> Self {
@@ -311,7 +317,7 @@ impl Peers {
 #[derive(Debug, Clone)]
 pub struct ReassignAgent {
     me: u32,
-    group: Vec<u32>,
+    group: Small<u32>,
     config: ReassignConfig,
     progress: Reporter,
     /// Last progress each peer reported to us: (peer, (done, total)), by peer
@@ -328,13 +334,13 @@ pub struct ReassignAgent {
     declined: Vec<(u64, u32)>,
     /// Peers given units this iteration: the others may still ask, and
     /// share what is left.
-    helped: Vec<u32>,
+    helped: Small<u32>,
     /// Peers whose last report this iteration was no faster per unit than
     /// this worker: they will not take its units.
-    no_faster: Vec<u32>,
+    no_faster: Small<u32>,
     /// Each reporting peer's work left at its last report this iteration,
     /// µs: (peer, left).
-    left_us: Vec<(u32, u64)>,
+    left_us: Small<(u32, u64)>,
     /// Worker 0's broker, when the policy has one.
     broker: Option<Box<Broker>>,
     /// Whether this worker told the broker its pace this iteration.
@@ -358,7 +364,7 @@ impl ReassignAgent {
             started_us: 0,
             usual_us: 0,
             me,
-            group,
+            group: group.into(),
             config,
             progress: Reporter::default(),
             peers: Peers::new(),
@@ -366,9 +372,9 @@ impl ReassignAgent {
             history: VecDeque::new(),
             waiting_on: None,
             declined: Vec::new(),
-            helped: Vec::new(),
-            no_faster: Vec::new(),
-            left_us: Vec::new(),
+            helped: Small::new(),
+            no_faster: Small::new(),
+            left_us: Small::new(),
         }
     }
 
