@@ -198,7 +198,11 @@ impl Replay<'_> {
         if let Some(due) = self.in_flight.front().map(|m| m.arrives) {
             if self.sorted != Some(due) {
                 // The messages due at `due` are at the front: sort them.
-                let n = self.in_flight.iter().take_while(|m| m.arrives == due).count();
+                let n = self
+                    .in_flight
+                    .iter()
+                    .take_while(|m| m.arrives == due)
+                    .count();
                 self.in_flight.make_contiguous()[..n].sort_by_key(|m| m.order);
                 self.sorted = Some(due);
             }
