@@ -93,20 +93,12 @@ fn main() {
     let policies =
         std::env::var("POLICIES").unwrap_or_else(|_| "bsp,rapid-reassign,forestall".into());
     for name in policies.split(',') {
-        let (mut policy, predictor) =
-            policy_named(name.trim_end_matches("-nb"), None, workers).expect("a policy");
-        if name.ends_with("-nb") {
-            if let forestall::policy::PolicyPlan::Forestall { reassign, .. } = &mut policy {
-                reassign.broker = false;
-            }
-        }
+        let (policy, predictor) = policy_named(name, None, workers).expect("a policy");
         let predictor = predictor
             .as_ref()
             .map(|p| load_predictor(p).expect("predictor"));
         let started = Instant::now();
-        let th = std::env::var("THREADS").ok().and_then(|v| v.parse().ok());
-        let o = forestall::whatif::replay_policy_on(&timings, &policy, predictor.as_ref(), 100, th)
-            .expect("replays");
+        let o = replay_policy(&timings, &policy, predictor.as_ref(), 100).expect("replays");
         println!(
             "| replay `{name}` | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
             started.elapsed().as_secs_f64(),
