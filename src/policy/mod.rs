@@ -160,7 +160,9 @@ pub fn peer_agent(
         | PolicyPlan::Forestall {
             reassign: config, ..
         } => Some(PeerAgent::Reassign(
-            ReassignAgent::new(worker, group(config.group_size), *config).with_broker(workers),
+            ReassignAgent::new(worker, group(config.group_size), *config)
+                .with_broker(workers)
+                .with_slack(policy.slack()),
         )),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),

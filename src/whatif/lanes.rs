@@ -35,11 +35,14 @@ struct LaneBuffers {
     cloned_done: HashSet<crate::data::UnitKey>,
 }
 
-/// Buffers a replay reuses across iterations, and how many lanes it may run.
+/// Buffers a replay reuses across iterations, how many lanes it may run,
+/// and where it cuts the workers between two.
 #[derive(Default)]
 pub struct Scratch {
     lanes: Vec<LaneBuffers>,
     split: bool,
+    /// Share of the workers in the first lane (0: not measured yet, half).
+    first_share: f64,
 }
 
 impl Scratch {
@@ -48,7 +51,39 @@ impl Scratch {
         Self {
             lanes: Vec::new(),
             split: true,
+            first_share: 0.0,
         }
+    }
+
+    /// The first lane's share of `n` workers: half at first, then moved
+    /// towards what evened out the lanes' busy times last time (worker 0's
+    /// lane also runs the broker, say). Where the cut falls does not change
+    /// the outcome, only how long the lanes wait for each other.
+    fn cut(&self, n: usize) -> usize {
+        let share = if self.first_share > 0.0 {
+            self.first_share
+        } else {
+            0.5
+        };
+        ((n as f64 * share).round() as usize).clamp(1, n.saturating_sub(1).max(1))
+    }
+
+    /// Learns from an iteration whose lanes of `sizes` workers were busy
+    /// `busy_ns` each.
+    fn learn(&mut self, sizes: [usize; 2], busy_ns: [u64; 2]) {
+        let per = |k: usize| busy_ns[k] as f64 / sizes[k].max(1) as f64;
+        let (a, b) = (per(0), per(1));
+        if a <= 0.0 || b <= 0.0 {
+            return;
+        }
+        // Even lanes: n0 · a = n1 · b.
+        let even = b / (a + b);
+        let old = if self.first_share > 0.0 {
+            self.first_share
+        } else {
+            0.5
+        };
+        self.first_share = (0.5 * old + 0.5 * even).clamp(0.25, 0.75);
     }
 }
 
@@ -95,12 +130,11 @@ pub fn replay_iteration_with(
     scratch
         .lanes
         .resize_with(lanes.max(scratch.lanes.len()), Default::default);
-    let cut = n.div_ceil(lanes);
+    let cut = if lanes == 1 { n } else { scratch.cut(n) };
     let mut rest = agents;
     let mut replays = Vec::with_capacity(lanes);
     for (k, buffers) in scratch.lanes.iter_mut().take(lanes).enumerate() {
-        let lo = (k * cut).min(n);
-        let hi = ((k + 1) * cut).min(n);
+        let (lo, hi) = if k == 0 { (0, cut) } else { (cut, n) };
         let take = (hi - lo).min(rest.len());
         let (mine, others) = std::mem::take(&mut rest).split_at_mut(take);
         rest = others;
@@ -110,7 +144,8 @@ pub fn replay_iteration_with(
         only.start(lists, planned);
         only.run_until(u64::MAX);
     } else {
-        run_in_windows(&mut replays, latency_us, lists);
+        let busy = run_in_windows(&mut replays, latency_us, lists);
+        scratch.learn([cut, n - cut], busy);
     }
     // The first lane's outcome, with the others' appended.
     let mut out: Option<Replayed> = None;
@@ -190,15 +225,19 @@ fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
 }
 
 /// Runs two lanes side by side, window by window, until neither has an event.
-fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'_>) {
+/// Returns how long each was busy, ns.
+fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'_>) -> [u64; 2] {
+    let busy = [AtomicU64::new(0), AtomicU64::new(0)];
     let heads = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
     let mailboxes: [Mutex<Vec<Crossing>>; 2] = Default::default();
     let barrier = SpinBarrier::default();
     std::thread::scope(|scope| {
         for (k, r) in replays.iter_mut().enumerate().take(2) {
-            let (heads, mailboxes, barrier) = (&heads, &mailboxes, &barrier);
+            let (heads, mailboxes, barrier, busy) = (&heads, &mailboxes, &barrier, &busy);
             scope.spawn(move || {
+                let started = std::time::Instant::now();
                 r.start(lists, &[]);
+                let mut busy_ns = started.elapsed().as_nanos() as u64;
                 loop {
                     heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
                     barrier.wait();
@@ -208,7 +247,9 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                     if earliest == u64::MAX {
                         break;
                     }
+                    let started = std::time::Instant::now();
                     r.run_until(earliest.saturating_add(latency_us));
+                    busy_ns += started.elapsed().as_nanos() as u64;
                     if let Ok(mut m) = mailboxes[1 - k].lock() {
                         m.append(&mut r.outbox);
                     }
@@ -221,9 +262,11 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                         r.accept(c);
                     }
                 }
+                busy[k].store(busy_ns, Ordering::Relaxed);
             });
         }
     });
+    busy.map(AtomicU64::into_inner)
 }
 
 /// A barrier for the two lanes: a window is tens of microseconds of work, so

@@ -482,15 +482,19 @@ impl Replay<'_> {
         let iteration = self.timings.iteration;
         if let Some(agent) = self.observed(w, now) {
             let offers = agent.on_idle(unit_us, iteration);
-            let sends = offers.into_iter().map(|(to, _, kind)| (to, kind)).collect();
-            self.send_all(w, sends, now);
+            self.send_all(w, offers.into_iter().map(|(to, _, kind)| (to, kind)), now);
         }
     }
 
     /// Sends the agent's messages; an `Assign` takes its units from the end of
     /// the sender's list before it leaves, as in the timely run; a `Clone`
     /// copies the last ones not cloned yet (the sender keeps them).
-    fn send_all(&mut self, from: u32, sends: Vec<(u32, ControlKind)>, now: u64) {
+    fn send_all(
+        &mut self,
+        from: u32,
+        sends: impl IntoIterator<Item = (u32, ControlKind)>,
+        now: u64,
+    ) {
         for (to, kind) in sends {
             let units = match kind {
                 ControlKind::Assign { count } => {

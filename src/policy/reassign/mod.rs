@@ -300,10 +300,6 @@ impl Peers {
         self.0.is_empty()
     }
 
-    fn clear(&mut self) {
-        self.0.clear();
-    }
-
     /// Records `peer`'s latest report.
     fn set(&mut self, peer: u32, report: (u32, u32)) {
         match self.0.binary_search_by_key(&peer, |&(w, _)| w) {
@@ -328,6 +324,9 @@ pub struct ReassignAgent {
     /// Progress peers reported in earlier iterations that may still be open
     /// (SSP): (iteration, peers), oldest first.
     history: VecDeque<(u64, Peers)>,
+    /// Whether earlier iterations may still be open (the policy has slack):
+    /// otherwise nothing goes into `history`.
+    remember: bool,
     /// The (iteration, peer) we offered help to and are waiting for.
     waiting_on: Option<(u64, u32)>,
     /// (iteration, peer) pairs that declined.
@@ -370,6 +369,7 @@ impl ReassignAgent {
             peers: Peers::new(),
             iteration: 0,
             history: VecDeque::new(),
+            remember: true,
             waiting_on: None,
             declined: Vec::new(),
             helped: Small::new(),
@@ -387,25 +387,33 @@ impl ReassignAgent {
         self
     }
 
+    /// The same agent, told whether the policy lets iterations overlap
+    /// (slack above 0): only then does it keep peers' reports about the
+    /// iterations it has left (by default it does).
+    pub fn with_slack(mut self, slack: u64) -> Self {
+        self.remember = slack > 0;
+        self
+    }
+
     /// Starts `iteration`, in which this worker owns `own_total` units. What
     /// peers reported about earlier iterations is kept a while: under SSP a
     /// worker may help with an iteration it has already left.
     pub fn begin(&mut self, iteration: u64, own_total: u32) {
         let keep_from = iteration.saturating_sub(HISTORY);
-        // Forgotten iterations lend their buffer to the next one's reports.
-        let mut spare = Peers::new();
         while self.history.front().is_some_and(|&(t, _)| t < keep_from) {
-            if let Some((_, old)) = self.history.pop_front() {
-                spare = old;
-            }
+            self.history.pop_front();
         }
-        spare.clear();
-        let previous = std::mem::replace(&mut self.peers, spare);
-        if !previous.is_empty() && self.iteration >= keep_from {
+        let previous = std::mem::take(&mut self.peers);
+        if self.remember && !previous.is_empty() && self.iteration >= keep_from {
             let at = self.history.partition_point(|&(t, _)| t < self.iteration);
             self.history.insert(at, (self.iteration, previous));
         }
-        self.declined.retain(|&(t, _)| t >= keep_from);
+        if self.remember {
+            self.declined.retain(|&(t, _)| t >= keep_from);
+        } else {
+            // Without slack every decline was about the iteration left.
+            self.declined.clear();
+        }
         self.helped.clear();
         self.no_faster.clear();
         self.left_us.clear();

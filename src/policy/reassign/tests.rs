@@ -273,6 +273,27 @@ fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
     assert!(h.on_idle(100, 6).is_empty());
 }
 
+/// Without slack no iteration but the current one is open: an agent told so
+/// forgets the reports of the iteration it left (and so keeps no history).
+#[test]
+fn without_slack_reports_of_a_left_iteration_are_forgotten() {
+    let behind = ControlKind::Progress {
+        done: 1,
+        total: 8,
+        unit_us: 500,
+    };
+    for (slack, remembered) in [(1, true), (0, false)] {
+        let mut h = agent(0).with_slack(slack);
+        h.begin(4, 2);
+        h.on_message(3, &behind, 0);
+        h.begin(5, 2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        let offers = h.on_idle(100, 4);
+        assert_eq!(!offers.is_empty(), remembered, "slack {slack}: {offers:?}");
+    }
+}
+
 /// Peers' units queued ahead of a helper's own list count in its work left:
 /// loaded with a straggler's units, it hands its own tail to a peer that
 /// went idle; without them it would keep it.
