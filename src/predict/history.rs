@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::summary::quantile;
+use crate::report::summary::quantiles;
 use crate::trace::TraceSet;
 
 /// One worker in one iteration.
@@ -69,8 +69,9 @@ pub(crate) fn iteration_steps(
     if times.is_empty() {
         return Vec::new();
     }
-    let median = quantile(&times, 0.5).max(1e-9);
-    let spread = (quantile(&times, 0.9) - quantile(&times, 0.1)) / median;
+    let [median, p90, p10] = quantiles(&times, [0.5, 0.9, 0.1]);
+    let median = median.max(1e-9);
+    let spread = (p90 - p10) / median;
     let units: u32 = rows.iter().map(|r| r.3).sum();
     let workers = rows.len() as u32;
     rows.into_iter()

@@ -115,6 +115,16 @@ impl OnlineHistory {
         completed
     }
 
+    /// Records every worker's timing of the next iteration at once (`timings`
+    /// by worker), as a replay has them: the iteration joins the histories
+    /// as the one after the last complete, whatever number the trace gave
+    /// it (a trace may start late or skip some).
+    pub fn record_next(&mut self, timings: &[Timing]) {
+        let next = self.complete_through.map_or(0, |c| c + 1);
+        self.append(next, timings);
+        self.complete_through = Some(next);
+    }
+
     /// The complete part of the histories as numbers, for a checkpoint: the
     /// iterations complete (`complete_through + 1`), then per worker its step
     /// count and each step's fields. Timings of incomplete iterations are not
@@ -234,6 +244,20 @@ mod tests {
 
     fn t(units: u32, busy_us: u64) -> Timing {
         Timing { units, busy_us }
+    }
+
+    #[test]
+    fn a_whole_iteration_recorded_at_once_is_the_next_step() {
+        let mut one_by_one = OnlineHistory::new(2);
+        let mut at_once = OnlineHistory::new(2);
+        for i in 0..3 {
+            let timings = [t(4, 100 + i), t(2, 300)];
+            one_by_one.record(i, 0, timings[0]);
+            one_by_one.record(i, 1, timings[1]);
+            at_once.record_next(&timings);
+        }
+        assert_eq!(at_once.to_floats(), one_by_one.to_floats());
+        assert!(at_once.complete(2));
     }
 
     #[test]

@@ -93,13 +93,18 @@ pub const CONVERGENCE_TOLERANCE: f64 = 0.02;
 
 /// The `q`-quantile (0..=1) of `values` by nearest rank.
 pub fn quantile(values: &[f64], q: f64) -> f64 {
+    quantiles(values, [q])[0]
+}
+
+/// The `qs`-quantiles of `values` by nearest rank, sorting them once (0 for
+/// no values).
+pub fn quantiles<const N: usize>(values: &[f64], qs: [f64; N]) -> [f64; N] {
     if values.is_empty() {
-        return 0.0;
+        return [0.0; N];
     }
     let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
+    v.sort_unstable_by(f64::total_cmp);
+    qs.map(|q| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
 }
 
 impl RunSummary {

@@ -179,16 +179,12 @@ impl Setup<'_> {
             };
             out.per_iteration.push((makespan + t.overhead_us) as f64);
             if self.plan.is_some() {
-                for w in 0..workers {
-                    history.record(
-                        t.iteration,
-                        w,
-                        Timing {
-                            units: units[w as usize],
-                            busy_us: finish[w as usize],
-                        },
-                    );
-                }
+                let timings: Vec<Timing> = units
+                    .iter()
+                    .zip(&finish)
+                    .map(|(&units, &busy_us)| Timing { units, busy_us })
+                    .collect();
+                history.record_next(&timings);
             }
         }
         out

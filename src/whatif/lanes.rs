@@ -27,12 +27,14 @@ struct LaneBuffers {
     workers: Vec<Worker>,
     units: BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
     events: BinaryHeap<std::cmp::Reverse<(u64, u64, u64)>>,
-    in_flight: std::collections::VecDeque<super::replay::Local>,
+    in_flight: super::fifo::Fifo,
+    crossed: super::fifo::Fifo,
     messages: Vec<Option<super::replay::Message>>,
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,
     cloned: HashSet<crate::data::UnitKey>,
     cloned_done: HashSet<crate::data::UnitKey>,
+    outbox: Vec<Crossing>,
 }
 
 /// Buffers a replay reuses across iterations, how many lanes it may run,
@@ -167,11 +169,13 @@ pub fn replay_iteration_with(
             units: r.units,
             events: r.events,
             in_flight: r.in_flight,
+            crossed: r.crossed,
             messages: r.messages,
             carried: r.carried,
             flat: r.flat,
             cloned: r.cloned,
             cloned_done: r.cloned_done,
+            outbox: r.outbox,
         };
     }
     out.expect("at least one lane")
@@ -197,14 +201,14 @@ fn lane<'a>(
         workers,
         units: cleared(&mut buffers.units, BinaryHeap::clear),
         events: cleared(&mut buffers.events, BinaryHeap::clear),
-        in_flight: cleared(&mut buffers.in_flight, std::collections::VecDeque::clear),
-        sorted: None,
+        in_flight: cleared(&mut buffers.in_flight, super::fifo::Fifo::clear),
+        crossed: cleared(&mut buffers.crossed, super::fifo::Fifo::clear),
         messages: cleared(&mut buffers.messages, Vec::clear),
         carried: cleared(&mut buffers.carried, Vec::clear),
         flat: cleared(&mut buffers.flat, Vec::clear),
         cloned: cleared(&mut buffers.cloned, HashSet::clear),
         cloned_done: cleared(&mut buffers.cloned_done, HashSet::clear),
-        outbox: Vec::new(),
+        outbox: cleared(&mut buffers.outbox, Vec::clear),
         out: Replayed {
             iteration: lists.base.iteration,
             makespan_us: 0,
@@ -238,6 +242,7 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                 let started = std::time::Instant::now();
                 r.start(lists, &[]);
                 let mut busy_ns = started.elapsed().as_nanos() as u64;
+                let mut arrived: Vec<Crossing> = Vec::new();
                 loop {
                     heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
                     barrier.wait();
@@ -254,11 +259,13 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                         m.append(&mut r.outbox);
                     }
                     barrier.wait();
-                    let arrived = mailboxes[k]
-                        .lock()
-                        .map(|mut m| std::mem::take(&mut *m))
-                        .unwrap_or_default();
-                    for c in arrived {
+                    // The mailbox and this lane's spare swap buffers (a
+                    // fresh one each window is a large allocation, mapped
+                    // and faulted in anew).
+                    if let Ok(mut m) = mailboxes[k].lock() {
+                        std::mem::swap(&mut *m, &mut arrived);
+                    }
+                    for c in arrived.drain(..) {
                         r.accept(c);
                     }
                 }

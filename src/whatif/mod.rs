@@ -26,6 +26,7 @@
 //! table, its workers' rows cut into equal units).
 
 pub mod drive;
+mod fifo;
 mod lanes;
 mod replay;
 pub mod source;

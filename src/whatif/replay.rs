@@ -3,6 +3,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 
+use super::fifo::Fifo;
+
 use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
 use crate::policy::{ControlKind, PeerAgent};
@@ -48,8 +50,8 @@ pub(super) struct Message {
 /// sits in it rather than elsewhere in memory).
 pub(super) struct Local {
     /// Arrival time and order among ties.
-    arrives: u64,
-    order: u64,
+    pub(super) arrives: u64,
+    pub(super) order: u64,
     to: u32,
     message: Message,
 }
@@ -139,13 +141,12 @@ pub(super) struct Replay<'a> {
     /// (the worker that caused it, its count of events so far): the same
     /// however the workers are split into lanes.
     pub(super) events: BinaryHeap<Reverse<(u64, u64, u64)>>,
-    /// Messages this lane sent to its own workers, in sending order: with
-    /// one latency for all they arrive in that order, so they need no heap;
-    /// those arriving at the same time are sorted into their order among ties
-    /// when the first of them is due (`sorted` is that time).
-    pub(super) in_flight: VecDeque<Local>,
-    pub(super) sorted: Option<u64>,
-    /// Messages from other lanes (and any without latency), each taken when
+    /// Messages this lane sent to its own workers, in sending order.
+    pub(super) in_flight: Fifo,
+    /// Messages from the other lane, in its sending order (they come a
+    /// window's worth at a time, each window's after the last one's).
+    pub(super) crossed: Fifo,
+    /// Messages without latency (they may be due at once), each taken when
     /// its receiver reads it.
     pub(super) messages: Vec<Option<Message>>,
     /// The units messages carry.
@@ -186,7 +187,8 @@ impl Replay<'_> {
         [
             self.units.peek().map(|Reverse((t, _))| *t),
             self.events.peek().map(|Reverse((t, _, _))| *t),
-            self.in_flight.front().map(|m| m.arrives),
+            self.in_flight.due(),
+            self.crossed.due(),
         ]
         .into_iter()
         .flatten()
@@ -195,36 +197,40 @@ impl Replay<'_> {
 
     /// The earliest event before `limit` (ties: in their order).
     fn pop(&mut self, limit: u64) -> Option<(u64, Event)> {
-        if let Some(due) = self.in_flight.front().map(|m| m.arrives) {
-            if self.sorted != Some(due) {
-                // The messages due at `due` are at the front: sort them.
-                let n = self
-                    .in_flight
-                    .iter()
-                    .take_while(|m| m.arrives == due)
-                    .count();
-                self.in_flight.make_contiguous()[..n].sort_by_key(|m| m.order);
-                self.sorted = Some(due);
-            }
-        }
-        // The earliest of the three sources by (time, order): orders are
-        // unique, so no two sources tie. (Compared field by field: built as
-        // an array of options and reduced, this was a fifth of the replay.)
+        // The earliest source by (time, order): orders are unique, so no two
+        // sources tie. (Compared field by field: built as an array of
+        // options and reduced, this stalled on store forwarding.)
         const UNITS: u8 = 0;
         const HEAP: u8 = 1;
-        const QUEUE: u8 = 2;
-        let mut first: Option<(u64, u64, u8)> = self
-            .units
-            .peek()
-            .map(|Reverse((t, order))| (*t, *order, UNITS));
-        if let Some(Reverse((t, order, _))) = self.events.peek() {
-            if first.is_none_or(|f| (*t, *order) < (f.0, f.1)) {
-                first = Some((*t, *order, HEAP));
+        const CROSSED: u8 = 2;
+        const LOCAL: u8 = 3;
+        fn earlier(first: &mut Option<(u64, u64, u8)>, candidate: Option<(u64, u64)>, source: u8) {
+            if let Some((t, order)) = candidate {
+                if first.is_none_or(|f| (t, order) < (f.0, f.1)) {
+                    *first = Some((t, order, source));
+                }
             }
         }
-        if let Some(m) = self.in_flight.front() {
-            if first.is_none_or(|f| (m.arrives, m.order) < (f.0, f.1)) {
-                first = Some((m.arrives, m.order, QUEUE));
+        let mut first = None;
+        earlier(
+            &mut first,
+            self.units.peek().map(|Reverse((t, o))| (*t, *o)),
+            UNITS,
+        );
+        earlier(
+            &mut first,
+            self.events.peek().map(|Reverse((t, o, _))| (*t, *o)),
+            HEAP,
+        );
+        // A whole window's crossings are in before it runs: their ties are
+        // complete.
+        earlier(&mut first, self.crossed.head(), CROSSED);
+        // This lane's own messages due at `due` were sent at `due − L`: once
+        // every other event is past that, no more can be, and their ties
+        // can be ordered (before, they cannot be first anyway).
+        if let Some(due) = self.in_flight.due() {
+            if first.is_none_or(|f| f.0 + self.latency_us > due) {
+                earlier(&mut first, self.in_flight.head(), LOCAL);
             }
         }
         let (t, order, source) = first?;
@@ -239,10 +245,16 @@ impl Replay<'_> {
                 order >> 32
             }
             HEAP => self.events.pop()?.0 .2,
-            _ => {
-                let Local { to, message, .. } = self.in_flight.pop_front()?;
+            CROSSED | LOCAL => {
+                let queue = if source == LOCAL {
+                    &mut self.in_flight
+                } else {
+                    &mut self.crossed
+                };
+                let Local { to, message, .. } = queue.pop()?;
                 return Some((t, Event::Message { to, message }));
             }
+            _ => unreachable!("four sources"),
         };
         let to = (what & 0xff_ffff) as u32;
         if what & MESSAGE == 0 {
@@ -298,18 +310,21 @@ impl Replay<'_> {
     pub(super) fn accept(&mut self, c: Crossing) {
         let start = self.carried.len();
         self.carried.extend_from_slice(&c.units);
-        let message = Message {
-            from: c.from,
-            kind: c.kind,
-            units: start as u32..self.carried.len() as u32,
-        };
-        self.file(c.arrives, c.order, c.to, message);
+        self.crossed.push(Local {
+            arrives: c.arrives,
+            order: c.order,
+            to: c.to,
+            message: Message {
+                from: c.from,
+                kind: c.kind,
+                units: start as u32..self.carried.len() as u32,
+            },
+        });
     }
 
-    /// A message from another lane, or one without latency (it may be due
-    /// right now), on its way to `to`: filed in the heap, read when it
-    /// arrives (workers answer at once, also while computing, as the compute
-    /// operator does by default).
+    /// A message without latency (it may be due right now) on its way to
+    /// `to`: filed in the heap, read when it arrives (workers answer at
+    /// once, also while computing, as the compute operator does by default).
     fn file(&mut self, arrives: u64, order: u64, to: u32, message: Message) {
         self.messages.push(Some(message));
         let at = self.messages.len() - 1;
@@ -391,9 +406,11 @@ impl Replay<'_> {
         }
         let clone = matches!(kind, ControlKind::Clone { .. });
         let worker = &mut self.workers[(w - self.lo) as usize];
-        worker
-            .given
-            .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
+        if !units.is_empty() {
+            worker
+                .given
+                .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
+        }
         if !worker.given.is_empty() {
             worker.idle_reported = false;
         }
@@ -568,7 +585,7 @@ impl Replay<'_> {
             self.file(arrives, order, to, message);
         } else {
             // Sent now, it arrives after every message in the queue.
-            self.in_flight.push_back(Local {
+            self.in_flight.push(Local {
                 arrives,
                 order,
                 to,

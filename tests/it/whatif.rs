@@ -398,3 +398,42 @@ fn the_broker_balances_beyond_helper_groups() {
         "bound {bound:.0} µs: groups alone {groups:.0} µs, with the broker {brokered:.0} µs"
     );
 }
+
+/// A trace may start late (a resumed run, an import cut from a longer job):
+/// the predictive policies learn from its first iteration whatever its
+/// number, and a persistently slow worker gets units planned away.
+#[test]
+fn a_trace_that_starts_late_still_feeds_the_predictor() {
+    use forestall::data::UnitKey;
+    use forestall::run::context::load_predictor;
+    use forestall::spec::policy_named;
+    use forestall::whatif::{replay_policy, IterationTimings, TimedUnit, Timings};
+    let workers = 4u32;
+    let iteration = |i: u64| IterationTimings {
+        iteration: 1000 + 3 * i,
+        own: (0..workers)
+            .map(|w| {
+                (0..8)
+                    .map(|u| TimedUnit {
+                        key: UnitKey {
+                            partition: w,
+                            unit: u,
+                        },
+                        rows: 10,
+                        owner_us: if w == 3 { 400 } else { 100 },
+                    })
+                    .collect()
+            })
+            .collect(),
+        us_per_row: (0..workers)
+            .map(|w| if w == 3 { 40.0 } else { 10.0 })
+            .collect(),
+        overhead_us: 0,
+    };
+    let timings = Timings::Units((0..6).map(iteration).collect());
+    let (policy, predictor) = policy_named("proactive", None, workers).expect("policy");
+    let predictor = predictor.map(|p| load_predictor(&p).expect("predictor"));
+    let o = replay_policy(&timings, &policy, predictor.as_ref(), 10).expect("replays");
+    assert!(o.planned_units_per_iteration > 0.0, "{o:?}");
+    assert!(o.mean_iteration_us < 8.0 * 400.0, "{o:?}");
+}

@@ -1,0 +1,53 @@
+//! Messages in flight in sending order. Every message takes the same
+//! latency, so messages arrive in the order they were sent and need no heap:
+//! a queue read from the front, as it was written. Only messages sent at the
+//! same time arrive together; those are put into their order among ties
+//! when the first of them comes up, once no more of them can be sent.
+
+use std::collections::VecDeque;
+
+use super::replay::Local;
+
+/// A queue of messages in flight, in sending order.
+#[derive(Default)]
+pub(super) struct Fifo {
+    queue: VecDeque<Local>,
+    /// The arrival time whose ties are sorted at the front.
+    sorted: Option<u64>,
+}
+
+impl Fifo {
+    /// Empty, keeping the buffer.
+    pub(super) fn clear(&mut self) {
+        self.queue.clear();
+        self.sorted = None;
+    }
+
+    /// Files a message sent now: it arrives after every message queued.
+    pub(super) fn push(&mut self, message: Local) {
+        self.queue.push_back(message);
+    }
+
+    /// When the first message arrives.
+    pub(super) fn due(&self) -> Option<u64> {
+        self.queue.front().map(|m| m.arrives)
+    }
+
+    /// The first message's (arrival, order among ties), the messages
+    /// arriving with it sorted first. Call only when no more messages with
+    /// that arrival can be sent.
+    pub(super) fn head(&mut self) -> Option<(u64, u64)> {
+        let due = self.due()?;
+        if self.sorted != Some(due) {
+            let n = self.queue.iter().take_while(|m| m.arrives == due).count();
+            self.queue.make_contiguous()[..n].sort_by_key(|m| m.order);
+            self.sorted = Some(due);
+        }
+        self.queue.front().map(|m| (m.arrives, m.order))
+    }
+
+    /// Takes the first message.
+    pub(super) fn pop(&mut self) -> Option<Local> {
+        self.queue.pop_front()
+    }
+}
