@@ -49,6 +49,11 @@ pub struct WhatIfArgs {
 struct Line<'a> {
     trace: String,
     workers: usize,
+    /// What the trace's slowdowns follow: `iteration` (each iteration
+    /// replays at its recorded speeds) or `clock` (they change within
+    /// iterations, as `disrupted-machine` windows do, and meet the replay
+    /// at its own times).
+    slowdowns: &'static str,
     #[serde(flatten)]
     outcome: &'a Outcome,
     /// Wall time of the replay, s.
@@ -82,6 +87,11 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             timings = timings.split(units);
         }
         let workers = timings.workers();
+        let slowdowns = if timings.clock().is_some() {
+            "clock"
+        } else {
+            "iteration"
+        };
         // Every policy is checked before any is replayed.
         let mut plans = Vec::new();
         for name in &names {
@@ -112,6 +122,7 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     &Line {
                         trace: dir.display().to_string(),
                         workers,
+                        slowdowns,
                         outcome,
                         replay_s: *replay_s,
                     },
@@ -119,11 +130,16 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             }
         } else if global.quiet == 0 {
             print_stdout(&format!(
-                "{}: {} workers × {} iterations, messages take {} µs",
+                "{}: {} workers × {} iterations, messages take {} µs{}",
                 dir.display(),
                 workers,
                 timings.len(),
-                args.latency_us
+                args.latency_us,
+                if timings.clock().is_some() {
+                    "; slowdowns follow the clock (they change within iterations): each policy meets them at its own times"
+                } else {
+                    ""
+                }
             ));
             print_stdout(&format!(
                 "  {:<16} {:>14} {:>9} {:>12} {:>12} {:>12} {:>9}",

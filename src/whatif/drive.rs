@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::lanes::{replay_iteration_with, Scratch};
 use super::source::Timings;
-use super::{replay_agents, IterationTimings, Planned, WhatIfError};
+use super::{replay_agents, Clock, IterationTimings, Planned, WhatIfError};
 use crate::policy::proactive::within_budget;
 use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
@@ -41,11 +41,25 @@ pub struct Outcome {
 
 /// The load-balancing bound of one iteration, µs.
 pub fn bound_us(t: &IterationTimings) -> f64 {
+    bound_with(t, |_| 1.0)
+}
+
+/// The load-balancing bound of one iteration whose recorded costs are
+/// without slowdowns, begun at `at_us` on `clock`: each worker at its
+/// slowdown then.
+fn bound_at(t: &IterationTimings, clock: &Clock, at_us: u64) -> f64 {
+    bound_with(t, |w| clock.slowdown(w, at_us))
+}
+
+/// The bound with worker `w`'s time per row multiplied by `slowdown(w)`.
+fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> f64 {
     let rows: u64 = t.own.iter().flatten().map(|u| u64::from(u.rows)).sum();
     let speed: f64 = t
         .us_per_row
         .iter()
-        .filter(|&&u| u > 0.0)
+        .enumerate()
+        .map(|(w, u)| u * slowdown(w))
+        .filter(|&u| u > 0.0)
         .map(|u| 1.0 / u)
         .sum();
     if speed > 0.0 {
@@ -130,11 +144,22 @@ impl Setup<'_> {
             Scratch::default()
         };
         let mut out = Partial::default();
+        // Slowdowns that follow the clock meet the replay at its own times:
+        // the range starts at the first iteration and runs on from there.
+        let clock = self.timings.clock();
+        let mut clock_us = clock.map_or(0, Clock::start_us);
         for i in range {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
             let t = &*recorded;
             let mut lists = Planned::new(t);
-            out.bounds.push(bound_us(t) + t.overhead_us as f64);
+            let bound = match clock {
+                Some(clock) => {
+                    lists = lists.at(clock, clock_us);
+                    bound_at(t, clock, clock_us)
+                }
+                None => bound_us(t),
+            };
+            out.bounds.push(bound + t.overhead_us as f64);
             let mut sends = Vec::new();
             if let Some((config, predictor)) = self.plan {
                 match self.clones {
@@ -151,7 +176,7 @@ impl Setup<'_> {
                     }
                 }
             }
-            let (makespan, finish, units) = if peerless {
+            let (makespan, finish, units) = if peerless && clock.is_none() {
                 // Nobody hands work over: each worker computes its own list.
                 let finish: Vec<u64> = (0..lists.workers())
                     .map(|w| lists.own(w).iter().map(|u| u.owner_us).sum())
@@ -178,6 +203,7 @@ impl Setup<'_> {
                 (r.makespan_us, r.finish_us, units)
             };
             out.per_iteration.push((makespan + t.overhead_us) as f64);
+            clock_us += makespan + t.overhead_us;
             if self.plan.is_some() {
                 let timings: Vec<Timing> = units
                     .iter()
@@ -254,13 +280,17 @@ pub fn replay_policy_on(
     // own agents, and are joined in order, so the outcome is the same.
     // One thread asked for: no lanes either.
     let split = threads.is_none_or(|n| n > 1);
-    let threads = match (plan, threads) {
-        (Some(_), _) => 1,
-        (None, Some(n)) => n.max(1),
-        (None, None) if timings.len() >= 64 => std::thread::available_parallelism()
+    // A plan learns from the iterations before, and slowdowns that follow
+    // the clock meet each iteration when the ones before have ended: one
+    // range, in order.
+    let sequential = plan.is_some() || timings.clock().is_some();
+    let threads = match (sequential, threads) {
+        (true, _) => 1,
+        (false, Some(n)) => n.max(1),
+        (false, None) if timings.len() >= 64 => std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(8),
-        (None, None) => 1,
+        (false, None) => 1,
     };
     let len = timings.len();
     let parts: Vec<Partial> = if threads <= 1 {

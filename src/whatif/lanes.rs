@@ -195,6 +195,7 @@ fn lane<'a>(
     workers.truncate(hi - lo);
     Replay {
         timings: lists.base,
+        clock: lists.clock,
         agents,
         lo: lo as u32,
         latency_us,

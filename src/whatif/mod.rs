@@ -25,12 +25,14 @@
 //! [`source::Timings`] reads a trace's timings (its units, or, without a units
 //! table, its workers' rows cut into equal units).
 
+mod clock;
 pub mod drive;
 mod fifo;
 mod lanes;
 mod replay;
 pub mod source;
 
+pub use clock::Clock;
 pub use drive::{bound_us, replay_policy, replay_policy_on, Outcome};
 pub use lanes::{replay_iteration, Scratch};
 pub use replay::Replayed;
@@ -77,6 +79,10 @@ pub struct Planned<'a> {
     /// The iteration as recorded.
     pub base: &'a IterationTimings,
     changed: BTreeMap<usize, Vec<TimedUnit>>,
+    /// The slowdowns over the job clock and the iteration's start on it,
+    /// when they follow the clock (the recorded costs are then without
+    /// them; see [`Clock`]).
+    pub clock: Option<(&'a Clock, u64)>,
 }
 
 impl<'a> Planned<'a> {
@@ -85,6 +91,15 @@ impl<'a> Planned<'a> {
         Self {
             base,
             changed: Default::default(),
+            clock: None,
+        }
+    }
+
+    /// The same, begun at `start_us` on the job clock of `clock`.
+    pub fn at(self, clock: &'a Clock, start_us: u64) -> Self {
+        Self {
+            clock: Some((clock, start_us)),
+            ..self
         }
     }
 
@@ -143,6 +158,24 @@ pub enum WhatIfError {
 
 /// Per-iteration timings of `trace`, for `workers` workers.
 pub fn timings_from_trace(trace: &TraceSet) -> Result<Vec<IterationTimings>, WhatIfError> {
+    timings_of(trace, false)
+}
+
+/// [`timings_from_trace`], with every unit's cost divided by its recorded
+/// slowdown when `unslowed` (for a replay that applies the slowdowns itself,
+/// by the clock).
+pub(crate) fn timings_of(
+    trace: &TraceSet,
+    unslowed: bool,
+) -> Result<Vec<IterationTimings>, WhatIfError> {
+    let unit_cost = |u: &crate::trace::UnitRecord| {
+        let cost = unit_cost(u);
+        if unslowed && u.gt_slowdown.is_finite() && u.gt_slowdown >= 1.0 {
+            (cost as f64 / u.gt_slowdown).round() as u64
+        } else {
+            cost
+        }
+    };
     let workers = trace
         .units
         .iter()

@@ -129,6 +129,9 @@ pub(super) struct Crossing {
 /// worker, or several side by side (see `lanes`).
 pub(super) struct Replay<'a> {
     pub(super) timings: &'a IterationTimings,
+    /// The slowdowns over the job clock and the iteration's start on it,
+    /// when they follow the clock.
+    pub(super) clock: Option<(&'a super::Clock, u64)>,
     pub(super) agents: &'a mut [Option<PeerAgent>],
     /// The lane's first worker.
     pub(super) lo: u32,
@@ -481,11 +484,15 @@ impl Replay<'_> {
             next = Some((unit, true, None));
         }
         if let Some((unit, own, clone_of)) = next {
-            let us = if own {
+            let mut us = if own {
                 unit.owner_us
             } else {
                 (f64::from(unit.rows) * self.timings.us_per_row[w as usize]).round() as u64
             };
+            if let Some((clock, start_us)) = self.clock {
+                // Costs are without slowdowns: the one at this time applies.
+                us = (us as f64 * clock.slowdown(w as usize, start_us + now)).round() as u64;
+            }
             worker.running = Some((unit, own, clone_of));
             worker.started = now;
             self.push_unit_done(now + us, w);

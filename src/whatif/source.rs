@@ -6,8 +6,9 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
-use super::{timings_from_trace, IterationTimings, TimedUnit, WhatIfError};
+use super::{timings_from_trace, timings_of, Clock, IterationTimings, TimedUnit, WhatIfError};
 use crate::data::UnitKey;
 use crate::trace::{
     for_each_part, read_iterations_file, read_trace_dir, read_workers_file, TraceError, TraceTable,
@@ -42,6 +43,9 @@ pub struct WorkerTimings {
 pub enum Timings {
     /// From the units table.
     Units(Vec<IterationTimings>),
+    /// From the units table of a trace whose slowdowns follow the clock: the
+    /// costs without them, and the slowdowns by worker over the job clock.
+    Clocked(Vec<IterationTimings>, Arc<Clock>),
     /// From the workers table.
     Workers(WorkerTimings),
 }
@@ -75,9 +79,25 @@ impl Timings {
         if has_units {
             let trace = read_trace_dir(dir)?;
             if !trace.units.is_empty() {
-                return timings_from_trace(&trace)
-                    .map(Timings::Units)
-                    .map_err(empty);
+                let workers = trace
+                    .units
+                    .iter()
+                    .map(|u| u.worker.max(u.owner).max(u.executor) as usize + 1)
+                    .max()
+                    .unwrap_or(0);
+                let start_us = trace
+                    .iterations
+                    .first()
+                    .map(|i| i.start_us)
+                    .or_else(|| trace.units.iter().map(|u| u.start_us).min())
+                    .unwrap_or(0);
+                return match Clock::from_units(&trace.units, workers, start_us) {
+                    Some(clock) => {
+                        timings_of(&trace, true).map(|t| Timings::Clocked(t, Arc::new(clock)))
+                    }
+                    None => timings_from_trace(&trace).map(Timings::Units),
+                }
+                .map_err(empty);
             }
         }
         // iteration → its workers' cells (grown as workers appear).
@@ -159,40 +179,15 @@ impl Timings {
                 }
                 Timings::Workers(t)
             }
-            Timings::Units(list) => Timings::Units(
-                list.into_iter()
-                    .map(|mut it| {
-                        for (w, own) in it.own.iter_mut().enumerate() {
-                            if own.is_empty() {
-                                continue;
-                            }
-                            let us: u64 = own.iter().map(|u| u.owner_us).sum();
-                            let rows: u64 = own.iter().map(|u| u64::from(u.rows)).sum();
-                            let rows = rows.max(u64::from(units));
-                            let n = u64::from(units);
-                            *own = (0..n)
-                                .map(|k| TimedUnit {
-                                    key: UnitKey {
-                                        partition: w as u32,
-                                        unit: k as u32,
-                                    },
-                                    rows: (rows / n + u64::from(k < rows % n)) as u32,
-                                    owner_us: us / n + u64::from(k < us % n),
-                                })
-                                .collect();
-                            it.us_per_row[w] = us as f64 / rows as f64;
-                        }
-                        it
-                    })
-                    .collect(),
-            ),
+            Timings::Units(list) => Timings::Units(split_units(list, units)),
+            Timings::Clocked(list, clock) => Timings::Clocked(split_units(list, units), clock),
         }
     }
 
     /// Iterations.
     pub fn len(&self) -> usize {
         match self {
-            Timings::Units(t) => t.len(),
+            Timings::Units(t) | Timings::Clocked(t, _) => t.len(),
             Timings::Workers(t) => t.iterations.len(),
         }
     }
@@ -205,7 +200,7 @@ impl Timings {
     /// Workers.
     pub fn workers(&self) -> usize {
         match self {
-            Timings::Units(t) => t.first().map_or(0, |t| t.own.len()),
+            Timings::Units(t) | Timings::Clocked(t, _) => t.first().map_or(0, |t| t.own.len()),
             Timings::Workers(t) => t.workers,
         }
     }
@@ -213,10 +208,47 @@ impl Timings {
     /// Iteration `i`'s timings.
     pub fn get(&self, i: usize) -> Cow<'_, IterationTimings> {
         match self {
-            Timings::Units(t) => Cow::Borrowed(&t[i]),
+            Timings::Units(t) | Timings::Clocked(t, _) => Cow::Borrowed(&t[i]),
             Timings::Workers(t) => Cow::Owned(t.iteration(i)),
         }
     }
+
+    /// The slowdowns over the job clock, when the trace's follow it.
+    pub fn clock(&self) -> Option<&Clock> {
+        match self {
+            Timings::Clocked(_, clock) => Some(clock),
+            _ => None,
+        }
+    }
+}
+
+/// Every worker's iterations in `list` cut into `units` equal units.
+fn split_units(list: Vec<IterationTimings>, units: u32) -> Vec<IterationTimings> {
+    list.into_iter()
+        .map(|mut it| {
+            for (w, own) in it.own.iter_mut().enumerate() {
+                if own.is_empty() {
+                    continue;
+                }
+                let us: u64 = own.iter().map(|u| u.owner_us).sum();
+                let rows: u64 = own.iter().map(|u| u64::from(u.rows)).sum();
+                let rows = rows.max(u64::from(units));
+                let n = u64::from(units);
+                *own = (0..n)
+                    .map(|k| TimedUnit {
+                        key: UnitKey {
+                            partition: w as u32,
+                            unit: k as u32,
+                        },
+                        rows: (rows / n + u64::from(k < rows % n)) as u32,
+                        owner_us: us / n + u64::from(k < us % n),
+                    })
+                    .collect();
+                it.us_per_row[w] = us as f64 / rows as f64;
+            }
+            it
+        })
+        .collect()
 }
 
 impl WorkerTimings {

@@ -119,6 +119,10 @@ fn a_synthetic_trace_replays_from_the_command_line() {
         .map(|l| l["data"]["policy"].as_str().expect("policy"))
         .collect();
     assert_eq!(policies, ["bsp", "rapid-reassign", "forestall"]);
+    assert!(
+        lines.iter().all(|l| l["data"]["slowdowns"] == "iteration"),
+        "a persistent slowdown follows the iteration: {lines:?}"
+    );
     let mean = |i: usize| {
         lines[i]["data"]["mean_iteration_us"]
             .as_f64()
