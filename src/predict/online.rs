@@ -12,6 +12,15 @@ use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
 /// Steps of history kept per worker (the predictors read the recent past).
 pub const KEPT_STEPS: usize = 64;
 
+/// A plan acts on a worker's predicted slowdown only once it has lasted this
+/// many iterations...
+const LASTING_RUN: usize = 2;
+/// ...and only if, of the times the worker's slowdowns had lasted that long
+/// before (at least `LASTING_SEEN` of them), at least `LASTING_SHARE` went on
+/// for another iteration.
+const LASTING_SEEN: usize = 2;
+const LASTING_SHARE: f64 = 2.0 / 3.0;
+
 /// The predictor a run uses online.
 #[derive(Debug, Clone)]
 pub enum OnlinePredictor {
@@ -222,6 +231,32 @@ impl OnlineHistory {
         }
     }
 
+    /// What a plan acts on: `predicted` (by worker, from
+    /// [`predict`](Self::predict)) where it calls a worker no straggler
+    /// (at most `threshold` × the median time per unit) or where the worker's
+    /// slowdowns last (see [`lasts`]); elsewhere the median time per unit, so
+    /// that no units move on its account. A move made for a slowdown that
+    /// has ended costs the worker its units while it is fast again: under a
+    /// memoryless or short-lived slowdown (one iteration's, a time window's)
+    /// the plan then does more harm than good, and the peers mend the
+    /// straggler within the iteration anyway.
+    pub fn lasting(&self, predicted: &[Option<f64>], threshold: f64) -> Vec<Option<f64>> {
+        predicted
+            .iter()
+            .zip(&self.series)
+            .map(|(&p, steps)| {
+                let steps = kept(steps);
+                let median = steps.last()?.median_us;
+                let p = p?;
+                if p <= threshold * median || lasts(steps.iter().map(|s| s.ratio), threshold) {
+                    Some(p)
+                } else {
+                    Some(median)
+                }
+            })
+            .collect()
+    }
+
     /// Each worker's predicted time per unit for the next iteration, µs (None:
     /// no history yet, or a prediction that is not a finite positive time).
     pub fn predict(&self, predictor: &dyn Predictor) -> Vec<Option<f64>> {
@@ -236,6 +271,24 @@ impl OnlineHistory {
             })
             .collect()
     }
+}
+
+/// Whether a worker's slowdown, by its `ratios` to the median (oldest
+/// first), is one that lasts: slow (above `threshold`) for the last
+/// `LASTING_RUN` iterations, and, of the earlier times it had been slow that
+/// long, at least `LASTING_SHARE` (of at least `LASTING_SEEN`) were slow the
+/// iteration after too.
+fn lasts(ratios: impl Iterator<Item = f64>, threshold: f64) -> bool {
+    let (mut run, mut seen, mut lasted) = (0usize, 0usize, 0usize);
+    for ratio in ratios {
+        let slow = ratio > threshold;
+        if run >= LASTING_RUN {
+            seen += 1;
+            lasted += usize::from(slow);
+        }
+        run = if slow { run + 1 } else { 0 };
+    }
+    run >= LASTING_RUN && seen >= LASTING_SEEN && lasted as f64 >= LASTING_SHARE * seen as f64
 }
 
 #[cfg(test)]
@@ -258,6 +311,45 @@ mod tests {
         }
         assert_eq!(at_once.to_floats(), one_by_one.to_floats());
         assert!(at_once.complete(2));
+    }
+
+    #[test]
+    fn only_slowdowns_that_have_lasted_before_are_acted_on() {
+        let lasts = |r: &[f64]| lasts(r.iter().copied(), 1.5);
+        // Slow from the start: acted on once two slow pairs went on.
+        assert!(!lasts(&[5.0, 5.0]));
+        assert!(!lasts(&[5.0, 5.0, 5.0]));
+        assert!(lasts(&[5.0, 5.0, 5.0, 5.0]));
+        assert!(lasts(&[1.0, 5.0, 5.0, 5.0, 5.0, 5.0]));
+        // Time windows of two to three iterations: a slow pair went on only
+        // once in three times.
+        let windows = [
+            1.0, 5.0, 5.0, 5.0, 1.0, 1.0, 5.0, 5.0, 1.0, 5.0, 5.0, 1.0, 5.0, 5.0,
+        ];
+        assert!(!lasts(&windows));
+        // One-off spikes, and no slowdown now.
+        assert!(!lasts(&[5.0, 1.0, 5.0, 1.0, 5.0, 5.0]));
+        assert!(!lasts(&[5.0, 5.0, 5.0, 5.0, 1.0]));
+    }
+
+    #[test]
+    fn a_plan_sees_a_short_lived_slowdown_as_the_median() {
+        let mut h = OnlineHistory::new(2);
+        // Worker 1 is 5× slow in iterations 1 and 2 only.
+        for (i, slow) in [1, 5, 5].into_iter().enumerate() {
+            h.record_next(&[t(4, 400), t(4, 400 * slow)]);
+            assert!(h.complete(i as u64));
+        }
+        let predicted = h.predict(&Last);
+        assert!(predicted[1].expect("predicted") > 1.5 * predicted[0].expect("predicted"));
+        let acted = h.lasting(&predicted, 1.5);
+        assert_eq!(acted[0], predicted[0], "not a straggler: as predicted");
+        assert!(acted[1] < predicted[1], "{acted:?}");
+        // Slow for good: from its fourth slow iteration on, acted on.
+        h.record_next(&[t(4, 400), t(4, 2000)]);
+        h.record_next(&[t(4, 400), t(4, 2000)]);
+        let predicted = h.predict(&Last);
+        assert_eq!(h.lasting(&predicted, 1.5), predicted);
     }
 
     #[test]

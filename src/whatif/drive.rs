@@ -11,6 +11,7 @@ use super::{replay_agents, Clock, IterationTimings, Planned, WhatIfError};
 use crate::policy::proactive::within_budget;
 use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
+use crate::predict::DEFAULT_STRAGGLER_THRESHOLD;
 
 /// What a policy's replay came to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,7 +79,10 @@ fn apply_plan(
     predictor: &OnlinePredictor,
     config: &crate::policy::ProactiveConfig,
 ) -> u64 {
-    let predicted = history.predict(predictor.as_predictor());
+    let predicted = history.lasting(
+        &history.predict(predictor.as_predictor()),
+        DEFAULT_STRAGGLER_THRESHOLD,
+    );
     let own: Vec<u32> = (0..t.workers()).map(|w| t.own(w).len() as u32).collect();
     plan_moves(&own, &predicted, config)
         .into_iter()
@@ -95,7 +99,10 @@ fn clone_plan(
     config: &crate::policy::ProactiveConfig,
     budget: f64,
 ) -> Vec<(u32, u32, ControlKind)> {
-    let predicted = history.predict(predictor.as_predictor());
+    let predicted = history.lasting(
+        &history.predict(predictor.as_predictor()),
+        DEFAULT_STRAGGLER_THRESHOLD,
+    );
     let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
     let total: u32 = own.iter().sum();
     let moves = plan_moves(&own, &predicted, config);

@@ -78,9 +78,11 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
         let trace = read_trace_dir(dir.path()).expect("trace reads");
         each_unit_once_without_clones(&trace, policy);
 
-        // Iteration 0 has no history; from iteration 2 on (the default
-        // predictor needs the slowdown to last two iterations) the straggler
-        // gives most of its units away before the iteration starts.
+        // Iteration 0 has no history; from iteration 4 on the straggler
+        // gives most of its units away before the iteration starts: the
+        // default predictor calls it slow once its slowdown has lasted two
+        // iterations (from iteration 2), and the plan acts on that once such
+        // a slowdown has gone on twice before (iterations 0–3 show it).
         let straggler = |t: u64| {
             trace
                 .workers
@@ -93,7 +95,7 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
         for t in 2..8 {
             let w = straggler(t);
             assert!(
-                w.units < 64 / 2,
+                t < 4 || w.units < 64 / 2,
                 "{policy} iteration {t}: worker 1 computed {}",
                 w.units
             );

@@ -7,6 +7,7 @@ use super::{ComputeState, Emit};
 use crate::data::UnitRows;
 use crate::policy::proactive::within_budget;
 use crate::policy::{order_for_gifts, plan_moves, substitution, ControlKind, Move, PolicyPlan};
+use crate::predict::DEFAULT_STRAGGLER_THRESHOLD;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 
@@ -40,7 +41,10 @@ impl ComputeState {
         let Some(config) = self.cx.plan.policy.proactive() else {
             return 0;
         };
-        let mut moves = plan_moves(&own, &predicted, config);
+        // A plan moves units only for slowdowns that last (recorded above:
+        // the predictions as made).
+        let acted = history.lasting(&predicted, DEFAULT_STRAGGLER_THRESHOLD);
+        let mut moves = plan_moves(&own, &acted, config);
         if let PolicyPlan::ProactiveClone { budget, .. } = self.cx.plan.policy {
             // Clones: the predicted-slow worker keeps its units; the first copy
             // to finish wins and the other side skips or discards its copy.
