@@ -88,6 +88,7 @@ impl SpeculateAgent {
             done,
             total,
             unit_us,
+            ..
         } = *kind
         else {
             return Vec::new();
@@ -131,6 +132,7 @@ mod tests {
         ControlKind::Progress {
             done: 8,
             total: 8,
+            queued: 0,
             unit_us,
         }
     }
@@ -166,6 +168,7 @@ mod tests {
         let busy = ControlKind::Progress {
             done: 6,
             total: 8,
+            queued: 0,
             unit_us: 10,
         };
         assert!(w.on_message(1, &busy, 6).is_empty(), "peer still busy");

@@ -86,12 +86,17 @@ impl Default for ReassignConfig {
 /// What one worker tells another about the current iteration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControlKind {
-    /// "I have done `done` of my `total` own units, taking `unit_us` per unit."
+    /// "I have done `done` of my `total` own units, taking `unit_us` per unit,
+    /// and `queued` units wait ahead of my list."
     Progress {
         /// Own units done.
         done: u32,
         /// Own units in all.
         total: u32,
+        /// Units queued ahead of its own list (peers' units, planned units
+        /// that came with their rows): work it has besides its own, so a
+        /// worker through its own list is not idle while it has them.
+        queued: u32,
         /// Mean time per unit so far this iteration, µs.
         unit_us: u64,
     },
@@ -281,6 +286,7 @@ impl Reporter {
         let report = ControlKind::Progress {
             done: self.own_done,
             total: self.own_total,
+            queued: self.queued as u32,
             unit_us,
         };
         group.iter().map(|&to| (to, report.clone())).collect()
@@ -653,9 +659,12 @@ impl ReassignAgent {
             ControlKind::Progress {
                 done,
                 total,
+                queued,
                 unit_us,
             } => {
                 self.peers.set(from, (done, total));
+                // Its work left: its own list and the units queued ahead.
+                let their_left = (total - done).saturating_add(queued);
                 let me = self.progress.giver(left);
                 let no_faster = self.no_faster.iter().position(|&w| w == from);
                 match (unit_us >= me.unit_us && me.unit_us > 0, no_faster) {
@@ -669,13 +678,13 @@ impl ReassignAgent {
                 // their units: a peer a unit ahead (timer noise) is no reason
                 // to move any, and moves between near-equals make work churn.
                 let mine = me.remaining_us();
-                let theirs = u64::from(total - done) * unit_us;
+                let theirs = u64::from(their_left) * unit_us;
                 match self.left_us.iter_mut().find(|e| e.0 == from) {
                     Some(e) => e.1 = theirs,
                     None => self.left_us.push((from, theirs)),
                 }
                 if mine.saturating_sub(theirs) > 2 * unit_us {
-                    let share = Self::balance(me, self.helpers_left(), total - done, unit_us, 0);
+                    let share = Self::balance(me, self.helpers_left(), their_left, unit_us, 0);
                     if share > 0 {
                         // Our part; alone, at least `initial_units`; within
                         // what may be given.
@@ -689,7 +698,7 @@ impl ReassignAgent {
                         let count = if straggler {
                             share.max(self.config.initial_units)
                         } else {
-                            self.part(me, givers, total - done, unit_us, from)
+                            self.part(me, givers, their_left, unit_us, from)
                         };
                         if count == 0 {
                             return Vec::new();

@@ -44,6 +44,7 @@ fn reports_at_the_checkpoint_and_at_the_end() {
         ControlKind::Progress {
             done: 6,
             total: 8,
+            queued: 0,
             unit_us: 100
         }
     );
@@ -54,6 +55,7 @@ fn reports_at_the_checkpoint_and_at_the_end() {
         ControlKind::Progress {
             done: 8,
             total: 8,
+            queued: 0,
             unit_us: 100
         }
     );
@@ -74,6 +76,7 @@ fn a_slow_worker_gives_enough_units_to_finish_together() {
     let progress = ControlKind::Progress {
         done: 36,
         total: 48,
+        queued: 0,
         unit_us: 100,
     };
     assert_eq!(
@@ -87,6 +90,7 @@ fn a_slow_worker_gives_enough_units_to_finish_together() {
     let ahead = ControlKind::Progress {
         done: 2,
         total: 8,
+        queued: 0,
         unit_us: 100,
     };
     assert!(even.on_message(2, &ahead, 7).is_empty());
@@ -157,6 +161,7 @@ fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
     let ahead = ControlKind::Progress {
         done: 3,
         total: 4,
+        queued: 0,
         unit_us: 100,
     };
     let mut loaded = agent(1);
@@ -191,6 +196,7 @@ fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
     let done = ControlKind::Progress {
         done: 8,
         total: 8,
+        queued: 0,
         unit_us: 100,
     };
     assert!(slow.on_message(3, &done, 1).is_empty());
@@ -213,6 +219,7 @@ fn a_slow_worker_keeps_its_last_unit_and_a_peer_behind_gets_nothing() {
     let behind = ControlKind::Progress {
         done: 1,
         total: 8,
+        queued: 0,
         unit_us: 500,
     };
     assert!(fast.on_message(1, &behind, 1).is_empty());
@@ -223,6 +230,7 @@ fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
     let p = |done| ControlKind::Progress {
         done,
         total: 8,
+        queued: 0,
         unit_us: 100,
     };
     let mut h = agent(0);
@@ -254,6 +262,7 @@ fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
         &ControlKind::Progress {
             done: 1,
             total: 8,
+            queued: 0,
             unit_us: 500,
         },
         0,
@@ -280,6 +289,7 @@ fn without_slack_reports_of_a_left_iteration_are_forgotten() {
     let behind = ControlKind::Progress {
         done: 1,
         total: 8,
+        queued: 0,
         unit_us: 500,
     };
     for (slack, remembered) in [(1, true), (0, false)] {
@@ -302,6 +312,7 @@ fn peers_units_queued_ahead_count_in_a_helper_s_work_left() {
     let idle = ControlKind::Progress {
         done: 8,
         total: 8,
+        queued: 0,
         unit_us: 100,
     };
     let mut helper = agent(1);
@@ -410,4 +421,34 @@ fn without_a_broker_no_pace_is_sent() {
         .on_idle(100, 0)
         .iter()
         .all(|(_, _, k)| !matches!(k, ControlKind::Pace { .. })));
+}
+
+/// A peer through its own list but with units queued ahead (handed over by
+/// others) is not idle: its report says so, and a loaded worker gives it
+/// only what evens out with that work, not what it would give an idle peer.
+#[test]
+fn a_peer_with_queued_units_is_not_taken_for_idle() {
+    let report = |queued| ControlKind::Progress {
+        done: 8,
+        total: 8,
+        queued,
+        unit_us: 100,
+    };
+    let given = |queued| {
+        let mut giver = agent(1);
+        giver.begin(0, 16);
+        for _ in 0..4 {
+            giver.observe(None, 0, 12, 0);
+            giver.on_own_unit_done(100);
+        }
+        giver.observe(None, 0, 12, 0);
+        match giver.on_message(2, &report(queued), 12).as_slice() {
+            [] => 0,
+            [(2, ControlKind::Assign { count })] => *count,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(given(0) >= 3, "an idle peer gets a share: {}", given(0));
+    assert!(given(6) < given(0), "{} vs {}", given(6), given(0));
+    assert_eq!(given(12), 0, "a peer with as much work left gets none");
 }

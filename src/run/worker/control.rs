@@ -77,6 +77,7 @@ impl ComputeState {
                 let ahead = ControlKind::Progress {
                     done: total,
                     total,
+                    queued: 0,
                     unit_us: *unit_us,
                 };
                 let left = epoch.own.len();
