@@ -54,7 +54,14 @@ fn replays_of_a_bsp_run_predict_the_real_runs_of_other_policies_within_10_percen
             time_windowed,
             "{pattern}: slowdowns follow the clock only under disrupted-machine"
         );
-        for policy in ["bsp", "rapid-reassign", "speculate", "forestall"] {
+        for policy in [
+            "bsp",
+            "rapid-reassign",
+            "speculate",
+            "proactive",
+            "proactive-clone",
+            "forestall",
+        ] {
             let real_dir = dir.path().join(policy);
             if policy != "bsp" {
                 run_in(&job(policy), &real_dir);
