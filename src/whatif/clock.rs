@@ -22,19 +22,19 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// The clock of a trace's `units` among `workers` workers whose first
-    /// iteration began at `start_us`: `None` unless some worker's slowdown
-    /// changes within one of its iterations (slowdowns keyed on the
-    /// iteration then replay as recorded).
-    pub fn from_units(units: &[UnitRecord], workers: usize, start_us: u64) -> Option<Clock> {
+    /// The clock of a trace's `units` whose first iteration began at
+    /// `start_us`: `None` unless some worker's slowdown changes within one
+    /// of its iterations (slowdowns keyed on the iteration then replay as
+    /// recorded).
+    pub fn from_units(units: &[UnitRecord], start_us: u64) -> Option<Clock> {
         let recorded = |u: &&UnitRecord| u.gt_slowdown.is_finite() && u.gt_slowdown >= 1.0;
-        let mut steps: Vec<Vec<(u64, f64)>> = vec![Vec::new(); workers];
+        let mut steps: Vec<Vec<(u64, f64)>> = Vec::new();
         let mut seen: std::collections::HashMap<(u64, u32), f64> = Default::default();
         let mut keyed_on_time = false;
         for u in units.iter().filter(recorded) {
             let w = u.executor as usize;
-            if w >= workers {
-                continue;
+            if steps.len() <= w {
+                steps.resize_with(w + 1, Vec::new);
             }
             steps[w].push((u.start_us, u.gt_slowdown));
             let first = *seen
@@ -92,7 +92,7 @@ mod tests {
             unit(1, 1, 900, 5.0),
             unit(1, 1, 1_400, 1.0),
         ];
-        let clock = Clock::from_units(&units, 2, 0).expect("keyed on time");
+        let clock = Clock::from_units(&units, 0).expect("keyed on time");
         assert_eq!(clock.slowdown(1, 0), 1.0);
         assert_eq!(clock.slowdown(1, 299), 1.0);
         assert_eq!(clock.slowdown(1, 300), 5.0);
@@ -112,6 +112,6 @@ mod tests {
             unit(2, 0, 600, f64::NAN),
             unit(2, 0, 700, 3.0),
         ];
-        assert_eq!(Clock::from_units(&units, 1, 0), None);
+        assert_eq!(Clock::from_units(&units, 0), None);
     }
 }

@@ -43,8 +43,8 @@ struct LaneBuffers {
 pub struct Scratch {
     lanes: Vec<LaneBuffers>,
     split: bool,
-    /// Share of the workers in the first lane (0: not measured yet, half).
-    first_share: f64,
+    /// Share of the workers in the first lane (none measured yet: half).
+    first_share: Option<f64>,
 }
 
 impl Scratch {
@@ -53,7 +53,7 @@ impl Scratch {
         Self {
             lanes: Vec::new(),
             split: true,
-            first_share: 0.0,
+            first_share: None,
         }
     }
 
@@ -62,11 +62,7 @@ impl Scratch {
     /// lane also runs the broker, say). Where the cut falls does not change
     /// the outcome, only how long the lanes wait for each other.
     fn cut(&self, n: usize) -> usize {
-        let share = if self.first_share > 0.0 {
-            self.first_share
-        } else {
-            0.5
-        };
+        let share = self.first_share.unwrap_or(0.5);
         ((n as f64 * share).round() as usize).clamp(1, n.saturating_sub(1).max(1))
     }
 
@@ -80,12 +76,8 @@ impl Scratch {
         }
         // Even lanes: n0 · a = n1 · b.
         let even = b / (a + b);
-        let old = if self.first_share > 0.0 {
-            self.first_share
-        } else {
-            0.5
-        };
-        self.first_share = (0.5 * old + 0.5 * even).clamp(0.25, 0.75);
+        let old = self.first_share.unwrap_or(0.5);
+        self.first_share = Some((0.5 * old + 0.5 * even).clamp(0.25, 0.75));
     }
 }
 

@@ -203,11 +203,18 @@ impl Replay<'_> {
         // The earliest source by (time, order): orders are unique, so no two
         // sources tie. (Compared field by field: built as an array of
         // options and reduced, this stalled on store forwarding.)
-        const UNITS: u8 = 0;
-        const HEAP: u8 = 1;
-        const CROSSED: u8 = 2;
-        const LOCAL: u8 = 3;
-        fn earlier(first: &mut Option<(u64, u64, u8)>, candidate: Option<(u64, u64)>, source: u8) {
+        #[derive(Clone, Copy)]
+        enum Source {
+            Units,
+            Heap,
+            Crossed,
+            Local,
+        }
+        fn earlier(
+            first: &mut Option<(u64, u64, Source)>,
+            candidate: Option<(u64, u64)>,
+            source: Source,
+        ) {
             if let Some((t, order)) = candidate {
                 if first.is_none_or(|f| (t, order) < (f.0, f.1)) {
                     *first = Some((t, order, source));
@@ -218,22 +225,22 @@ impl Replay<'_> {
         earlier(
             &mut first,
             self.units.peek().map(|Reverse((t, o))| (*t, *o)),
-            UNITS,
+            Source::Units,
         );
         earlier(
             &mut first,
             self.events.peek().map(|Reverse((t, o, _))| (*t, *o)),
-            HEAP,
+            Source::Heap,
         );
         // A whole window's crossings are in before it runs: their ties are
         // complete.
-        earlier(&mut first, self.crossed.head(), CROSSED);
+        earlier(&mut first, self.crossed.head(), Source::Crossed);
         // This lane's own messages due at `due` were sent at `due − L`: once
         // every other event is past that, no more can be, and their ties
         // can be ordered (before, they cannot be first anyway).
         if let Some(due) = self.in_flight.due() {
             if first.is_none_or(|f| f.0 + self.latency_us > due) {
-                earlier(&mut first, self.in_flight.head(), LOCAL);
+                earlier(&mut first, self.in_flight.head(), Source::Local);
             }
         }
         let (t, order, source) = first?;
@@ -241,23 +248,21 @@ impl Replay<'_> {
             return None;
         }
         let what = match source {
-            UNITS => {
+            Source::Units => {
                 self.units.pop();
                 // A unit's end names its worker in its order (the worker
                 // caused it).
                 order >> 32
             }
-            HEAP => self.events.pop()?.0 .2,
-            CROSSED | LOCAL => {
-                let queue = if source == LOCAL {
-                    &mut self.in_flight
-                } else {
-                    &mut self.crossed
+            Source::Heap => self.events.pop()?.0 .2,
+            Source::Crossed | Source::Local => {
+                let queue = match source {
+                    Source::Local => &mut self.in_flight,
+                    _ => &mut self.crossed,
                 };
                 let Local { to, message, .. } = queue.pop()?;
                 return Some((t, Event::Message { to, message }));
             }
-            _ => unreachable!("four sources"),
         };
         let to = (what & 0xff_ffff) as u32;
         if what & MESSAGE == 0 {
@@ -399,7 +404,7 @@ impl Replay<'_> {
         self.next_unit(w, now);
     }
 
-    /// Worker `w` reads message `at` as it arrives (also mid-unit).
+    /// Worker `w` reads `message` as it arrives (also mid-unit).
     fn read_message(&mut self, w: u32, message: Message, now: u64) {
         let Message { from, kind, units } = message;
         let units = units.start as usize..units.end as usize;

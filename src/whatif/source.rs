@@ -79,19 +79,13 @@ impl Timings {
         if has_units {
             let trace = read_trace_dir(dir)?;
             if !trace.units.is_empty() {
-                let workers = trace
-                    .units
-                    .iter()
-                    .map(|u| u.worker.max(u.owner).max(u.executor) as usize + 1)
-                    .max()
-                    .unwrap_or(0);
                 let start_us = trace
                     .iterations
                     .first()
                     .map(|i| i.start_us)
                     .or_else(|| trace.units.iter().map(|u| u.start_us).min())
                     .unwrap_or(0);
-                return match Clock::from_units(&trace.units, workers, start_us) {
+                return match Clock::from_units(&trace.units, start_us) {
                     Some(clock) => {
                         timings_of(&trace, true).map(|t| Timings::Clocked(t, Arc::new(clock)))
                     }

@@ -352,32 +352,13 @@ fn synth_trace(
 /// unit still computed once.
 #[test]
 fn the_broker_balances_beyond_helper_groups() {
-    use forestall::data::UnitKey;
     use forestall::policy::peer_agent;
-    use forestall::whatif::{bound_us, replay_iteration, IterationTimings, TimedUnit};
+    use forestall::whatif::{bound_us, replay_iteration};
     let workers = 32u32;
-    let slow = |w: u32| (4..10).contains(&w);
-    let t = IterationTimings {
-        iteration: 0,
-        own: (0..workers)
-            .map(|w| {
-                (0..16)
-                    .map(|u| TimedUnit {
-                        key: UnitKey {
-                            partition: w,
-                            unit: u,
-                        },
-                        rows: 25,
-                        owner_us: if slow(w) { 1250 } else { 250 },
-                    })
-                    .collect()
-            })
-            .collect(),
-        us_per_row: (0..workers)
-            .map(|w| if slow(w) { 50.0 } else { 10.0 })
-            .collect(),
-        overhead_us: 0,
-    };
+    let us_per_row: Vec<f64> = (0..workers)
+        .map(|w| if (4..10).contains(&w) { 50.0 } else { 10.0 })
+        .collect();
+    let t = iteration_of(0, 16, 25, &us_per_row);
     let makespan = |broker: bool| {
         let policy = PolicyPlan::RapidReassign(ReassignConfig {
             broker,
@@ -408,36 +389,47 @@ fn the_broker_balances_beyond_helper_groups() {
 /// number, and a persistently slow worker gets units planned away.
 #[test]
 fn a_trace_that_starts_late_still_feeds_the_predictor() {
-    use forestall::data::UnitKey;
     use forestall::run::context::load_predictor;
     use forestall::spec::policy_named;
-    use forestall::whatif::{replay_policy, IterationTimings, TimedUnit, Timings};
+    use forestall::whatif::{replay_policy, Timings};
     let workers = 4u32;
-    let iteration = |i: u64| IterationTimings {
-        iteration: 1000 + 3 * i,
-        own: (0..workers)
-            .map(|w| {
-                (0..8)
-                    .map(|u| TimedUnit {
-                        key: UnitKey {
-                            partition: w,
-                            unit: u,
-                        },
-                        rows: 10,
-                        owner_us: if w == 3 { 400 } else { 100 },
-                    })
-                    .collect()
-            })
+    let us_per_row = [10.0, 10.0, 10.0, 40.0];
+    let timings = Timings::Units(
+        (0..6)
+            .map(|i| iteration_of(1000 + 3 * i, 8, 10, &us_per_row))
             .collect(),
-        us_per_row: (0..workers)
-            .map(|w| if w == 3 { 40.0 } else { 10.0 })
-            .collect(),
-        overhead_us: 0,
-    };
-    let timings = Timings::Units((0..6).map(iteration).collect());
+    );
     let (policy, predictor) = policy_named("proactive", None, workers).expect("policy");
     let predictor = predictor.map(|p| load_predictor(&p).expect("predictor"));
     let o = replay_policy(&timings, &policy, predictor.as_ref(), 10).expect("replays");
     assert!(o.planned_units_per_iteration > 0.0, "{o:?}");
     assert!(o.mean_iteration_us < 8.0 * 400.0, "{o:?}");
+}
+
+/// Iteration `iteration` of one worker per entry of `us_per_row`, each with
+/// `units` units of `rows` rows of its own, timed at its µs per row.
+fn iteration_of(
+    iteration: u64,
+    units: u32,
+    rows: u32,
+    us_per_row: &[f64],
+) -> forestall::whatif::IterationTimings {
+    use forestall::data::UnitKey;
+    use forestall::whatif::TimedUnit;
+    forestall::whatif::IterationTimings {
+        iteration,
+        own: (0..us_per_row.len() as u32)
+            .map(|w| {
+                (0..units)
+                    .map(|unit| TimedUnit {
+                        key: UnitKey { partition: w, unit },
+                        rows,
+                        owner_us: (f64::from(rows) * us_per_row[w as usize]).round() as u64,
+                    })
+                    .collect()
+            })
+            .collect(),
+        us_per_row: us_per_row.to_vec(),
+        overhead_us: 0,
+    }
 }

@@ -279,10 +279,10 @@ impl Reporter {
         }
         self.reported_mark = true;
         self.reported_end |= at_end;
-        // Own units only: counting the units queued ahead too made idle
-        // peers offer help to workers with nothing to give (a quarter more
-        // messages, and the 10,000-worker replay 1.8× slower), and the loaded
-        // givers' fluid part already keeps a slow peer from being buried.
+        // Done of total counts own units only (helpers offer by them, so only
+        // to workers with units to give: counting the queued ones there made
+        // idle peers ask workers with nothing to give, a quarter more
+        // messages); the units queued ahead go apart, for givers' balances.
         let report = ControlKind::Progress {
             done: self.own_done,
             total: self.own_total,
