@@ -117,15 +117,20 @@ fn trace_dir(dir: &Path) -> PathBuf {
     }
 }
 
+/// The worker series of each trace in `dirs` (one job each).
+fn read_jobs(dirs: &[PathBuf]) -> anyhow::Result<Vec<Vec<WorkerSeries>>> {
+    dirs.iter()
+        .map(|dir| {
+            let trace = read_trace_dir(&trace_dir(dir))
+                .with_context(|| format!("cannot read the trace in {}", dir.display()))?;
+            worker_series(&trace).with_context(|| format!("{}", dir.display()))
+        })
+        .collect()
+}
+
 /// Every worker series of the traces in `dirs`.
 fn read_series(dirs: &[PathBuf]) -> anyhow::Result<Vec<WorkerSeries>> {
-    let mut series = Vec::new();
-    for dir in dirs {
-        let trace = read_trace_dir(&trace_dir(dir))
-            .with_context(|| format!("cannot read the trace in {}", dir.display()))?;
-        series.extend(worker_series(&trace).with_context(|| format!("{}", dir.display()))?);
-    }
-    Ok(series)
+    Ok(read_jobs(dirs)?.into_iter().flatten().collect())
 }
 
 fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
@@ -153,7 +158,8 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let series = read_series(&args.traces)?;
+    let jobs = read_jobs(&args.traces)?;
+    let series: Vec<WorkerSeries> = jobs.iter().flatten().cloned().collect();
     let mut predictors: Vec<Box<dyn Predictor>> = vec![
         Box::new(Last),
         Box::new(Ewma {
@@ -190,7 +196,7 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     predictors.push(Box::new(Auto::new(lstm)));
     let scores: Vec<Scores> = predictors
         .iter()
-        .map(|p| evaluate(p.as_ref(), &series, args.tail_from, args.threshold))
+        .map(|p| evaluate(p.as_ref(), &jobs, args.tail_from, args.threshold))
         .collect();
     if global.json {
         for s in &scores {

@@ -1,10 +1,11 @@
 //! `auto`: a predictor that picks itself, per worker and online. Before each
 //! prediction it replays its candidates (`sustained`, `last`, `ewma`, and
-//! `lstm` when a model is given) over the worker's last [`WINDOW`] iterations,
+//! `lstm` when a model is given) over the workers' last [`WINDOW`] iterations,
 //! each seeing only the steps before the one it predicts, and answers with the
 //! one whose error was lowest there (the time per unit, µs, as `predictor
-//! eval` scores it). Ties go to the earlier candidate, so with no history yet
-//! it behaves as `sustained`, the proactive policies' default.
+//! eval` scores it), judged on the worker's own steps and its peers'
+//! ([`Auto::choose_all`]). Ties go to the earlier candidate, so with no
+//! history yet it behaves as `sustained`, the proactive policies' default.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
 /// Iterations over which the candidates' recent error is measured.
 pub const WINDOW: usize = 64;
 
-/// Picks, per call, the candidate with the lowest recent error.
+/// Picks, per call and worker, the candidate with the lowest recent error.
 #[derive(Debug, Clone, Default)]
 pub struct Auto {
     sustained: Sustained,
@@ -44,39 +45,112 @@ impl Auto {
     /// The candidate that would have done best over the last [`WINDOW`] steps
     /// of `history` (the first candidate when there is nothing to judge by).
     pub fn choose(&self, history: &[Step]) -> &dyn Predictor {
-        let from = history.len().saturating_sub(WINDOW).max(1);
-        let mut best: Option<(f64, &dyn Predictor)> = None;
-        for candidate in self.candidates() {
-            let error = recent_error(candidate, history, from);
-            if best.is_none_or(|(b, _)| error < b) {
-                best = Some((error, candidate));
-            }
-        }
-        best.map_or(&self.sustained, |(_, c)| c)
+        self.choose_all(&[history])[0]
+    }
+
+    /// Each worker's candidate, from `histories` (the workers of one job).
+    ///
+    /// - **Evidence.** Every candidate's absolute error over each worker's
+    ///   last [`WINDOW`] steps (each step predicted from those before it).
+    /// - **Per worker.** A worker's mean error is weighed with its peers' as
+    ///   if theirs were [`PEER_STEPS`] more steps of its own: a few dozen
+    ///   steps of one worker rarely tell the candidates apart (one spike
+    ///   swings them), and a worker whose record differs clearly from its
+    ///   peers' still gets its own best.
+    /// - **Only on evidence.** A candidate other than the first (`sustained`,
+    ///   the policies' default) is chosen only where, over all the job's
+    ///   steps, it beat the first by more than [`EVIDENCE`] standard errors
+    ///   of the steps' paired differences: a lead of a few steps is chance.
+    pub fn choose_all(&self, histories: &[&[Step]]) -> Vec<&dyn Predictor> {
+        let candidates: Vec<&dyn Predictor> = self.candidates().collect();
+        let records: Vec<Vec<Vec<f64>>> = histories
+            .iter()
+            .map(|history| step_errors(&candidates, history))
+            .collect();
+        let pooled_steps: Vec<&Vec<f64>> = records.iter().flatten().collect();
+        let pooled_mean: Vec<f64> = (0..candidates.len())
+            .map(|c| mean(pooled_steps.iter().map(|e| e[c])))
+            .collect();
+        let trusted: Vec<bool> = (0..candidates.len())
+            .map(|c| c == 0 || beats_first(pooled_steps.iter().map(|e| e[0] - e[c])))
+            .collect();
+        let prior = PEER_STEPS;
+        records
+            .iter()
+            .map(|own| {
+                let n = own.len() as f64;
+                let mut best: Option<(f64, &dyn Predictor)> = None;
+                for (c, candidate) in candidates.iter().enumerate() {
+                    if !trusted[c] {
+                        continue;
+                    }
+                    let sum: f64 = own.iter().map(|e| e[c]).sum();
+                    let error = (sum + prior * pooled_mean[c]) / (n + prior);
+                    if best.is_none_or(|(b, _)| error < b) {
+                        best = Some((error, *candidate));
+                    }
+                }
+                best.map_or(&self.sustained as &dyn Predictor, |(_, c)| c)
+            })
+            .collect()
     }
 }
 
-/// `predictor`'s mean absolute error of the time per unit over
-/// `history[from..]`, each step predicted from those before it (0 when there
-/// is no step to judge).
-fn recent_error(predictor: &dyn Predictor, history: &[Step], from: usize) -> f64 {
-    let mut sum = 0.0;
-    let mut n = 0usize;
-    for t in from..history.len() {
-        let Some(ratio) = predictor.predict_next(&history[..t]) else {
-            continue;
-        };
-        let error = (ratio * history[t - 1].median_us - history[t].unit_us).abs();
-        if error.is_finite() {
-            sum += error;
-            n += 1;
-        }
-    }
+/// How many of its own steps a worker's peers' mean error counts as: as
+/// many as a full window, so a worker's own record and its peers' weigh the
+/// same once it has one.
+pub const PEER_STEPS: f64 = WINDOW as f64;
+
+/// Standard errors by which a candidate must have beaten the first.
+pub const EVIDENCE: f64 = 1.0;
+
+/// The mean of `values` (0 for none).
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
     if n == 0 {
         0.0
     } else {
         sum / n as f64
     }
+}
+
+/// Whether paired differences (the first candidate's error minus another's)
+/// say the other is better: their mean exceeds [`EVIDENCE`] standard errors.
+fn beats_first(differences: impl Iterator<Item = f64>) -> bool {
+    let (mut n, mut sum, mut squares) = (0usize, 0.0, 0.0);
+    for d in differences {
+        n += 1;
+        sum += d;
+        squares += d * d;
+    }
+    if n < 2 {
+        return false;
+    }
+    let n_f = n as f64;
+    let mean = sum / n_f;
+    let variance = ((squares - n_f * mean * mean) / (n_f - 1.0)).max(0.0);
+    mean > 0.0 && mean > EVIDENCE * (variance / n_f).sqrt()
+}
+
+/// Each candidate's absolute error of the time per unit at each of
+/// `history`'s last [`WINDOW`] steps (by step, then by candidate), each step
+/// predicted from those before it; steps where some candidate has no finite
+/// error are left out, so the candidates are judged on the same steps.
+fn step_errors(candidates: &[&dyn Predictor], history: &[Step]) -> Vec<Vec<f64>> {
+    let from = history.len().saturating_sub(WINDOW).max(1);
+    (from..history.len())
+        .filter_map(|t| {
+            let errors: Vec<f64> = candidates
+                .iter()
+                .map(|c| {
+                    c.predict_next(&history[..t]).map_or(f64::NAN, |ratio| {
+                        (ratio * history[t - 1].median_us - history[t].unit_us).abs()
+                    })
+                })
+                .collect();
+            errors.iter().all(|e| e.is_finite()).then_some(errors)
+        })
+        .collect()
 }
 
 impl Predictor for Auto {
@@ -90,6 +164,20 @@ impl Predictor for Auto {
 
     fn predict_next(&self, history: &[Step]) -> Option<f64> {
         self.choose(history).predict_next(history)
+    }
+
+    fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
+        self.choose_all(histories)
+            .into_iter()
+            .zip(histories)
+            .map(|(chosen, history)| {
+                if history.is_empty() {
+                    None
+                } else {
+                    chosen.predict_next(history)
+                }
+            })
+            .collect()
     }
 }
 
@@ -108,14 +196,11 @@ mod tests {
         // average is off by a little each time
         let dips = steps(&[2.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0, 2.0]);
         assert_eq!(auto.choose(&dips).name(), "ewma");
-        // a worker that slows down for good: `last` follows at once
-        let step_up = steps(&[1.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]);
-        assert_eq!(auto.choose(&step_up).name(), "last");
         // its answer is the chosen one's
         assert_eq!(
-            auto.predict_next(&step_up),
-            Last.predict_next(&step_up),
-            "auto answers as last"
+            auto.predict_next(&dips),
+            Ewma::default().predict_next(&dips),
+            "auto answers as ewma"
         );
     }
 
@@ -124,5 +209,34 @@ mod tests {
         // one-off spikes every third iteration: sustained ignores them
         let spiky = steps(&[1.0, 1.0, 5.0, 1.0, 1.0, 5.0, 1.0, 1.0, 5.0, 1.0, 1.0]);
         assert_eq!(Auto::default().choose(&spiky).name(), "sustained");
+    }
+
+    #[test]
+    fn peers_lend_their_evidence() {
+        let auto = Auto::default();
+        // A worker that slows down for good: `last` follows a step earlier
+        // than `sustained`, but one step is one event, not evidence...
+        let step_up = steps(&[1.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]);
+        assert_eq!(auto.choose(&step_up).name(), "sustained");
+        // ...nor is it with seven steady peers...
+        let steady = steps(&[1.0; 10]);
+        let mut job: Vec<&[Step]> = vec![&steady; 7];
+        job.push(&step_up);
+        assert!(auto
+            .choose_all(&job)
+            .iter()
+            .all(|c| c.name() == "sustained"));
+        // ...while eight workers that all did it are.
+        let all: Vec<&[Step]> = vec![&step_up; 8];
+        let chosen = auto.choose_all(&all);
+        assert!(chosen.iter().all(|c| c.name() == "last"));
+        assert_eq!(
+            auto.predict_next_all(&all)[0],
+            Last.predict_next(&step_up),
+            "auto answers as last"
+        );
+        // a worker with no history yet is given nothing to predict from
+        let fresh: Vec<&[Step]> = vec![&step_up, &[]];
+        assert_eq!(auto.predict_next_all(&fresh)[1], None);
     }
 }

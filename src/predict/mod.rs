@@ -41,6 +41,22 @@ pub trait Predictor {
         self.predict(history, 1).first().copied()
     }
 
+    /// Every worker's next ratio at once, from `histories` (one per worker
+    /// of one job, each oldest first; an empty one gets `None`). A predictor
+    /// that learns from the peers too (`auto`) overrides it.
+    fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
+        histories
+            .iter()
+            .map(|h| {
+                if h.is_empty() {
+                    None
+                } else {
+                    self.predict_next(h)
+                }
+            })
+            .collect()
+    }
+
     /// Whether [`Predictor::predict`] predicts times (a classifier does not).
     fn predicts_time(&self) -> bool {
         true
@@ -68,6 +84,10 @@ impl<P: Predictor + ?Sized> Predictor for std::sync::Arc<P> {
 
     fn predict_next(&self, history: &[Step]) -> Option<f64> {
         self.as_ref().predict_next(history)
+    }
+
+    fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
+        self.as_ref().predict_next_all(histories)
     }
 
     fn predicts_time(&self) -> bool {

@@ -260,13 +260,13 @@ impl OnlineHistory {
     /// Each worker's predicted time per unit for the next iteration, µs (None:
     /// no history yet, or a prediction that is not a finite positive time).
     pub fn predict(&self, predictor: &dyn Predictor) -> Vec<Option<f64>> {
-        self.series
-            .iter()
-            .map(|steps| {
-                let steps = kept(steps);
-                let last = steps.last()?;
-                let ratio = predictor.predict_next(steps)?;
-                let us = ratio * last.median_us;
+        let histories: Vec<&[Step]> = self.series.iter().map(|s| kept(s)).collect();
+        predictor
+            .predict_next_all(&histories)
+            .into_iter()
+            .zip(&histories)
+            .map(|(ratio, steps)| {
+                let us = ratio? * steps.last()?.median_us;
                 (us.is_finite() && us > 0.0).then_some(us)
             })
             .collect()
