@@ -39,8 +39,9 @@ pub struct WhatIfArgs {
     /// which no policy can split).
     #[arg(long, value_name = "UNITS")]
     pub split: Option<u32>,
-    /// Predictor of the predictive policies: last, ewma, sustained (their
-    /// default: sustained; an LSTM needs a model and is not offered here).
+    /// Predictor of the predictive policies: last, ewma, sustained, auto
+    /// (their default: sustained; an LSTM needs a model and is not offered
+    /// here, so `auto` chooses among the other three).
     #[arg(long)]
     pub predictor: Option<String>,
 }

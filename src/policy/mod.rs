@@ -15,6 +15,7 @@
 //! | `proactive-clone` | [`proactive`] | DPro-SM / Dolly: the same plan, but the predicted-slow worker's units are cloned on the predicted-fast ones (it keeps them too), within a budget; first copy wins |
 //! | `dpro-substitute` | [`substitute`] | DPro-SM: a worker predicted to straggle computes only a floor of its partitions; the shard owners use its other units' last gradients (lossy, recorded as dropped partitions) |
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
+//! | `forestall-ssp` | [`proactive`], [`reassign`] | `forestall` with SSP's slack, without the broker: not BSP semantics (changes the math, as `flexrr` does) |
 //! | `ideal` | — | the same job with injection off: the yardstick |
 
 pub mod broker;
@@ -86,6 +87,19 @@ pub enum PolicyPlan {
         /// Rapid-reassignment knobs.
         reassign: ReassignConfig,
     },
+    /// `forestall` with SSP's slack (not BSP semantics): a worker may start
+    /// iteration t with parameters of version ≥ t − slack, and the plan for
+    /// t learns from the iterations up to t − 1 − slack, which every worker
+    /// has by then. No broker: its one balance per iteration assumes the
+    /// workers are in the same iteration.
+    ForestallSsp {
+        /// Iterations a worker may run ahead.
+        slack: u64,
+        /// Proactive knobs.
+        proactive: ProactiveConfig,
+        /// Rapid-reassignment knobs (`broker` off).
+        reassign: ReassignConfig,
+    },
     /// No injected slowdown: the reference every policy is compared with.
     Ideal,
 }
@@ -104,6 +118,7 @@ impl PolicyPlan {
             PolicyPlan::ProactiveClone { .. } => "proactive-clone",
             PolicyPlan::DproSubstitute { .. } => "dpro-substitute",
             PolicyPlan::Forestall { .. } => "forestall",
+            PolicyPlan::ForestallSsp { .. } => "forestall-ssp",
             PolicyPlan::Ideal => "ideal",
         }
     }
@@ -119,6 +134,7 @@ impl PolicyPlan {
         match self {
             PolicyPlan::Proactive(c)
             | PolicyPlan::Forestall { proactive: c, .. }
+            | PolicyPlan::ForestallSsp { proactive: c, .. }
             | PolicyPlan::ProactiveClone { proactive: c, .. } => Some(c),
             _ => None,
         }
@@ -137,7 +153,9 @@ impl PolicyPlan {
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).
     pub fn slack(&self) -> u64 {
         match self {
-            PolicyPlan::Ssp { slack } | PolicyPlan::Flexrr { slack, .. } => *slack,
+            PolicyPlan::Ssp { slack }
+            | PolicyPlan::Flexrr { slack, .. }
+            | PolicyPlan::ForestallSsp { slack, .. } => *slack,
             _ => 0,
         }
     }
@@ -158,6 +176,9 @@ pub fn peer_agent(
             reassign: config, ..
         }
         | PolicyPlan::Forestall {
+            reassign: config, ..
+        }
+        | PolicyPlan::ForestallSsp {
             reassign: config, ..
         } => Some(PeerAgent::Reassign(
             ReassignAgent::new(worker, group(config.group_size), *config)

@@ -196,6 +196,26 @@ impl OnlineHistory {
         })
     }
 
+    /// The histories as they stood when `iteration` was complete: each
+    /// worker's steps up to it. A policy that may run ahead (SSP) plans an
+    /// iteration from these, which every worker has by then, whatever else
+    /// has arrived since, so that every worker computes the same plan.
+    pub fn through(&self, iteration: u64) -> Self {
+        Self {
+            workers: self.workers,
+            pending: BTreeMap::new(),
+            series: self
+                .series
+                .iter()
+                .map(|steps| {
+                    let end = steps.partition_point(|s| s.iteration <= iteration);
+                    steps[..end].to_vec()
+                })
+                .collect(),
+            complete_through: self.complete_through.map(|c| c.min(iteration)),
+        }
+    }
+
     /// Whether every worker's timing of `iteration` is in.
     pub fn complete(&self, iteration: u64) -> bool {
         self.complete_through.is_some_and(|c| c >= iteration)
@@ -311,6 +331,28 @@ mod tests {
         }
         assert_eq!(at_once.to_floats(), one_by_one.to_floats());
         assert!(at_once.complete(2));
+    }
+
+    #[test]
+    fn the_histories_through_an_iteration_leave_out_the_later_ones() {
+        let mut h = OnlineHistory::new(2);
+        for i in 0..4 {
+            h.record_next(&[t(4, 100 + 10 * i), t(2, 300)]);
+        }
+        let through = h.through(1);
+        assert!(through.complete(1) && !through.complete(2));
+        let mut fresh = OnlineHistory::new(2);
+        for i in 0..2 {
+            fresh.record_next(&[t(4, 100 + 10 * i), t(2, 300)]);
+        }
+        assert_eq!(through.to_floats(), fresh.to_floats());
+        assert_eq!(
+            through.predict(&Last),
+            fresh.predict(&Last),
+            "what a plan sees"
+        );
+        // nothing later to leave out
+        assert_eq!(h.through(9).to_floats(), h.to_floats());
     }
 
     #[test]

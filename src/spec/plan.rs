@@ -61,6 +61,7 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "proactive-clone",
     "dpro-substitute",
     "forestall",
+    "forestall-ssp",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.

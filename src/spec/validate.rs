@@ -726,15 +726,17 @@ mod tests {
         unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
             "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
         unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, ideal";
+            "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, forestall-ssp, ideal";
         substitute_threshold: "[policy]\nname = \"dpro-substitute\"\nthreshold = 0.5\n" =>
             "job.toml:3: [policy] threshold: must be a number above 1 (got 0.5)";
         backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>
             "job.toml:5: [policy] backups: must be between 1 and the worker count minus one (1) (got 2)";
         slack_on_bsp: "[policy]\nslack = 2\n" =>
-            "job.toml:2: [policy] slack: does not apply to policy 'bsp' (it is a ssp or flexrr knob)";
+            "job.toml:2: [policy] slack: does not apply to policy 'bsp' (it is a ssp or flexrr or forestall-ssp knob)";
         broker_off_forestall: "[policy]\nname = \"rapid-reassign\"\nbroker = false\n" =>
             "job.toml:3: [policy] broker: does not apply to policy 'rapid-reassign' (it is a forestall knob)";
+        broker_on_forestall_ssp: "[policy]\nname = \"forestall-ssp\"\nbroker = true\n" =>
+            "job.toml:3: [policy] broker: does not apply to policy 'forestall-ssp' (it is a forestall knob)";
         group_larger_than_peers: "[workers]\ncount = 3\n[policy]\nname = \"rapid-reassign\"\ngroup_size = 3\n" =>
             "job.toml:5: [policy] group_size: must be between 1 and the worker count minus one (2) (got 3)";
         reassign_knob_on_bsp: "[policy]\ncheckpoint = 0.5\n" =>

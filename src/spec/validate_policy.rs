@@ -32,21 +32,21 @@ pub(super) fn validate_policy(
         (
             "floor",
             s.floor.is_some(),
-            "proactive or proactive-clone or forestall or dpro-substitute",
+            "proactive or proactive-clone or forestall or forestall-ssp or dpro-substitute",
         ),
         ("threshold", s.threshold.is_some(), "dpro-substitute"),
         (
             "min_gain",
             s.min_gain.is_some(),
-            "proactive or proactive-clone or forestall",
+            "proactive or proactive-clone or forestall or forestall-ssp",
         ),
         ("clone_budget", s.clone_budget.is_some(), "proactive-clone"),
         ("backups", s.backups.is_some(), "backup-workers"),
-        ("slack", s.slack.is_some(), "ssp or flexrr"),
+        ("slack", s.slack.is_some(), "ssp or flexrr or forestall-ssp"),
         (
             "group_size",
             s.group_size.is_some(),
-            "rapid-reassign or flexrr or speculate or forestall",
+            "rapid-reassign or flexrr or speculate or forestall or forestall-ssp",
         ),
         ("broker", s.broker.is_some(), "forestall"),
         (
@@ -146,7 +146,7 @@ pub(super) fn validate_policy(
             }
             Ok(PolicyPlan::DproSubstitute { floor, threshold })
         }
-        "proactive" | "proactive-clone" | "forestall" => {
+        "proactive" | "proactive-clone" | "forestall" | "forestall-ssp" => {
             let floor = floor()?;
             let min_gain = s.min_gain.unwrap_or(DEFAULT_MIN_GAIN);
             if !(min_gain.is_finite() && min_gain >= 0.0) {
@@ -163,19 +163,27 @@ pub(super) fn validate_policy(
                     budget: share("clone_budget", s.clone_budget, DEFAULT_CLONE_BUDGET)?,
                 });
             }
-            Ok(if name == "forestall" {
-                PolicyPlan::Forestall {
+            let reassign = ReassignConfig {
+                group_size,
+                checkpoint: DEFAULT_CHECKPOINT,
+                initial_units: DEFAULT_INITIAL_UNITS,
+                follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
+                broker: s.broker.unwrap_or(true),
+            };
+            Ok(match name {
+                "forestall" => PolicyPlan::Forestall {
+                    proactive,
+                    reassign,
+                },
+                "forestall-ssp" => PolicyPlan::ForestallSsp {
+                    slack: s.slack.unwrap_or(DEFAULT_SLACK),
                     proactive,
                     reassign: ReassignConfig {
-                        group_size,
-                        checkpoint: DEFAULT_CHECKPOINT,
-                        initial_units: DEFAULT_INITIAL_UNITS,
-                        follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
-                        broker: s.broker.unwrap_or(true),
+                        broker: false,
+                        ..reassign
                     },
-                }
-            } else {
-                PolicyPlan::Proactive(proactive)
+                },
+                _ => PolicyPlan::Proactive(proactive),
             })
         }
         "rapid-reassign" | "flexrr" => {

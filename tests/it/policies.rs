@@ -256,10 +256,11 @@ fn ssp_with_zero_slack_is_bsp() {
 
 /// SSP lets fast workers run ahead by at most `slack` versions: every worker row
 /// records a version within the bound, the straggler's peers do use stale
-/// parameters, and every unit still enters its iteration's sum exactly once.
+/// parameters, and every unit still enters its iteration's sum exactly once
+/// (with `forestall-ssp`, whose plan moves units before an iteration too).
 #[test]
 fn ssp_and_flexrr_respect_the_slack_and_count_every_unit_once() {
-    for policy in ["ssp", "flexrr"] {
+    for policy in ["ssp", "flexrr", "forestall-ssp"] {
         let p = plan(&format!(
             "{STRAGGLER}\n[policy]\nname = \"{policy}\"\nslack = 2\n"
         ));

@@ -116,6 +116,40 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
     }
 }
 
+/// `forestall-ssp` plans under slack: the plan for iteration t learns from
+/// the iterations up to t − 1 − slack, which every worker has when it
+/// begins t, so every worker computes the same plan and each unit is still
+/// computed once; nobody runs ahead by more than the slack, and the
+/// straggler's work moves off it.
+#[test]
+fn forestall_ssp_plans_under_slack_and_computes_each_unit_once() {
+    let p = plan(&job("forestall-ssp", "slack = 1"));
+    assert!(!p.policy.keeps_bsp_semantics());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    assert_eq!(out.iterations.len(), 8);
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    each_unit_once_without_clones(&trace, "forestall-ssp");
+    for w in &trace.workers {
+        assert!(w.iteration - w.params_version <= 1, "{w:?}");
+        // iteration t's plan knows the iterations up to t − 2
+        assert_eq!(w.predicted_unit_us.is_some(), w.iteration >= 2, "{w:?}");
+    }
+    for t in 5..8 {
+        let w = trace
+            .workers
+            .iter()
+            .find(|w| w.worker == 1 && w.iteration == t)
+            .expect("worker 1's row");
+        assert!(
+            w.units < 64 / 2,
+            "iteration {t}: worker 1 computed {}",
+            w.units
+        );
+    }
+    assert!(out.eval.accuracy > 0.8, "accuracy {}", out.eval.accuracy);
+}
+
 /// `auto` picks among its candidates per worker; under a persistent
 /// straggler the plan still moves its work away, each unit once, and the
 /// parameters are BSP's.

@@ -255,6 +255,10 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
         "cannot be replayed yet",
     );
     refused(
+        &["whatif", path, "--policy", "forestall-ssp"],
+        "cannot be replayed yet",
+    );
+    refused(
         &[
             "whatif",
             path,

@@ -372,7 +372,8 @@ impl ComputeState {
         // a prediction recorded under a policy that waits for everyone anyway
         // (slack 0), so every iteration after the first records one. Under
         // slack, recording waits for nobody: a prediction is recorded when
-        // the timings are in.
+        // the timings are in; a plan (`forestall-ssp`) waits for the
+        // timings up to t − 1 − slack.
         let policy = &self.cx.plan.policy;
         let planned = match &self.history {
             None => true,
@@ -381,7 +382,11 @@ impl ComputeState {
             Some(_) if self.next_iteration >= self.cx.plan.iterations => true,
             // A resumed run measures its first iteration anew.
             Some(_) if self.next_iteration == self.cx.first_iteration() => true,
-            Some(h) => h.complete(self.next_iteration - 1),
+            // Under slack, the plan for t needs the timings up to
+            // t − 1 − slack only (see `plan_ahead`).
+            Some(h) => (self.next_iteration - 1)
+                .checked_sub(policy.slack())
+                .is_none_or(|known| h.complete(known)),
         };
         idle && !self.finished
             && planned

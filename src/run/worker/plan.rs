@@ -7,7 +7,7 @@ use super::{ComputeState, Emit};
 use crate::data::UnitRows;
 use crate::policy::proactive::within_budget;
 use crate::policy::{order_for_gifts, plan_moves, substitution, ControlKind, Move, PolicyPlan};
-use crate::predict::DEFAULT_STRAGGLER_THRESHOLD;
+use crate::predict::{OnlineHistory, DEFAULT_STRAGGLER_THRESHOLD};
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 
@@ -23,6 +23,19 @@ impl ComputeState {
             self.epoch.as_mut(),
         ) else {
             return 0;
+        };
+        // Under slack the plan for t learns from the iterations up to
+        // t − 1 − slack only: every worker has those when it begins t.
+        let slack = self.cx.plan.policy.slack();
+        let known;
+        let history = if slack == 0 {
+            history
+        } else {
+            known = match epoch.iteration.checked_sub(1 + slack) {
+                Some(last) => history.through(last),
+                None => OnlineHistory::new(self.cx.plan.workers),
+            };
+            &known
         };
         let predicted = history.predict(predictor.as_predictor());
         epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
