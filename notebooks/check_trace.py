@@ -5,12 +5,13 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 3; parts of version 2,
-which lack `iterations.workload` and `iterations.test_metrics`, are accepted):
+The checks follow docs/trace-schema.md (schema version 4; parts of version 3,
+which lack `workers.control_bytes`, and of version 2, which also lack
+`iterations.workload` and `iterations.test_metrics`, are accepted):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 3 (or 2), the right table, and the same
+  `forestall.*` metadata: schema_version 4 (or 3, 2), the right table, and the same
   job_id, git_revision, plan_hash and seed as every other part; its `job_id`
   column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
   CLI writes it) matches the plan_hash;
@@ -42,10 +43,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "3"
-# Versions this checker reads; version 2 lacks the columns of ADDED_IN_V3.
-READABLE_VERSIONS = ("2", "3")
+SCHEMA_VERSION = "4"
+# Versions this checker reads; version 3 lacks the columns of ADDED_IN_V4,
+# version 2 those of ADDED_IN_V3 too.
+READABLE_VERSIONS = ("2", "3", "4")
 ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
+ADDED_IN_V4 = {"workers": ("control_bytes",)}
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -87,6 +90,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("bytes_moved", pa.uint64(), False),
         ("units_given", pa.uint32(), False),
         ("control_sent", pa.uint32(), False),
+        ("control_bytes", pa.uint64(), False),
         ("units_cancelled", pa.uint32(), False),
         ("params_version", pa.uint64(), False),
         ("predicted_unit_us", pa.float64(), True),
@@ -151,10 +155,12 @@ def read_json(path: Path, problems: Problems) -> dict | None:
 
 def columns_of(table: str, version: str | None) -> list[tuple[str, pa.DataType, bool]]:
     """The columns a part of `table` written with schema `version` has."""
+    added: tuple[str, ...] = ()
+    if version in ("2", "3"):
+        added += ADDED_IN_V4.get(table, ())
     if version == "2":
-        added = ADDED_IN_V3.get(table, ())
-        return [c for c in COLUMNS[table] if c[0] not in added]
-    return COLUMNS[table]
+        added += ADDED_IN_V3.get(table, ())
+    return [c for c in COLUMNS[table] if c[0] not in added]
 
 
 def check_part(table: str, path: str, problems: Problems) -> tuple[dict[str, str], str | None] | None:
@@ -238,8 +244,9 @@ def load_table(
     if len(problems.items) > before:
         return None  # the schema is wrong; row checks would only add noise
     versions |= table_versions
-    # The columns every part has: without version 3's if any part is version 2.
-    columns = columns_of(table, "2" if "2" in table_versions else SCHEMA_VERSION)
+    # The columns every part has: those of its oldest version.
+    oldest = min(table_versions, key=lambda v: int(v) if v and v.isdigit() else 0)
+    columns = columns_of(table, oldest)
     names = [name for name, _, _ in columns]
     # The dataset's schema is the first part's; give the common one so a
     # version-2 part does not fail for lacking a version-3 column.

@@ -93,6 +93,33 @@ pub struct Control {
     pub rows: Vec<crate::data::DataRow>,
 }
 
+impl Control {
+    /// Bytes the message occupies on the wire, fixed-width as the serde
+    /// encoding between processes writes it (a 4-byte tag per enum, 8 bytes
+    /// of length per vector), without the data rows it may carry: those are
+    /// counted where they arrive (`bytes_moved`).
+    pub fn wire_bytes(&self) -> u64 {
+        4 + 4 + 8 + self.kind.wire_bytes() + 8 + 8 * self.units.len() as u64 + 8
+    }
+}
+
+/// Control traffic: messages sent and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Messages.
+    pub messages: u32,
+    /// Their [`Control::wire_bytes`].
+    pub bytes: u64,
+}
+
+impl Traffic {
+    /// Counts `message`.
+    pub fn count(&mut self, message: &Control) {
+        self.messages += 1;
+        self.bytes += message.wire_bytes();
+    }
+}
+
 /// Backup workers: shard 0's owner tells the other shard owners which
 /// partitions an iteration drops, so every shard reduces the same set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

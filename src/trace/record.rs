@@ -107,6 +107,9 @@ pub struct WorkerRecord {
     pub units_given: u32,
     /// Control messages this worker sent.
     pub control_sent: u32,
+    /// Their bytes on the wire, without the data rows some carry (those are
+    /// `bytes_moved` at the receiver); 0 in traces of schema version 2 and 3.
+    pub control_bytes: u64,
     /// Units this worker skipped because a peer's clone finished them first
     /// (own units), or dropped because their owner finished first (clones) or
     /// because the iteration closed without them.
@@ -147,6 +150,7 @@ impl WorkerRecord {
             bytes_moved: 0,
             units_given: 0,
             control_sent: 0,
+            control_bytes: 0,
             units_cancelled: 0,
             params_version: iteration,
             predicted_unit_us: None,

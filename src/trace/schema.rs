@@ -21,15 +21,24 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 3 added `iterations.workload` and `iterations.test_metrics`;
-/// version 2 added `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// Version 4 added `workers.control_bytes`; version 3
+/// `iterations.workload` and `iterations.test_metrics`; version 2
+/// `workers.predicted_unit_us`.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
 /// held logistic regression runs and imports, and the reader fills the
-/// columns in (see `docs/trace-schema.md`).
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, SCHEMA_VERSION];
+/// columns in (see `docs/trace-schema.md`). Version 2 and 3 files lack
+/// [`ADDED_IN_V4`]; it reads as 0 (not recorded).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, SCHEMA_VERSION];
+
+/// The `workers` column version 4 added: the bytes of the control messages
+/// a worker sent.
+pub const ADDED_IN_V4: &str = CONTROL_BYTES_COLUMN;
+
+/// `workers` column: bytes of the control messages a worker sent.
+pub const CONTROL_BYTES_COLUMN: &str = "control_bytes";
 
 /// The `iterations` columns version 3 added: the run's workload and its own
 /// test metrics.
@@ -102,25 +111,26 @@ impl TraceTable {
     }
 
     /// The columns a file of schema `version` has, or `None` for a version
-    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 2 is version 3 without the
-    /// `iterations` table's [`ADDED_IN_V3`] columns.
+    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 3 is version 4 without
+    /// the `workers` table's [`ADDED_IN_V4`] column, version 2 version 3
+    /// without the `iterations` table's [`ADDED_IN_V3`] columns.
     pub fn schema_of_version(self, version: u32) -> Option<SchemaRef> {
-        match version {
-            SCHEMA_VERSION => Some(self.schema()),
-            2 => {
-                let fields: Vec<Field> = self
-                    .schema()
-                    .fields()
-                    .iter()
-                    .filter(|f| {
-                        self != TraceTable::Iterations || !ADDED_IN_V3.contains(&f.name().as_str())
-                    })
-                    .map(|f| f.as_ref().clone())
-                    .collect();
-                Some(Arc::new(Schema::new(fields)))
-            }
-            _ => None,
+        if !READABLE_SCHEMA_VERSIONS.contains(&version) {
+            return None;
         }
+        let added = |f: &Field| match self {
+            TraceTable::Workers => f.name() == ADDED_IN_V4 && version < 4,
+            TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
+            TraceTable::Units => false,
+        };
+        let fields: Vec<Field> = self
+            .schema()
+            .fields()
+            .iter()
+            .filter(|f| !added(f))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        Some(Arc::new(Schema::new(fields)))
     }
 
     pub(crate) fn index(self) -> usize {
@@ -190,6 +200,7 @@ pub fn worker_schema() -> SchemaRef {
         required("bytes_moved", UInt64),
         required("units_given", UInt32),
         required("control_sent", UInt32),
+        required(CONTROL_BYTES_COLUMN, UInt64),
         required("units_cancelled", UInt32),
         required("params_version", UInt64),
         optional("predicted_unit_us", Float64),
@@ -285,18 +296,32 @@ mod tests {
     }
 
     #[test]
-    fn version_2_is_version_3_without_the_workload_columns() {
-        assert_eq!(SCHEMA_VERSION, 3);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3]);
+    fn older_versions_are_the_current_one_without_the_columns_added_since() {
+        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4]);
         for table in TraceTable::ALL {
-            assert_eq!(table.schema_of_version(3), Some(table.schema()), "{table}");
-            for version in [0, 1, 4, u32::MAX] {
+            assert_eq!(table.schema_of_version(4), Some(table.schema()), "{table}");
+            for version in [0, 1, 5, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }
-        for table in [TraceTable::Units, TraceTable::Workers] {
-            assert_eq!(table.schema_of_version(2), Some(table.schema()), "{table}");
+        // units never changed; workers gained control_bytes in 4
+        for version in [2, 3] {
+            let units = TraceTable::Units.schema_of_version(version);
+            assert_eq!(units, Some(unit_schema()));
+            let workers = TraceTable::Workers
+                .schema_of_version(version)
+                .expect("readable");
+            let current = worker_schema();
+            let mut expected = names(&current);
+            expected.retain(|n| *n != ADDED_IN_V4);
+            assert_eq!(names(&workers), expected, "workers v{version}");
         }
+        // iterations gained workload and test_metrics in 3
+        assert_eq!(
+            TraceTable::Iterations.schema_of_version(3),
+            Some(iteration_schema())
+        );
         let v2 = TraceTable::Iterations
             .schema_of_version(2)
             .expect("version 2 is readable");

@@ -52,6 +52,7 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         bytes_moved: 4096 * u64::from(worker),
         units_given: worker,
         control_sent: 2 * worker,
+        control_bytes: 40 * u64::from(worker),
         units_cancelled: worker / 2,
         params_version: iteration,
         predicted_unit_us: worker

@@ -493,6 +493,7 @@ pub(crate) fn workers_batch(
             u64s(records, |r| r.bytes_moved),
             u32s(records, |r| r.units_given),
             u32s(records, |r| r.control_sent),
+            u64s(records, |r| r.control_bytes),
             u32s(records, |r| r.units_cancelled),
             u64s(records, |r| r.params_version),
             Arc::new(Float64Array::from_iter(

@@ -11,7 +11,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use crate::common::{plan, run_in};
+use crate::common::{plan, run_in, STRAGGLER};
 
 #[test]
 fn every_unit_appears_exactly_once_per_iteration() {
@@ -68,7 +68,13 @@ fn every_unit_appears_exactly_once_per_iteration() {
 /// version `to`, without the columns version 3 added (`workload`,
 /// `test_metrics`).
 fn restamp_iterations(dir: &std::path::Path, from: &str, to: &str) {
-    for entry in std::fs::read_dir(dir.join("iterations")).expect("iterations dir") {
+    restamp(dir, "iterations", from, to, &["workload", "test_metrics"]);
+}
+
+/// Rewrites the `table` parts of `dir`, stamped schema version `from`, as
+/// version `to`, without the columns `drop`.
+fn restamp(dir: &std::path::Path, table: &str, from: &str, to: &str, drop: &[&str]) {
+    for entry in std::fs::read_dir(dir.join(table)).expect("table dir") {
         let path = entry.expect("entry").path();
         let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).expect("open"))
             .expect("parquet");
@@ -91,9 +97,7 @@ fn restamp_iterations(dir: &std::path::Path, from: &str, to: &str) {
             .map(|b| {
                 let b = b.expect("batch");
                 let keep: Vec<usize> = (0..b.num_columns())
-                    .filter(|&i| {
-                        !["workload", "test_metrics"].contains(&b.schema().field(i).name().as_str())
-                    })
+                    .filter(|&i| !drop.contains(&b.schema().field(i).name().as_str()))
                     .collect();
                 b.project(&keep).expect("project")
             })
@@ -112,15 +116,43 @@ fn restamp_iterations(dir: &std::path::Path, from: &str, to: &str) {
     }
 }
 
+/// Control traffic is recorded in messages and bytes; a version-3 part,
+/// which has no `control_bytes`, reads with 0 there and the rest unchanged.
+#[test]
+fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
+    let p = plan(&format!(
+        "{STRAGGLER}\n[policy]\nname = \"forestall\"\n[trace]\npart_iterations = 4\n"
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    run_in(&p, dir.path());
+    let current = read_trace_dir(dir.path()).expect("version 4 reads");
+    assert!(current.workers.iter().any(|w| w.control_sent > 0));
+    for w in &current.workers {
+        // every message has at least its header, and none is large
+        let (n, bytes) = (u64::from(w.control_sent), w.control_bytes);
+        assert!(bytes >= 36 * n && bytes <= 4096 * n.max(1), "{w:?}");
+    }
+    restamp(dir.path(), "workers", "4", "3", &["control_bytes"]);
+    let old = read_trace_dir(dir.path()).expect("version 3 reads");
+    assert!(old.workers.iter().all(|w| w.control_bytes == 0));
+    let mut expected = current.clone();
+    expected
+        .workers
+        .iter_mut()
+        .for_each(|w| w.control_bytes = 0);
+    assert_eq!(old.workers, expected.workers);
+    assert_eq!(old.units, current.units);
+}
+
 #[test]
 fn a_version_2_trace_reads_as_logistic_regression_without_metrics() {
     let p = plan("[job]\niterations = 4\n[data]\npartitions = 4\n[workers]\ncount = 2\n[trace]\npart_iterations = 2\n[model]\neval_every = 2\n");
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
-    let current = read_trace_dir(dir.path()).expect("version 3 reads");
+    let current = read_trace_dir(dir.path()).expect("version 4 reads");
     assert_eq!(current.iterations, out.iterations);
 
-    restamp_iterations(dir.path(), "3", "2");
+    restamp_iterations(dir.path(), "4", "2");
     let old = read_trace_dir(dir.path()).expect("version 2 reads");
     // Logistic regression has no metrics of its own: nothing is lost.
     assert_eq!(old, current);
@@ -128,13 +160,13 @@ fn a_version_2_trace_reads_as_logistic_regression_without_metrics() {
     assert!(old.iterations[0].test_loss.is_some() && old.iterations[1].test_loss.is_none());
 
     // Another version is refused, naming the file and the versions read.
-    restamp_iterations(dir.path(), "2", "4");
+    restamp_iterations(dir.path(), "2", "5");
     let part = dir.path().join("iterations/part-p000-00000.parquet");
-    let err = read_trace_dir(dir.path()).expect_err("version 4");
+    let err = read_trace_dir(dir.path()).expect_err("version 5");
     assert_eq!(
         err.to_string(),
         format!(
-            "trace schema version 4 of {} is not supported (this build reads versions 2 and 3)",
+            "trace schema version 5 of {} is not supported (this build reads versions 2, 3 and 4)",
             part.display()
         )
     );

@@ -154,6 +154,25 @@ pub enum ControlKind {
     },
 }
 
+impl ControlKind {
+    /// Bytes on the wire: a 4-byte tag and the fields, fixed-width (u32 4,
+    /// u64 8, a vector 8 of length and its items).
+    pub fn wire_bytes(&self) -> u64 {
+        4 + match self {
+            ControlKind::Progress { .. } => 4 + 4 + 4 + 8,
+            ControlKind::Offer { .. } => 8,
+            ControlKind::Assign { .. }
+            | ControlKind::Clone { .. }
+            | ControlKind::Planned { .. } => 4,
+            ControlKind::Decline | ControlKind::Done => 0,
+            ControlKind::Timing { .. } => 4 + 8,
+            ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
+            ControlKind::Give { .. } => 4 + 4,
+            ControlKind::Timings { all } => 8 + 12 * all.len() as u64,
+        }
+    }
+}
+
 /// The helper group of `worker` among `workers` workers of which `per_process`
 /// run in each process: the next workers in a ring that starts in the next
 /// process, so helpers are in other processes first.

@@ -241,18 +241,16 @@ impl ComputeState {
                     .and_then(|l| l.caps.control.try_delayed(&iteration))
             };
             if let Some(cap) = cap {
-                epoch.control_sent += 1;
-                (emit.control)(
-                    &cap,
-                    Control {
-                        to,
-                        from: self.worker,
-                        iteration,
-                        kind,
-                        units: Vec::new(),
-                        rows: Vec::new(),
-                    },
-                );
+                let message = Control {
+                    to,
+                    from: self.worker,
+                    iteration,
+                    kind,
+                    units: Vec::new(),
+                    rows: Vec::new(),
+                };
+                epoch.control.count(&message);
+                (emit.control)(&cap, message);
             }
         }
     }
@@ -268,18 +266,16 @@ pub(super) fn send_done(
     (iteration, key): (u64, UnitKey),
     emit: &mut Emit<'_>,
 ) {
-    epoch.control_sent += 1;
-    (emit.control)(
-        &epoch.caps.control,
-        Control {
-            to: peer,
-            from: worker,
-            iteration,
-            kind: ControlKind::Done,
-            units: vec![key],
-            rows: Vec::new(),
-        },
-    );
+    let message = Control {
+        to: peer,
+        from: worker,
+        iteration,
+        kind: ControlKind::Done,
+        units: vec![key],
+        rows: Vec::new(),
+    };
+    epoch.control.count(&message);
+    (emit.control)(&epoch.caps.control, message);
 }
 
 /// Sends the agent's messages. An `Assign` takes its units from the end of the
@@ -332,17 +328,15 @@ pub(super) fn send_all(
             .filter(|u| !holdings.settled_holder(u.key.partition, to))
             .flat_map(|u| holdings.ship(&u.rows))
             .collect();
-        epoch.control_sent += 1;
-        (emit.control)(
-            &epoch.caps.control,
-            Control {
-                to,
-                from: worker,
-                iteration: epoch.iteration,
-                kind,
-                units: units.iter().map(|u| u.key).collect(),
-                rows,
-            },
-        );
+        let message = Control {
+            to,
+            from: worker,
+            iteration: epoch.iteration,
+            kind,
+            units: units.iter().map(|u| u.key).collect(),
+            rows,
+        };
+        epoch.control.count(&message);
+        (emit.control)(&epoch.caps.control, message);
     }
 }

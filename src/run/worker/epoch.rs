@@ -9,6 +9,7 @@ use timely::dataflow::operators::Capability;
 use super::compute::Running;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::policy::PeerAgent;
+use crate::run::messages::Traffic;
 use crate::trace::{UnitAction, UnitRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -89,7 +90,7 @@ pub(super) struct Epoch {
     pub(super) bytes_sent: u64,
     pub(super) bytes_moved: u64,
     pub(super) units_given: u32,
-    pub(super) control_sent: u32,
+    pub(super) control: Traffic,
     pub(super) max_slowdown: f64,
     pub(super) delay_us: u64,
     /// How late the previous unit's sleep woke up.

@@ -35,7 +35,7 @@ pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
 use super::context::JobContext;
 use super::holdings::{Holdings, PlacementUpdate};
-use super::messages::{Control, GradSlice, Progress};
+use super::messages::{Control, GradSlice, Progress, Traffic};
 use super::oplog::OperatorClock;
 use super::sink::SinkEvent;
 use crate::data::UnitRows;
@@ -93,7 +93,7 @@ pub struct ComputeState {
     history: Option<OnlineHistory>,
     /// Control messages sent after the current iteration's report (worker 0
     /// passing timings on): counted in the next iteration's record.
-    control_after_report: u32,
+    control_after_report: Traffic,
 }
 
 impl ComputeState {
@@ -134,7 +134,7 @@ impl ComputeState {
             finished: false,
             epoch: None,
             agent,
-            control_after_report: 0,
+            control_after_report: Traffic::default(),
         }
     }
 
@@ -250,18 +250,16 @@ impl ComputeState {
             if self.worker == 0 {
                 self.on_timing(iteration, 0, Timing { units, busy_us }, emit);
             } else {
-                epoch.control_sent += 1;
-                (emit.control)(
-                    &epoch.caps.control,
-                    Control {
-                        to: 0,
-                        from: self.worker,
-                        iteration,
-                        kind: ControlKind::Timing { units, busy_us },
-                        units: Vec::new(),
-                        rows: Vec::new(),
-                    },
-                );
+                let message = Control {
+                    to: 0,
+                    from: self.worker,
+                    iteration,
+                    kind: ControlKind::Timing { units, busy_us },
+                    units: Vec::new(),
+                    rows: Vec::new(),
+                };
+                epoch.control.count(&message);
+                (emit.control)(&epoch.caps.control, message);
             }
         }
         let epoch = self.epoch.as_mut().expect("checked above");
@@ -283,23 +281,21 @@ impl ComputeState {
         for (done, timings) in completed {
             let all: Vec<(u32, u64)> = timings.iter().map(|t| (t.units, t.busy_us)).collect();
             for to in 1..self.cx.plan.workers {
+                let message = Control {
+                    to,
+                    from: 0,
+                    iteration: done,
+                    kind: ControlKind::Timings { all: all.clone() },
+                    units: Vec::new(),
+                    rows: Vec::new(),
+                };
                 // After its report, the next iteration's record counts them.
                 if epoch.idle_reported {
-                    self.control_after_report += 1;
+                    self.control_after_report.count(&message);
                 } else {
-                    epoch.control_sent += 1;
+                    epoch.control.count(&message);
                 }
-                (emit.control)(
-                    &epoch.caps.control,
-                    Control {
-                        to,
-                        from: 0,
-                        iteration: done,
-                        kind: ControlKind::Timings { all: all.clone() },
-                        units: Vec::new(),
-                        rows: Vec::new(),
-                    },
-                );
+                (emit.control)(&epoch.caps.control, message);
             }
         }
     }
@@ -475,7 +471,7 @@ impl ComputeState {
             bytes_sent: 0,
             bytes_moved: 0,
             units_given: 0,
-            control_sent: std::mem::take(&mut self.control_after_report),
+            control: std::mem::take(&mut self.control_after_report),
             max_slowdown: 1.0,
             delay_us: 0,
             oversleep: Duration::ZERO,
@@ -517,7 +513,8 @@ impl ComputeState {
             bytes_sent: epoch.bytes_sent,
             bytes_moved: epoch.bytes_moved,
             units_given: epoch.units_given,
-            control_sent: epoch.control_sent,
+            control_sent: epoch.control.messages,
+            control_bytes: epoch.control.bytes,
             units_cancelled: epoch.units_cancelled,
             params_version: epoch.params_version,
             predicted_unit_us: epoch.predicted_unit_us,

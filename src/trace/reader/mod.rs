@@ -550,6 +550,11 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     let bytes_moved = c.u64("bytes_moved")?;
     let units_given = c.u32("units_given")?;
     let control_sent = c.u32("control_sent")?;
+    let control_bytes = if c.version >= 4 {
+        Some(c.u64(crate::trace::schema::CONTROL_BYTES_COLUMN)?)
+    } else {
+        None
+    };
     let units_cancelled = c.u32("units_cancelled")?;
     let params_version = c.u64("params_version")?;
     let predicted = c.opt_f64("predicted_unit_us")?;
@@ -572,6 +577,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             bytes_moved: bytes_moved.value(i),
             units_given: units_given.value(i),
             control_sent: control_sent.value(i),
+            control_bytes: control_bytes.map_or(0, |b| b.value(i)),
             units_cancelled: units_cancelled.value(i),
             params_version: params_version.value(i),
             predicted_unit_us: predicted.is_valid(i).then(|| predicted.value(i)),
