@@ -3,9 +3,10 @@
 //! `lstm` when a model is given) over the workers' last [`WINDOW`] iterations,
 //! each seeing only the steps before the one it predicts, and answers with the
 //! one whose error was lowest there (the time per unit, µs, as `predictor
-//! eval` scores it), judged on the worker's own steps and its peers'
-//! ([`Auto::choose_all`]). Ties go to the earlier candidate, so with no
-//! history yet it behaves as `sustained`, the proactive policies' default.
+//! eval` scores it), judged over all the job's workers and the same for
+//! all of them ([`Auto::choose_all`]). Ties go to the earlier candidate, so
+//! with no history yet it behaves as `sustained`, the proactive policies'
+//! default.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
 /// Iterations over which the candidates' recent error is measured.
 pub const WINDOW: usize = 64;
 
-/// Picks, per call and worker, the candidate with the lowest recent error.
+/// Picks, per call, the candidate with the lowest recent error.
 #[derive(Debug, Clone, Default)]
 pub struct Auto {
     sustained: Sustained,
@@ -48,58 +49,41 @@ impl Auto {
         self.choose_all(&[history])[0]
     }
 
-    /// Each worker's candidate, from `histories` (the workers of one job).
+    /// Each worker's candidate, from `histories` (the workers of one job):
+    /// the same for every worker, the one with the lowest mean error over
+    /// all of the workers' last [`WINDOW`] steps (each step predicted from
+    /// those before it).
     ///
-    /// - **Evidence.** Every candidate's absolute error over each worker's
-    ///   last [`WINDOW`] steps (each step predicted from those before it).
-    /// - **Per worker.** A worker's mean error is weighed with its peers' as
-    ///   if theirs were [`PEER_STEPS`] more steps of its own: a few dozen
-    ///   steps of one worker rarely tell the candidates apart (one spike
-    ///   swings them), and a worker whose record differs clearly from its
-    ///   peers' still gets its own best.
+    /// - **One for all.** A plan compares the workers' predictions with one
+    ///   another, and the candidates read differently (`sustained`, the
+    ///   smallest of two ratios, reads low): a worker told by `sustained`
+    ///   looks faster than one told by `last`. Chosen per worker, the mix
+    ///   moved a third of the work every iteration in `forestall`
+    ///   (`predictors-forestall`, bench 3).
     /// - **Only on evidence.** A candidate other than the first (`sustained`,
-    ///   the policies' default) is chosen only where, over all the job's
-    ///   steps, it beat the first by more than [`EVIDENCE`] standard errors
-    ///   of the steps' paired differences: a lead of a few steps is chance.
+    ///   the policies' default) is chosen only where, over all the steps, it
+    ///   beat the first by more than [`EVIDENCE`] standard errors of the
+    ///   steps' paired differences: a lead of a few steps is chance.
     pub fn choose_all(&self, histories: &[&[Step]]) -> Vec<&dyn Predictor> {
         let candidates: Vec<&dyn Predictor> = self.candidates().collect();
-        let records: Vec<Vec<Vec<f64>>> = histories
+        let steps: Vec<Vec<f64>> = histories
             .iter()
-            .map(|history| step_errors(&candidates, history))
+            .flat_map(|history| step_errors(&candidates, history))
             .collect();
-        let pooled_steps: Vec<&Vec<f64>> = records.iter().flatten().collect();
-        let pooled_mean: Vec<f64> = (0..candidates.len())
-            .map(|c| mean(pooled_steps.iter().map(|e| e[c])))
-            .collect();
-        let trusted: Vec<bool> = (0..candidates.len())
-            .map(|c| c == 0 || beats_first(pooled_steps.iter().map(|e| e[0] - e[c])))
-            .collect();
-        let prior = PEER_STEPS;
-        records
-            .iter()
-            .map(|own| {
-                let n = own.len() as f64;
-                let mut best: Option<(f64, &dyn Predictor)> = None;
-                for (c, candidate) in candidates.iter().enumerate() {
-                    if !trusted[c] {
-                        continue;
-                    }
-                    let sum: f64 = own.iter().map(|e| e[c]).sum();
-                    let error = (sum + prior * pooled_mean[c]) / (n + prior);
-                    if best.is_none_or(|(b, _)| error < b) {
-                        best = Some((error, *candidate));
-                    }
-                }
-                best.map_or(&self.sustained as &dyn Predictor, |(_, c)| c)
-            })
-            .collect()
+        let mut best: Option<(f64, &dyn Predictor)> = None;
+        for (c, candidate) in candidates.iter().enumerate() {
+            if c > 0 && !beats_first(steps.iter().map(|e| e[0] - e[c])) {
+                continue;
+            }
+            let error = mean(steps.iter().map(|e| e[c]));
+            if best.is_none_or(|(b, _)| error < b) {
+                best = Some((error, *candidate));
+            }
+        }
+        let chosen = best.map_or(&self.sustained as &dyn Predictor, |(_, c)| c);
+        vec![chosen; histories.len()]
     }
 }
-
-/// How many of its own steps a worker's peers' mean error counts as: as
-/// many as a full window, so a worker's own record and its peers' weigh the
-/// same once it has one.
-pub const PEER_STEPS: f64 = WINDOW as f64;
 
 /// Standard errors by which a candidate must have beaten the first.
 pub const EVIDENCE: f64 = 1.0;
@@ -218,7 +202,7 @@ mod tests {
         // than `sustained`, but one step is one event, not evidence...
         let step_up = steps(&[1.0, 1.0, 1.0, 1.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]);
         assert_eq!(auto.choose(&step_up).name(), "sustained");
-        // ...nor is it with seven steady peers...
+        // ...nor is it with seven steady peers (the choice is the job's)...
         let steady = steps(&[1.0; 10]);
         let mut job: Vec<&[Step]> = vec![&steady; 7];
         job.push(&step_up);
@@ -235,6 +219,13 @@ mod tests {
             Last.predict_next(&step_up),
             "auto answers as last"
         );
+        // one candidate for all of a job's workers, whatever each alone
+        // would favour
+        let dips = steps(&[2.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0, 2.0]);
+        let mut mixed: Vec<&[Step]> = vec![&step_up; 7];
+        mixed.push(&dips);
+        let chosen = auto.choose_all(&mixed);
+        assert!(chosen.iter().all(|c| c.name() == chosen[0].name()));
         // a worker with no history yet is given nothing to predict from
         let fresh: Vec<&[Step]> = vec![&step_up, &[]];
         assert_eq!(auto.predict_next_all(&fresh)[1], None);
