@@ -56,10 +56,8 @@ impl Auto {
     ///
     /// - **One for all.** A plan compares the workers' predictions with one
     ///   another, and the candidates read differently (`sustained`, the
-    ///   smallest of two ratios, reads low): a worker told by `sustained`
-    ///   looks faster than one told by `last`. Chosen per worker, the mix
-    ///   moved a third of the work every iteration in `forestall`
-    ///   (`predictors-forestall`, bench 3).
+    ///   smallest of two ratios, reads low): chosen per worker, a worker told
+    ///   by `sustained` would look faster than one told by `last`.
     /// - **Only on evidence.** A candidate other than the first (`sustained`,
     ///   the policies' default) is chosen only where, over all the steps, it
     ///   beat the first by more than [`EVIDENCE`] standard errors of the
