@@ -150,6 +150,54 @@ fn forestall_ssp_plans_under_slack_and_computes_each_unit_once() {
     assert!(out.eval.accuracy > 0.8, "accuracy {}", out.eval.accuracy);
 }
 
+/// At native speed a worker under slack can be an iteration ahead when a
+/// peer's planned units for the iteration before reach it: it computes them
+/// as that iteration's units, not as its own of the next, so every
+/// iteration's sum completes (before, such a run could hang) and each unit
+/// is computed once.
+#[test]
+fn forestall_ssp_at_native_speed_completes_every_iteration() {
+    let p = plan(
+        r#"
+[job]
+iterations = 60
+seed = 7
+[data]
+partitions = 32
+units_per_partition = 4
+batch_fraction = 0.5
+[workers]
+count = 4
+[straggler]
+pattern = "slow-worker"
+probability = 0.1
+delay_percent = 400
+[policy]
+name = "forestall-ssp"
+control_delay = 3
+"#,
+    );
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = run_in(&p, dir.path());
+        let trace = read_trace_dir(dir.path()).expect("trace reads");
+        let _ = done.send((out.iterations.len(), trace));
+    });
+    let (iterations, trace) = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the run ends within two minutes");
+    assert_eq!(iterations, 60);
+    let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
+    for u in &trace.units {
+        *ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default() += 1;
+    }
+    assert_eq!(ledger.len(), 60 * 32 * 4);
+    assert!(ledger.values().all(|&n| n == 1));
+}
+
 /// `auto` picks among its candidates per worker; under a persistent
 /// straggler the plan still moves its work away, each unit once, and the
 /// parameters are BSP's.

@@ -154,7 +154,10 @@ impl ComputeState {
                             );
                         }
                     }
-                    let planned = matches!(message.kind, ControlKind::Planned { .. });
+                    // Planned units join the receiver's own list, but only
+                    // in their own iteration: a receiver already ahead
+                    // (SSP) computes them as given units of that iteration.
+                    let planned = !older && matches!(message.kind, ControlKind::Planned { .. });
                     if planned && held {
                         epoch.own.push_back(rows);
                         continue;
