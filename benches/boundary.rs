@@ -11,10 +11,10 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use forestall::predict::{
-    worker_series, Ewma, LstmPredictor, LstmSettings, OnlineHistory, OnlinePredictor, Sustained,
-    Timing, WorkerSeries,
+    worker_series, Auto, Ewma, LstmPredictor, LstmSettings, OnlineHistory, OnlinePredictor,
+    Sustained, Timing, WorkerSeries,
 };
 use forestall::trace::{TraceSet, WorkerRecord};
 
@@ -61,17 +61,19 @@ fn series() -> Vec<WorkerSeries> {
 
 fn boundary(c: &mut Criterion) {
     let h = history();
-    let lstm = LstmPredictor::train(
-        &series(),
-        &|s: &WorkerSeries| s.steps.len(),
-        &LstmSettings {
-            max_epochs: 3,
-            ..LstmSettings::default()
-        },
-        Vec::new(),
-        |_, _| {},
-    )
-    .expect("lstm trains");
+    let lstm = Arc::new(
+        LstmPredictor::train(
+            &series(),
+            &|s: &WorkerSeries| s.steps.len(),
+            &LstmSettings {
+                max_epochs: 3,
+                ..LstmSettings::default()
+            },
+            Vec::new(),
+            |_, _| {},
+        )
+        .expect("lstm trains"),
+    );
     let predictors = [
         ("last", OnlinePredictor::Last),
         ("ewma", OnlinePredictor::Ewma(Ewma::default())),
@@ -79,12 +81,34 @@ fn boundary(c: &mut Criterion) {
             "sustained",
             OnlinePredictor::Sustained(Sustained::default()),
         ),
-        ("lstm", OnlinePredictor::Lstm(Arc::new(lstm))),
+        ("lstm", OnlinePredictor::Lstm(Arc::clone(&lstm))),
     ];
     let mut group = c.benchmark_group("boundary_64_workers");
     for (name, p) in &predictors {
-        group.bench_function(*name, |b| b.iter(|| black_box(h.predict(p.as_predictor()))));
+        group.bench_function(*name, |b| b.iter(|| black_box(h.predict(p))));
     }
+    // `auto` with the LSTM among its candidates: replaying them over the
+    // window at the boundary, against scoring the iteration that joins and
+    // reading the scores (what a run does).
+    let auto = OnlinePredictor::Auto(Auto::new(Some(lstm)));
+    group.bench_function("auto_replayed", |b| b.iter(|| black_box(h.predict(&auto))));
+    let judged = history().judged_for(&auto);
+    let next: Vec<Timing> = (0..WORKERS)
+        .map(|w| Timing {
+            units: 100,
+            busy_us: busy_us(w, ITERATIONS),
+        })
+        .collect();
+    group.bench_function("auto_scored_join_and_predict", |b| {
+        b.iter_batched(
+            || judged.clone(),
+            |mut j| {
+                j.record_next(&next);
+                black_box(j.predict(&auto))
+            },
+            BatchSize::SmallInput,
+        )
+    });
     group.finish();
 }
 

@@ -6,8 +6,10 @@
 //! eval` scores it), judged over all the job's workers and the same for
 //! all of them ([`Auto::choose_all`]). Ties go to the earlier candidate, so
 //! with no history yet it behaves as `sustained`, the proactive policies'
-//! default.
+//! default. Inside a run the replay is not repeated at every boundary: a
+//! [`Scoreboard`] scores each step once as it arrives.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
@@ -46,7 +48,7 @@ impl Auto {
     /// The candidate that would have done best over the last [`WINDOW`] steps
     /// of `history` (the first candidate when there is nothing to judge by).
     pub fn choose(&self, history: &[Step]) -> &dyn Predictor {
-        self.choose_all(&[history])[0]
+        self.choose_job(&[history])
     }
 
     /// Each worker's candidate, from `histories` (the workers of one job):
@@ -63,23 +65,97 @@ impl Auto {
     ///   beat the first by more than [`EVIDENCE`] standard errors of the
     ///   steps' paired differences: a lead of a few steps is chance.
     pub fn choose_all(&self, histories: &[&[Step]]) -> Vec<&dyn Predictor> {
+        vec![self.choose_job(histories); histories.len()]
+    }
+
+    /// The one candidate [`Auto::choose_all`] gives every worker.
+    fn choose_job(&self, histories: &[&[Step]]) -> &dyn Predictor {
         let candidates: Vec<&dyn Predictor> = self.candidates().collect();
         let steps: Vec<Vec<f64>> = histories
             .iter()
             .flat_map(|history| step_errors(&candidates, history))
             .collect();
+        self.pick(steps.iter().map(Vec::as_slice))
+    }
+
+    /// The candidate the candidates' errors at some steps (each step's, by
+    /// candidate) point to, as [`Auto::choose_all`] describes.
+    fn pick<'s>(&self, steps: impl Iterator<Item = &'s [f64]> + Clone) -> &dyn Predictor {
         let mut best: Option<(f64, &dyn Predictor)> = None;
-        for (c, candidate) in candidates.iter().enumerate() {
-            if c > 0 && !beats_first(steps.iter().map(|e| e[0] - e[c])) {
+        for (c, candidate) in self.candidates().enumerate() {
+            if c > 0 && !beats_first(steps.clone().map(|e| e[0] - e[c])) {
                 continue;
             }
-            let error = mean(steps.iter().map(|e| e[c]));
+            let error = mean(steps.clone().map(|e| e[c]));
             if best.is_none_or(|(b, _)| error < b) {
-                best = Some((error, *candidate));
+                best = Some((error, candidate));
             }
         }
-        let chosen = best.map_or(&self.sustained as &dyn Predictor, |(_, c)| c);
-        vec![chosen; histories.len()]
+        best.map_or(&self.sustained as &dyn Predictor, |(_, c)| c)
+    }
+}
+
+/// `auto` inside a run: each candidate's error at each step, scored once as
+/// the step arrives (each candidate predicting it from the steps before), so
+/// that choosing at an iteration boundary reads [`WINDOW`] stored errors per
+/// worker instead of replaying every candidate over the window. It chooses as
+/// [`Auto::choose_all`] does over the same steps; each step is predicted from
+/// the up to [`KEPT_STEPS`](super::online::KEPT_STEPS) steps before it (a
+/// replay over a kept window sees fewer before its oldest steps).
+#[derive(Debug, Clone)]
+pub struct Scoreboard {
+    auto: Auto,
+    /// By worker, its last [`WINDOW`] scored steps, oldest first: the step's
+    /// iteration and each candidate's error there.
+    scored: Vec<VecDeque<(u64, Vec<f64>)>>,
+}
+
+impl Scoreboard {
+    /// No steps scored yet, for `workers` workers.
+    pub fn new(auto: Auto, workers: usize) -> Self {
+        Self {
+            auto,
+            scored: vec![VecDeque::new(); workers],
+        }
+    }
+
+    /// Scores `step`, `worker`'s next after `before` (its steps so far).
+    pub fn score(&mut self, worker: usize, before: &[Step], step: &Step) {
+        let candidates: Vec<&dyn Predictor> = self.auto.candidates().collect();
+        let Some(errors) = step_error(&candidates, before, step) else {
+            return;
+        };
+        let Some(scored) = self.scored.get_mut(worker) else {
+            return;
+        };
+        scored.push_back((step.iteration, errors));
+        if scored.len() > WINDOW {
+            scored.pop_front();
+        }
+    }
+
+    /// The scores of the steps of iterations up to `iteration` only.
+    pub fn through(&self, iteration: u64) -> Self {
+        Self {
+            auto: self.auto.clone(),
+            scored: self
+                .scored
+                .iter()
+                .map(|s| s.iter().filter(|(i, _)| *i <= iteration).cloned().collect())
+                .collect(),
+        }
+    }
+
+    /// The candidate for every worker, from the scores so far.
+    pub fn choice(&self) -> &dyn Predictor {
+        self.auto
+            .pick(self.scored.iter().flatten().map(|(_, e)| e.as_slice()))
+    }
+
+    /// Every worker's next ratio from `histories` (by worker), by
+    /// [`Scoreboard::choice`].
+    pub fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
+        self.choice().predict_next_all(histories)
     }
 }
 
@@ -121,18 +197,23 @@ fn beats_first(differences: impl Iterator<Item = f64>) -> bool {
 fn step_errors(candidates: &[&dyn Predictor], history: &[Step]) -> Vec<Vec<f64>> {
     let from = history.len().saturating_sub(WINDOW).max(1);
     (from..history.len())
-        .filter_map(|t| {
-            let errors: Vec<f64> = candidates
-                .iter()
-                .map(|c| {
-                    c.predict_next(&history[..t]).map_or(f64::NAN, |ratio| {
-                        (ratio * history[t - 1].median_us - history[t].unit_us).abs()
-                    })
-                })
-                .collect();
-            errors.iter().all(|e| e.is_finite()).then_some(errors)
-        })
+        .filter_map(|t| step_error(candidates, &history[..t], &history[t]))
         .collect()
+}
+
+/// Each candidate's absolute error of the time per unit at `step`, predicted
+/// from `before` (the steps before it); `None` if there are none, or some
+/// candidate has no finite error.
+fn step_error(candidates: &[&dyn Predictor], before: &[Step], step: &Step) -> Option<Vec<f64>> {
+    let median_us = before.last()?.median_us;
+    let errors: Vec<f64> = candidates
+        .iter()
+        .map(|c| {
+            c.predict_next(before)
+                .map_or(f64::NAN, |ratio| (ratio * median_us - step.unit_us).abs())
+        })
+        .collect();
+    errors.iter().all(|e| e.is_finite()).then_some(errors)
 }
 
 impl Predictor for Auto {
@@ -149,17 +230,7 @@ impl Predictor for Auto {
     }
 
     fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
-        self.choose_all(histories)
-            .into_iter()
-            .zip(histories)
-            .map(|(chosen, history)| {
-                if history.is_empty() {
-                    None
-                } else {
-                    chosen.predict_next(history)
-                }
-            })
-            .collect()
+        self.choose_job(histories).predict_next_all(histories)
     }
 }
 
@@ -227,5 +298,52 @@ mod tests {
         // a worker with no history yet is given nothing to predict from
         let fresh: Vec<&[Step]> = vec![&step_up, &[]];
         assert_eq!(auto.predict_next_all(&fresh)[1], None);
+    }
+
+    #[test]
+    fn a_scoreboard_chooses_as_the_replay_does() {
+        let auto = Auto::default();
+        // Dips every third iteration from the start (ewma's), then a lasting
+        // slowdown everywhere (last's): the choice changes on the way.
+        let mut ratios = [2.0, 2.0, 1.0].repeat(5);
+        ratios.extend([4.0; 12]);
+        let dips = steps(&ratios);
+        let late = steps(&ratios[3..]);
+        let job: Vec<&[Step]> = vec![&dips, &dips, &late];
+        let mut board = Scoreboard::new(auto.clone(), job.len());
+        let mut chosen = std::collections::BTreeSet::new();
+        for t in 0..dips.len() {
+            for (w, history) in job.iter().enumerate() {
+                if let Some(step) = history.get(t) {
+                    board.score(w, &history[..t], step);
+                }
+            }
+            let so_far: Vec<&[Step]> = job.iter().map(|h| &h[..h.len().min(t + 1)]).collect();
+            assert_eq!(
+                board.choice().name(),
+                auto.choose_job(&so_far).name(),
+                "t = {t}"
+            );
+            assert_eq!(
+                board.predict_next_all(&so_far),
+                auto.predict_next_all(&so_far)
+            );
+            chosen.insert(board.choice().name().to_string());
+        }
+        assert!(chosen.len() >= 2, "the choice changed: {chosen:?}");
+        // The scores through an iteration choose as the replay of the steps
+        // up to it.
+        let through: Vec<&[Step]> = job.iter().map(|h| &h[..h.len().min(8)]).collect();
+        assert_eq!(
+            board.through(7).choice().name(),
+            auto.choose_job(&through).name()
+        );
+        // No more than the window is kept.
+        assert!(board.scored.iter().all(|s| s.len() <= WINDOW));
+        // A worker out of range or with nothing before its step is not scored.
+        let mut empty = Scoreboard::new(auto.clone(), 1);
+        empty.score(5, &dips[..3], &dips[3]);
+        empty.score(0, &[], &dips[0]);
+        assert!(empty.scored.iter().all(VecDeque::is_empty));
     }
 }

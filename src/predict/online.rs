@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::auto::Scoreboard;
 use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
 
 /// Steps of history kept per worker (the predictors read the recent past).
@@ -72,6 +73,8 @@ pub struct OnlineHistory {
     series: Vec<Vec<Step>>,
     /// Iterations complete so far (all workers' timings in), in order.
     complete_through: Option<u64>,
+    /// `auto`'s scores of every step as it joined, if kept.
+    scoreboard: Option<Scoreboard>,
 }
 
 impl OnlineHistory {
@@ -82,7 +85,26 @@ impl OnlineHistory {
             pending: BTreeMap::new(),
             series: vec![Vec::new(); workers as usize],
             complete_through: None,
+            scoreboard: None,
         }
+    }
+
+    /// These histories, keeping `predictor`'s scores of every step as it
+    /// joins if it is `auto` (see [`Scoreboard`]; the steps already here
+    /// are scored now). Without, `auto` replays its candidates over the
+    /// window at every prediction: the same choice, at many times the cost.
+    pub fn judged_for(mut self, predictor: &OnlinePredictor) -> Self {
+        let OnlinePredictor::Auto(auto) = predictor else {
+            return self;
+        };
+        let mut board = Scoreboard::new(auto.clone(), self.workers);
+        for (w, steps) in self.series.iter().enumerate() {
+            for t in steps.len().saturating_sub(super::auto::WINDOW).max(1)..steps.len() {
+                board.score(w, kept(&steps[..t]), &steps[t]);
+            }
+        }
+        self.scoreboard = Some(board);
+        self
     }
 
     /// Records `worker`'s timing of `iteration` (the first report counts;
@@ -193,6 +215,7 @@ impl OnlineHistory {
             pending: BTreeMap::new(),
             series,
             complete_through: (complete >= 1.0).then(|| complete as u64 - 1),
+            scoreboard: None,
         })
     }
 
@@ -213,6 +236,7 @@ impl OnlineHistory {
                 })
                 .collect(),
             complete_through: self.complete_through.map(|c| c.min(iteration)),
+            scoreboard: self.scoreboard.as_ref().map(|b| b.through(iteration)),
         }
     }
 
@@ -243,6 +267,9 @@ impl OnlineHistory {
         );
         for (worker, step) in steps {
             let s = &mut self.series[worker as usize];
+            if let Some(board) = self.scoreboard.as_mut() {
+                board.score(worker as usize, kept(s), &step);
+            }
             s.push(step);
             // Trimmed in batches (each step moves once), read through `kept`.
             if s.len() >= 2 * KEPT_STEPS {
@@ -279,10 +306,13 @@ impl OnlineHistory {
 
     /// Each worker's predicted time per unit for the next iteration, µs (None:
     /// no history yet, or a prediction that is not a finite positive time).
-    pub fn predict(&self, predictor: &dyn Predictor) -> Vec<Option<f64>> {
+    pub fn predict(&self, predictor: &OnlinePredictor) -> Vec<Option<f64>> {
         let histories: Vec<&[Step]> = self.series.iter().map(|s| kept(s)).collect();
-        predictor
-            .predict_next_all(&histories)
+        let ratios = match (predictor, &self.scoreboard) {
+            (OnlinePredictor::Auto(_), Some(board)) => board.predict_next_all(&histories),
+            _ => predictor.as_predictor().predict_next_all(&histories),
+        };
+        ratios
             .into_iter()
             .zip(&histories)
             .map(|(ratio, steps)| {
@@ -347,8 +377,8 @@ mod tests {
         }
         assert_eq!(through.to_floats(), fresh.to_floats());
         assert_eq!(
-            through.predict(&Last),
-            fresh.predict(&Last),
+            through.predict(&OnlinePredictor::Last),
+            fresh.predict(&OnlinePredictor::Last),
             "what a plan sees"
         );
         // nothing later to leave out
@@ -382,7 +412,7 @@ mod tests {
             h.record_next(&[t(4, 400), t(4, 400 * slow)]);
             assert!(h.complete(i as u64));
         }
-        let predicted = h.predict(&Last);
+        let predicted = h.predict(&OnlinePredictor::Last);
         assert!(predicted[1].expect("predicted") > 1.5 * predicted[0].expect("predicted"));
         let acted = h.lasting(&predicted, 1.5);
         assert_eq!(acted[0], predicted[0], "not a straggler: as predicted");
@@ -390,7 +420,7 @@ mod tests {
         // Slow for good: from its fourth slow iteration on, acted on.
         h.record_next(&[t(4, 400), t(4, 2000)]);
         h.record_next(&[t(4, 400), t(4, 2000)]);
-        let predicted = h.predict(&Last);
+        let predicted = h.predict(&OnlinePredictor::Last);
         assert_eq!(h.lasting(&predicted, 1.5), predicted);
     }
 
@@ -417,12 +447,12 @@ mod tests {
         h.record(0, 0, t(10, 1000));
         h.record(0, 1, t(10, 1000));
         assert!(!h.complete(0));
-        assert_eq!(h.predict(&Last), vec![None, None, None]);
+        assert_eq!(h.predict(&OnlinePredictor::Last), vec![None, None, None]);
         h.record(0, 2, t(10, 3000));
         assert!(h.complete(0) && !h.complete(1));
         // unit times 100, 100, 300 µs: median 100
         assert_eq!(
-            h.predict(&Last),
+            h.predict(&OnlinePredictor::Last),
             vec![Some(100.0), Some(100.0), Some(300.0)]
         );
         // a repeat report is ignored; late reports of a complete iteration too
@@ -433,7 +463,7 @@ mod tests {
         assert!(h.complete(1));
         // iteration 1: 100, 200, 100 → median 100
         assert_eq!(
-            h.predict(&Last),
+            h.predict(&OnlinePredictor::Last),
             vec![Some(100.0), Some(200.0), Some(100.0)]
         );
         let w2 = &h.series[2];
@@ -451,6 +481,42 @@ mod tests {
         assert_eq!(kept(&h.series[0]).len(), KEPT_STEPS);
         assert!(h.series[0].len() < 2 * KEPT_STEPS);
         assert!(h.series[1].is_empty());
-        assert_eq!(h.predict(&Last), vec![Some(100.0), None]);
+        assert_eq!(h.predict(&OnlinePredictor::Last), vec![Some(100.0), None]);
+    }
+
+    #[test]
+    fn auto_judged_as_steps_join_predicts_as_its_replay() {
+        let auto = OnlinePredictor::Auto(crate::predict::Auto::default());
+        let mut judged = OnlineHistory::new(3).judged_for(&auto);
+        let mut replayed = OnlineHistory::new(3);
+        assert!(judged.scoreboard.is_some() && replayed.scoreboard.is_none());
+        // Worker 2 dips every third iteration, then all slow down for good.
+        for i in 0..40u64 {
+            let dip = if i % 3 == 2 { 200 } else { 400 };
+            let slow = if i >= 25 { 4 } else { 1 };
+            let timings = [t(4, 400 * slow), t(4, 400 * slow), t(4, dip * slow)];
+            judged.record_next(&timings);
+            replayed.record_next(&timings);
+            assert_eq!(
+                judged.predict(&auto),
+                replayed.predict(&auto),
+                "iteration {i}"
+            );
+            assert_eq!(
+                judged.through(i / 2).predict(&auto),
+                replayed.through(i / 2).predict(&auto),
+                "planned under slack at {i}"
+            );
+        }
+        // A resumed run scores the steps it comes back with.
+        let back = OnlineHistory::from_floats(3, &judged.to_floats())
+            .expect("decodes")
+            .judged_for(&auto);
+        assert_eq!(back.predict(&auto), judged.predict(&auto));
+        // Other predictors keep no scores.
+        assert!(OnlineHistory::new(3)
+            .judged_for(&OnlinePredictor::Last)
+            .scoreboard
+            .is_none());
     }
 }

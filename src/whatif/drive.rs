@@ -79,10 +79,7 @@ fn apply_plan(
     predictor: &OnlinePredictor,
     config: &crate::policy::ProactiveConfig,
 ) -> u64 {
-    let predicted = history.lasting(
-        &history.predict(predictor.as_predictor()),
-        DEFAULT_STRAGGLER_THRESHOLD,
-    );
+    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
     let own: Vec<u32> = (0..t.workers()).map(|w| t.own(w).len() as u32).collect();
     plan_moves(&own, &predicted, config)
         .into_iter()
@@ -99,10 +96,7 @@ fn clone_plan(
     config: &crate::policy::ProactiveConfig,
     budget: f64,
 ) -> Vec<(u32, u32, ControlKind)> {
-    let predicted = history.lasting(
-        &history.predict(predictor.as_predictor()),
-        DEFAULT_STRAGGLER_THRESHOLD,
-    );
+    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
     let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
     let total: u32 = own.iter().sum();
     let moves = plan_moves(&own, &predicted, config);
@@ -142,7 +136,10 @@ impl Setup<'_> {
     ) -> Partial {
         let workers = self.workers;
         let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
-        let mut history = OnlineHistory::new(workers);
+        let mut history = match self.plan {
+            Some((_, predictor)) => OnlineHistory::new(workers).judged_for(predictor),
+            None => OnlineHistory::new(workers),
+        };
         // Alone on the machine, a range splits large iterations between two
         // cores (same outcome).
         let mut scratch = if alone {

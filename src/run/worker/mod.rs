@@ -110,11 +110,12 @@ impl ComputeState {
             .collect();
         let holdings = Holdings::new(cx.workload.data().rows.rows(), sizes);
         let workers = cx.plan.workers;
-        let history = cx.predictor.as_ref().map(|_| {
+        let history = cx.predictor.as_ref().map(|predictor| {
             cx.resume
                 .as_ref()
                 .and_then(|c| OnlineHistory::from_floats(workers, &c.history))
                 .unwrap_or_else(|| OnlineHistory::new(workers))
+                .judged_for(predictor)
         });
         let next_iteration = cx.first_iteration();
         Self {

@@ -37,7 +37,7 @@ impl ComputeState {
             };
             &known
         };
-        let predicted = history.predict(predictor.as_predictor());
+        let predicted = history.predict(predictor);
         epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
         let own: Vec<u32> = (0..self.cx.plan.workers)
             .map(|w| self.cx.own_units(w))
