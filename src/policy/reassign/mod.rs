@@ -12,7 +12,8 @@
 //!    done, or the unit in flight's time so far when longer), at least
 //!    `initial_units` — or, when it is only more loaded than the peer and not
 //!    slower per unit, its part of that among the peers that may be giving
-//!    too. The units leave its list before the message is sent, so ownership
+//!    too (under `forestall`'s broker, a slower one too, when others may be
+//!    giving: its part of a balance with all its helpers). The units leave its list before the message is sent, so ownership
 //!    moves once and no unit is done twice; they no longer count as the giver's
 //!    own, so its reports (done of total) stay true.
 //! 3. A helper that has finished everything it holds **offers** help to the peer
@@ -498,13 +499,23 @@ impl ReassignAgent {
 
     /// This worker's part of a peer's load when it is one of `givers`
     /// workers like it that may give to that peer (`their_left` units left at
-    /// `their_unit_us`): what a fluid balance of the givers and the peer
+    /// `their_unit_us`) and that peer one of `helpers` like it that may take
+    /// from this worker: what a fluid balance of the givers and the helpers
     /// takes off it, `n − (T − rem) / mine` with
-    /// `T = (givers · (n + rem / mine) + their_left) / (givers / mine + 1 / theirs)`,
-    /// rounded at random (a hash of the iteration and the pair, so a run and
-    /// its replay agree): from all its givers together the peer gets about
-    /// what it can do by `T`, not a unit from each; within what may be given.
-    fn part(&self, me: Giver, givers: u32, their_left: u32, their_unit_us: u64, to: u32) -> u32 {
+    /// `T = (givers · (n + rem / mine) + helpers · their_left) / (givers / mine + helpers / theirs)`,
+    /// shared among the helpers and rounded at random (a hash of the
+    /// iteration and the pair, so a run and its replay agree): from all its
+    /// givers together the peer gets about what it can do by `T`, not a
+    /// unit from each; within what may be given.
+    fn part(
+        &self,
+        me: Giver,
+        givers: u32,
+        helpers: usize,
+        their_left: u32,
+        their_unit_us: u64,
+        to: u32,
+    ) -> u32 {
         // Units queued ahead are counted at the time per unit measured so
         // far, which early in an iteration is one noisy unit: a peer slower
         // than us gets none of our list on their account.
@@ -518,9 +529,10 @@ impl ReassignAgent {
         let theirs = their_unit_us.max(1) as f64;
         let rem = me.ahead_us.unwrap_or(0) as f64;
         let g = f64::from(givers.max(1));
+        let h = helpers.max(1) as f64;
         let n = me.left as f64;
-        let finish = (g * (n + rem / mine) + f64::from(their_left)) / (g / mine + 1.0 / theirs);
-        let part = (n - (finish - rem) / mine).max(0.0);
+        let finish = (g * (n + rem / mine) + h * f64::from(their_left)) / (g / mine + h / theirs);
+        let part = (n - (finish - rem) / mine).max(0.0) / h;
         let u = crate::rng::uniform(&[
             GIFT_ROUNDING,
             self.iteration,
@@ -712,12 +724,19 @@ impl ReassignAgent {
                         // peers are not: it gives its whole share. One that
                         // is only more loaded (a plan gone stale, uneven
                         // units) may be one of many: it gives its part.
+                        // Under the broker, which places a straggler's
+                        // share over all workers, a straggler that may be
+                        // one of several givers to this peer gives its part
+                        // too, of a balance with all its helpers: several
+                        // stragglers of one neighbourhood each giving their
+                        // whole share to the first peer to report bury it.
                         let straggler = 2 * me.unit_us > 3 * unit_us;
                         let givers = self.givers(from, theirs, unit_us);
-                        let count = if straggler {
+                        let count = if straggler && (givers <= 1 || !self.config.broker) {
                             share.max(self.config.initial_units)
                         } else {
-                            self.part(me, givers, their_left, unit_us, from)
+                            let helpers = if straggler { self.helpers_left() } else { 1 };
+                            self.part(me, givers, helpers, their_left, unit_us, from)
                         };
                         if count == 0 {
                             return Vec::new();
@@ -749,7 +768,7 @@ impl ReassignAgent {
                 } else {
                     // A peer no faster than us may be asking the others too.
                     let givers = self.givers(from, 0, unit_us);
-                    self.part(me, givers, 0, unit_us, from)
+                    self.part(me, givers, 1, 0, unit_us, from)
                 };
                 if count > 0 {
                     vec![(from, ControlKind::Assign { count })]

@@ -452,3 +452,40 @@ fn a_peer_with_queued_units_is_not_taken_for_idle() {
     assert!(given(6) < given(0), "{} vs {}", given(6), given(0));
     assert_eq!(given(12), 0, "a peer with as much work left gets none");
 }
+
+/// Under the broker a straggler that may be one of several givers to the
+/// peer that reported gives its part of a balance with all its helpers, not
+/// its whole share: in a neighbourhood with several stragglers, each giving
+/// its whole share to the first peer to report buried that peer (64 workers
+/// on 2 cores, whose contention slows several neighbours at once). Alone, or
+/// without the broker, it gives its whole share as before.
+#[test]
+fn under_the_broker_one_of_several_stragglers_gives_its_part() {
+    let progress = ControlKind::Progress {
+        done: 36,
+        total: 48,
+        queued: 0,
+        unit_us: 100,
+    };
+    let slow = |mut a: ReassignAgent| {
+        a.begin(0, 48);
+        for _ in 0..7 {
+            a.observe(None, 0, 41, 0);
+            a.on_own_unit_done(500);
+        }
+        a.observe(None, 0, 41, 0);
+        a
+    };
+    // Worker 1, 5× slower than peer 2, with 41 units left; peers 3 and 0
+    // not heard from yet: three may give to 2, and 2 is one of three
+    // helpers. T = (3·41 + 3·12) / (3/500 + 3/100) = 4417 µs, by when worker
+    // 1 does 8.8 of its own: (41 − 8.8) / 3 = 10.7 for worker 2.
+    let mut brokered = slow(broker_agent(1, 4));
+    let part = assigned(&brokered.on_message(2, &progress, 41), 2);
+    assert!((10..=11).contains(&part), "{part}");
+    // Without the broker: the whole share (see
+    // `a_slow_worker_gives_enough_units_to_finish_together`).
+    let mut alone = slow(agent(1));
+    assert_eq!(assigned(&alone.on_message(2, &progress, 41), 2), 13);
+    assert!(part < 13);
+}
