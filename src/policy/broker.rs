@@ -7,7 +7,9 @@
 //! units are in its own list, how many wait ahead of them, its time per unit
 //! now and in the iteration before; or that it is idle, if it went idle
 //! first). When every worker's pace
-//! is in, worker 0 balances the whole iteration at once ([`balance_moves`]:
+//! is in (or most are, and the others have had a first unit in flight for
+//! [`PATIENCE`] median first units: see [`QUORUM`]), worker 0 balances the
+//! whole iteration at once ([`balance_moves`]:
 //! each worker as it stands, extrapolated from its pace to now) and tells
 //! each giver whom to **give** how many units. The giver hands them over as an
 //! ordinary assignment (units leave its list before the message, so each unit
@@ -25,6 +27,15 @@ use super::proactive::{balance_moves, Load, Move};
 /// unit by that much more); the others are taken at the usual pace: a first
 /// unit's time is noisy, and the helper groups even out small differences.
 pub const SLOW_PACE: f64 = 1.5;
+
+/// The broker balances without waiting for every pace once this share of
+/// them is in...
+pub const QUORUM: f64 = 7.0 / 8.0;
+/// ...and this many median first units have passed: a worker whose first
+/// unit has run that long is a straggler, and waiting for its pace (a 5×
+/// slow worker's first unit, a worker the machine scheduled late) kept the
+/// balance from the workers that could have taken its units meanwhile.
+pub const PATIENCE: u64 = 3;
 
 /// A worker's pace as it reports it to the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,10 +102,56 @@ impl Broker {
         }
         *slot = Some((now_us, pace));
         if self.heard < self.paces.len() {
-            return Vec::new();
+            if !self.waited_long_enough(now_us) {
+                return Vec::new();
+            }
+            self.fill_missing(now_us);
         }
         self.balanced = true;
         balance_now(&self.paces, self.started_us, now_us, self.min_gain)
+    }
+}
+
+impl Broker {
+    /// Whether it may balance without every pace: [`QUORUM`] of them are in
+    /// and [`PATIENCE`] median first units have passed since worker 0
+    /// began, so a worker not heard from yet has had a first unit in flight
+    /// that long.
+    fn waited_long_enough(&self, now_us: u64) -> bool {
+        let n = self.paces.len() as f64;
+        if (self.heard as f64) < QUORUM * n {
+            return false;
+        }
+        let first = median_first_unit(&self.paces);
+        first > 0 && now_us.saturating_sub(self.started_us) >= PATIENCE * first
+    }
+
+    /// The workers not heard from, as the balance takes them: a first unit in
+    /// flight since the iteration began (so at least that slow) and the
+    /// median list of those heard from.
+    fn fill_missing(&mut self, now_us: u64) {
+        let elapsed = now_us.saturating_sub(self.started_us);
+        let left = lower_median(
+            self.paces
+                .iter()
+                .flatten()
+                .map(|(_, p)| p.left + p.queued)
+                .collect(),
+            u32::cmp,
+        )
+        .unwrap_or(0);
+        for slot in self.paces.iter_mut().filter(|s| s.is_none()) {
+            *slot = Some((
+                now_us,
+                Pace {
+                    left,
+                    queued: 0,
+                    unit_us: elapsed,
+                    elapsed_us: elapsed,
+                    usual_us: 0,
+                },
+            ));
+        }
     }
 }
 
@@ -124,16 +181,7 @@ fn balance_now(
     // its first unit is over `SLOW_PACE` times its usual pace (the iteration
     // before) and slower than the median first unit by that much more, not
     // when its first unit is slow like everyone's.
-    let first = lower_median(
-        paces
-            .iter()
-            .flatten()
-            .map(|(_, p)| p.unit_us)
-            .filter(|&t| t > 0)
-            .collect(),
-        u64::cmp,
-    )
-    .unwrap_or(0);
+    let first = median_first_unit(paces);
     let mut loads = Vec::with_capacity(paces.len());
     let mut unit_us = Vec::with_capacity(paces.len());
     for &(at, pace) in paces.iter().flatten() {
@@ -192,6 +240,20 @@ fn balance_now(
         }
     }
     balance_moves(&loads, &unit_us, min_gain)
+}
+
+/// The (lower) median time per unit of the paces heard, µs (0: none).
+fn median_first_unit(paces: &[Option<(u64, Pace)>]) -> u64 {
+    lower_median(
+        paces
+            .iter()
+            .flatten()
+            .map(|(_, p)| p.unit_us)
+            .filter(|&t| t > 0)
+            .collect(),
+        u64::cmp,
+    )
+    .unwrap_or(0)
 }
 
 /// The lower median of `values` in the order `cmp` (None when empty).
@@ -319,5 +381,35 @@ mod tests {
         assert!(broker.on_pace(0, pace(3, 100, 0), 0).is_empty());
         let moves = broker.on_pace(1, pace(0, 0, 1_000), 1_000);
         assert!(moves.is_empty(), "{moves:?}");
+    }
+
+    #[test]
+    fn most_paces_and_a_long_wait_balance_without_the_last() {
+        // 16 workers; 14 report 7 units left at 100 µs a unit, at 100 µs.
+        let mut broker = Broker::new(16, 0.5);
+        for w in 0..14 {
+            assert!(broker.on_pace(w, pace(7, 100, 100), 100).is_empty());
+        }
+        // A 15th at 200 µs: enough paces, not yet three first units.
+        assert!(broker.on_pace(14, pace(6, 100, 200), 200).is_empty());
+        // Worker 14 again at 350 µs (handed units meanwhile): worker 15's
+        // first unit has run 3.5 of the others' by now; it is taken as that
+        // slow, with 7 units in its list, and gives.
+        let moves = broker.on_pace(14, pace(6, 100, 350), 350);
+        assert!(!moves.is_empty());
+        assert!(moves.iter().all(|m| m.from == 15), "{moves:?}");
+        // Balanced once: its own pace, late, changes nothing.
+        assert!(broker.on_pace(15, pace(7, 400, 400), 400).is_empty());
+        // Too few paces: no balance however long it waits.
+        let mut few = Broker::new(16, 0.5);
+        for w in 0..13 {
+            assert!(few
+                .on_pace(
+                    w,
+                    pace(7, 100, 100 + u64::from(w) * 100),
+                    100 + u64::from(w) * 100
+                )
+                .is_empty());
+        }
     }
 }
