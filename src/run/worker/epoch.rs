@@ -9,7 +9,7 @@ use timely::dataflow::operators::Capability;
 use super::compute::Running;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::policy::PeerAgent;
-use crate::run::messages::Traffic;
+use crate::run::messages::{GradSlice, Traffic};
 use crate::trace::{UnitAction, UnitRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -104,6 +104,11 @@ pub(super) struct Epoch {
     pub(super) timing_sent: bool,
     /// What the online predictor expected of this worker, µs per unit.
     pub(super) predicted_unit_us: Option<f64>,
+    /// Gradient slices of this iteration's finished units not yet sent (see
+    /// [`GRAD_BUCKET_BYTES`](super::compute::GRAD_BUCKET_BYTES)), and their
+    /// bytes on the wire.
+    pub(super) grads_held: Vec<GradSlice>,
+    pub(super) grads_held_bytes: u64,
 }
 
 impl Epoch {

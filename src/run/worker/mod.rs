@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Capability;
 
-use self::compute::{finish_unit, sleep_until, start_unit};
+use self::compute::{finish_unit, sleep_until, start_unit, GRAD_BUCKET_BYTES};
 use self::control::{send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
@@ -196,11 +196,16 @@ impl ComputeState {
                 iteration,
                 ..
             } = next.unit;
-            epoch.bytes_sent += record.bytes_sent;
+            let unit_bytes = record.bytes_sent;
+            epoch.bytes_sent += unit_bytes;
             epoch.units.push(record);
             epoch.units_done += 1;
             if iteration == epoch.iteration {
-                (emit.grads)(&epoch.caps.grads, slices);
+                epoch.grads_held_bytes += unit_bytes;
+                epoch.grads_held.extend(slices);
+                if epoch.grads_held_bytes >= GRAD_BUCKET_BYTES {
+                    send_held_grads(epoch, emit);
+                }
             } else if let Some(cap) = self
                 .latest
                 .as_ref()
@@ -224,6 +229,9 @@ impl ComputeState {
                     send_all(self.worker, epoch, &self.holdings, out, emit);
                 }
             }
+        }
+        if !epoch.has_units() {
+            send_held_grads(epoch, emit);
         }
         if !epoch.has_units() && !epoch.idle_reported {
             self.report_idle(emit);
@@ -393,6 +401,9 @@ impl ComputeState {
     }
 
     fn begin(&mut self, emit: &mut Emit<'_>) {
+        if let Some(epoch) = self.epoch.as_mut() {
+            send_held_grads(epoch, emit);
+        }
         // An iteration left without going idle (its leftovers were abandoned)
         // still reports, so its records are not lost.
         self.report_idle(emit);
@@ -482,6 +493,8 @@ impl ComputeState {
             idle_reported: false,
             timing_sent: false,
             predicted_unit_us: None,
+            grads_held: Vec::new(),
+            grads_held_bytes: 0,
         });
         let planned_in = self.plan_ahead(emit);
         if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
@@ -531,4 +544,14 @@ impl ComputeState {
             gt_delay_us: epoch.delay_us,
         }
     }
+}
+
+/// Sends the gradient slices `epoch` holds to their shard owners.
+fn send_held_grads(epoch: &mut Epoch, emit: &mut Emit<'_>) {
+    if epoch.grads_held.is_empty() {
+        return;
+    }
+    let slices = std::mem::take(&mut epoch.grads_held);
+    epoch.grads_held_bytes = 0;
+    (emit.grads)(&epoch.caps.grads, slices);
 }
