@@ -105,6 +105,9 @@ pub struct WorkersSection {
     pub count: Option<u32>,
     /// Paced mode: nominal ns of work per row on a dedicated core (0 = native speed).
     pub pace_ns_per_row: Option<u64>,
+    /// KiB of finished units' gradient slices a worker holds before sending
+    /// them (0: every unit's at its end).
+    pub grad_bucket_kib: Option<u64>,
 }
 
 /// `[straggler]`: one table for every pattern; which keys apply depends on `pattern`.

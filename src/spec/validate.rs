@@ -325,6 +325,17 @@ pub fn validate_with(
             format!("must be in 0..={MAX_PACE_NS_PER_ROW} (1 s per row; got {pace_ns_per_row})"),
         ));
     }
+    let grad_bucket_kib = spec
+        .workers
+        .grad_bucket_kib
+        .unwrap_or(DEFAULT_GRAD_BUCKET_KIB);
+    if grad_bucket_kib > MAX_GRAD_BUCKET_KIB {
+        return Err(cx.invalid(
+            "workers",
+            "grad_bucket_kib",
+            format!("must be in 0..={MAX_GRAD_BUCKET_KIB} (1 GiB; got {grad_bucket_kib})"),
+        ));
+    }
     let replicas = spec
         .data
         .replicas
@@ -420,6 +431,7 @@ pub fn validate_with(
         eval_every,
         workers,
         pace_ns_per_row,
+        grad_bucket_bytes: grad_bucket_kib * 1024,
         pattern,
         disruptor,
         policy,
@@ -771,6 +783,8 @@ mod tests {
             "job.toml:4: [data] replicas: at most the worker count minus one (2) extra holders exist (got 3)";
         zero_iterations: "[job]\niterations = 0\n" => "job.toml:2: [job] iterations: must be at least 1 (got 0)";
         batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
+        bucket_too_large: "[workers]\ngrad_bucket_kib = 2000000\n" =>
+            "job.toml:2: [workers] grad_bucket_kib: must be in 0..=1048576 (1 GiB; got 2000000)";
         unknown_respond: "[policy]\nrespond = \"later\"\n" =>
             "job.toml:2: [policy] respond: unknown value 'later'; accepted: at-once, between-units";
     }
@@ -780,7 +794,7 @@ mod tests {
         let m = message("[workers]\ncount = 2\ncoutn = 3\n");
         assert!(m.starts_with("job.toml: TOML parse error at line 3"), "{m}");
         assert!(m.contains("unknown field `coutn`"), "{m}");
-        assert!(m.contains("expected `count` or `pace_ns_per_row`"), "{m}");
+        assert!(m.contains("expected one of `count`, `pace_ns_per_row`"), "{m}");
     }
 
     #[test]
@@ -808,6 +822,17 @@ mod tests {
     #[test]
     fn workers_answer_at_once_unless_told_otherwise() {
         assert_eq!(check("").expect("valid").respond, Respond::AtOnce);
+        // The gradient bucket: 256 KiB unless the job says, 0 sends every
+        // unit at its end; the default stays out of the plan's hash (so
+        // plans and checkpoints of earlier versions still match), and no
+        // bucket changes the math.
+        let default = check("").expect("valid");
+        assert_eq!(default.grad_bucket_bytes, 256 * 1024);
+        assert!(!default.to_json().contains("grad_bucket"));
+        let per_unit = check("[workers]\ngrad_bucket_kib = 0\n").expect("valid");
+        assert_eq!(per_unit.grad_bucket_bytes, 0);
+        assert_ne!(per_unit.hash(), default.hash());
+        assert_eq!(per_unit.math_hash(), default.math_hash());
         let plan = check("[policy]\nrespond = \"between-units\"\n").expect("valid");
         assert_eq!(plan.respond, Respond::BetweenUnits);
         // how a worker answers does not change what it computes

@@ -54,6 +54,23 @@ fn parameters_are_bit_identical_for_1_2_3_4_workers_and_every_pattern() {
 }
 
 #[test]
+fn gradient_buckets_keep_the_math() {
+    // Slices sent unit by unit (0), a bucket that fills every few units (2
+    // KiB: a unit's slices here are under 1 KiB), and the default (held
+    // until the worker runs out of units), under a policy that moves units
+    // mid-iteration: the same parameters, bit for bit.
+    let reference = run(&with("[workers]\ncount = 1\n"));
+    for bucket in ["grad_bucket_kib = 0", "grad_bucket_kib = 2", ""] {
+        let p = with(&format!(
+            "[workers]\ncount = 3\n{bucket}\n[straggler]\npattern = \"slow-worker\"\n\
+             probability = 0.3\ndelay_percent = 300\n[policy]\nname = \"rapid-reassign\"\n"
+        ));
+        let out = run(&p);
+        assert_eq!(out.params, reference.params, "bucket '{bucket}'");
+    }
+}
+
+#[test]
 fn paced_mode_keeps_the_math_and_stretches_units_to_their_nominal_time() {
     let native = run(&with("[workers]\ncount = 2\n"));
     let dir = tempfile::tempdir().expect("temp dir");

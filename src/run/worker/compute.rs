@@ -10,19 +10,6 @@ use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 use crate::trace::UnitRecord;
 
-/// A worker holds its finished units' gradient slices of an iteration until
-/// they reach this many bytes on the wire, or until it has no unit left, and
-/// then sends them to the shard owners at once (PyTorch DDP's gradient
-/// buckets, for the same reason). Every send wakes each shard owner's thread
-/// and makes timely broadcast progress to every worker: sent unit by unit,
-/// W workers' units cost W wake-ups each, and at 64 workers on 2 cores those
-/// wake-ups, not the gradients, took the cores. Holding slices back delays no
-/// reduction: a shard cannot reduce before the iteration's last unit is in,
-/// and a worker sends what it holds as soon as it runs out of units. Models
-/// whose unit gradient alone exceeds the bucket (the CNN) send unit by unit,
-/// overlapping communication with the next unit's compute.
-pub(crate) const GRAD_BUCKET_BYTES: u64 = 256 * 1024;
-
 /// A unit whose real gradient is computed and whose injected (or paced)
 /// remainder runs until `deadline`.
 pub(super) struct Running {

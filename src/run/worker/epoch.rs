@@ -105,8 +105,8 @@ pub(super) struct Epoch {
     /// What the online predictor expected of this worker, µs per unit.
     pub(super) predicted_unit_us: Option<f64>,
     /// Gradient slices of this iteration's finished units not yet sent (see
-    /// [`GRAD_BUCKET_BYTES`](super::compute::GRAD_BUCKET_BYTES)), and their
-    /// bytes on the wire.
+    /// [`JobPlan::grad_bucket_bytes`](crate::spec::JobPlan::grad_bucket_bytes)),
+    /// and their bytes on the wire.
     pub(super) grads_held: Vec<GradSlice>,
     pub(super) grads_held_bytes: u64,
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Capability;
 
-use self::compute::{finish_unit, sleep_until, start_unit, GRAD_BUCKET_BYTES};
+use self::compute::{finish_unit, sleep_until, start_unit};
 use self::control::{send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
@@ -203,7 +203,7 @@ impl ComputeState {
             if iteration == epoch.iteration {
                 epoch.grads_held_bytes += unit_bytes;
                 epoch.grads_held.extend(slices);
-                if epoch.grads_held_bytes >= GRAD_BUCKET_BYTES {
+                if epoch.grads_held_bytes >= self.cx.plan.grad_bucket_bytes {
                     send_held_grads(epoch, emit);
                 }
             } else if let Some(cap) = self
