@@ -41,6 +41,25 @@ pub fn run_workload_in(plan: &JobPlan, workload: Arc<dyn Workload>, dir: &Path) 
     run_job(plan, workload, dir, stamp, None).expect("run succeeds")
 }
 
+/// Runs `plan` on a thread with its trace in `dir` and returns what `then`
+/// makes of the output, failing the test with `hang` if the run does not end
+/// within `limit` (a lost or twice-counted unit hangs an iteration).
+pub fn run_within<R: Send + 'static>(
+    plan: JobPlan,
+    dir: &Path,
+    limit: std::time::Duration,
+    hang: &str,
+    then: impl FnOnce(RunOutput, &Path) -> R + Send + 'static,
+) -> R {
+    let (done, finished) = std::sync::mpsc::channel();
+    let path = dir.to_owned();
+    std::thread::spawn(move || {
+        let out = run_in(&plan, &path);
+        let _ = done.send(then(out, &path));
+    });
+    finished.recv_timeout(limit).expect(hang)
+}
+
 /// Runs `plan` with its trace in a throw-away directory.
 pub fn run(plan: &JobPlan) -> RunOutput {
     let dir = tempfile::tempdir().expect("temp dir");

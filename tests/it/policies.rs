@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use forestall::trace::{read_trace_dir, UnitAction};
 
-use crate::common::{plan, run, run_in, STRAGGLER};
+use crate::common::{plan, run, run_in, run_within, STRAGGLER};
 
 const JOB: &str = r#"
 [job]
@@ -232,16 +232,14 @@ name = "speculate"
 control_delay = 200
 "#,
     );
-    let (done, finished) = std::sync::mpsc::channel();
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().to_owned();
-    std::thread::spawn(move || {
-        let out = run_in(&p, &path);
-        let _ = done.send(out.iterations.len());
-    });
-    let iterations = finished
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the run finishes (a lost unit would hang it)");
+    let iterations = run_within(
+        p,
+        dir.path(),
+        std::time::Duration::from_secs(60),
+        "the run finishes (a lost unit would hang it)",
+        |out, _| out.iterations.len(),
+    );
     assert_eq!(iterations, 60);
 }
 

@@ -9,7 +9,7 @@ use forestall::policy::PolicyPlan;
 use forestall::spec::JobPlan;
 use forestall::trace::{read_trace_dir, UnitAction};
 
-use crate::common::{forestall, plan, run, run_in};
+use crate::common::{forestall, plan, run, run_in, run_within};
 
 /// A persistent straggler (worker 1, 6× slower), many small units, and every
 /// control message held a seeded random 0–5 activations.
@@ -177,16 +177,17 @@ name = "forestall-ssp"
 control_delay = 3
 "#,
     );
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let out = run_in(&p, dir.path());
-        let trace = read_trace_dir(dir.path()).expect("trace reads");
-        let _ = done.send((out.iterations.len(), trace));
-    });
-    let (iterations, trace) = finished
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .expect("the run ends within two minutes");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (iterations, trace) = run_within(
+        p,
+        dir.path(),
+        std::time::Duration::from_secs(120),
+        "the run ends within two minutes",
+        |out, path| {
+            let trace = read_trace_dir(path).expect("trace reads");
+            (out.iterations.len(), trace)
+        },
+    );
     assert_eq!(iterations, 60);
     let mut ledger: BTreeMap<(u64, u32, u32), u32> = BTreeMap::new();
     for u in &trace.units {
