@@ -85,8 +85,12 @@ pub struct CutHeader {
     pub process: u32,
     /// Processes in the job.
     pub processes: u32,
-    /// Workers (= shards) in the job.
+    /// Workers in the job.
     pub workers: u32,
+    /// Parameter shards in the job (`None`, from before shards could be
+    /// fewer than workers: one per worker).
+    #[serde(default)]
+    pub shards: Option<u32>,
     /// The job's plan hash.
     pub plan_hash: String,
     /// Job clock (µs) when worker 0 began iteration `iteration`.
@@ -95,6 +99,13 @@ pub struct CutHeader {
     /// holder)`.
     #[serde(default)]
     pub placement: Vec<(u32, u32)>,
+}
+
+impl CutHeader {
+    /// The shard files of the checkpoint.
+    fn shard_count(&self) -> u32 {
+        self.shards.unwrap_or(self.workers)
+    }
 }
 
 /// A complete checkpoint, loaded and checked.
@@ -198,7 +209,8 @@ fn read<H: serde::de::DeserializeOwned>(path: &Path) -> Result<(H, Vec<f64>), Ch
 }
 
 /// Loads and checks the checkpoint in `dir` of a job with `plan_hash`,
-/// `workers` shards and `dims` parameters (if known).
+/// `workers` workers and `dims` parameters (if known), whatever its shard
+/// count.
 pub fn load(
     dir: &Path,
     plan_hash: &str,
@@ -237,7 +249,9 @@ pub fn load(
     placement.dedup();
     let (mut params, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
     let mut steps = None;
-    for s in 0..workers {
+    // Shards tile the coordinates in order, so any shard count loads into
+    // the same vectors.
+    for s in 0..cut0.shard_count() {
         let (h, payload): (ShardHeader, Vec<f64>) = read(&shard_file(dir, s))?;
         if h.iteration != cut0.iteration
             || h.shard != s
@@ -320,7 +334,7 @@ fn is_complete(dir: &Path) -> bool {
         return false;
     };
     (1..cut0.processes).all(|p| cut_file(dir, p).exists())
-        && (0..cut0.workers).all(|s| shard_file(dir, s).exists())
+        && (0..cut0.shard_count()).all(|s| shard_file(dir, s).exists())
 }
 
 /// Removes every checkpoint older than the [`KEPT`] newest complete ones.
@@ -370,6 +384,8 @@ mod tests {
             process,
             processes: 2,
             workers: 2,
+            // As written before shards could be fewer than workers: one each.
+            shards: None,
             plan_hash: "abc".into(),
             job_us: 1000 * iteration,
             placement: vec![(process, process), (process, 1 - process)],
@@ -396,6 +412,29 @@ mod tests {
         assert_eq!(c.history, vec![1.0, 2.0]);
         assert_eq!(c.job_us, 10_000);
         assert_eq!(c.placement, vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn a_checkpoint_with_fewer_shards_than_workers_loads_whole() {
+        // Two workers, one shard (a small model): one shard file, and the
+        // cut says so; a missing second shard file is not missed.
+        let tmp = tempfile::tempdir().unwrap();
+        let q = Quota::default();
+        write_shard(tmp.path(), &shard(10, 0, 0, 5), "abc", &q).unwrap();
+        for p in 0..2 {
+            let one = CutHeader {
+                shards: Some(1),
+                ..cut(10, p)
+            };
+            write_cut(tmp.path(), &one, &[], &q).unwrap();
+        }
+        let dir = iteration_dir(tmp.path(), 10);
+        assert!(is_complete(&dir));
+        let c = load(&dir, "abc", 2, Some(5)).unwrap();
+        assert_eq!(c.params, vec![0.0, 0.5, 1.0, 1.5, 2.0]);
+        // A shard that does not cover the model is still refused.
+        let err = load(&dir, "abc", 2, Some(6)).unwrap_err().to_string();
+        assert!(err.contains("holds 5 parameters, the model has 6"), "{err}");
     }
 
     #[test]

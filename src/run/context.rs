@@ -62,7 +62,8 @@ pub struct JobContext {
     pub partitioning: Partitioning,
     /// Owner (data holder) of each partition.
     pub owners: Vec<u32>,
-    /// Coordinates of each parameter shard; shard `s` is owned by worker `s`.
+    /// Coordinates of each parameter shard; shard `s` is owned by worker `s`
+    /// (workers past the last shard own none).
     pub shards: Vec<Range<usize>>,
     /// The injected straggler schedule.
     pub schedule: StragglerSchedule,
@@ -115,9 +116,7 @@ impl JobContext {
             .collect();
         let dims = workload.param_count();
         let initial_params = Arc::new(workload.init_params(plan.seed));
-        let shards = (0..workers as usize)
-            .map(|s| even_range(dims, workers as usize, s))
-            .collect();
+        let shards = even_shards(dims, plan.shards_for(dims));
         Self {
             threads_per_process: workers,
             holders,
@@ -218,4 +217,10 @@ impl JobContext {
     pub fn us_since_start(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.start).as_micros() as u64
     }
+}
+
+/// `count` shards of `dims` coordinates, in order.
+pub(crate) fn even_shards(dims: usize, count: u32) -> Vec<Range<usize>> {
+    let count = count as usize;
+    (0..count).map(|s| even_range(dims, count, s)).collect()
 }

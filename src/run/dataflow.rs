@@ -139,7 +139,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                     let Some(&version) = cap.least() else {
                         return;
                     };
-                    let shards = state.cx.plan.workers as usize;
+                    let shards = state.cx.shards.len();
                     let entry = state
                         .pending
                         .entry(version)
@@ -186,7 +186,8 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
 
         // reduce: this worker owns shard `index`
         let workers = cx.plan.workers;
-        let range = cx.shards[index as usize].clone();
+        // A worker past the last shard owns none: nothing is sent to it.
+        let range = cx.shards.get(index as usize).cloned().unwrap_or(0..0);
         let mut reducer = ShardReducer::new(
             range.clone(),
             cx.plan.partitions,
@@ -257,7 +258,7 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
                     for (&t, caps) in &open {
                         if let Some(dropped) = reducer.decide(t) {
                             let mut session = out.session(&caps.decisions);
-                            for target in 1..workers {
+                            for target in 1..reduce_cx.shards.len() as u32 {
                                 session.give(DropDecision {
                                     target,
                                     iteration: t,

@@ -62,6 +62,14 @@ pub enum RunError {
         /// This process's plan hash (first 12 hex digits).
         expected: String,
     },
+    /// `[workers] shards` below the worker count in a multi-process run.
+    #[error("[workers] shards = {shards} with {workers} workers in several processes: across processes every worker owns a shard; leave shards out or set it to {workers}")]
+    ShardsAcrossProcesses {
+        /// The job's shards.
+        shards: u32,
+        /// The job's workers.
+        workers: u32,
+    },
     /// The run ended without the final parameters (a worker stopped early).
     #[error("the run ended before the final parameters were produced")]
     Incomplete,
@@ -207,6 +215,16 @@ pub fn run_job_in_cluster(
             )));
         }
         c.check_own_port().map_err(RunError::Timely)?;
+        // Across processes every worker owns a shard: a process that owns
+        // none would not stop with the others when the training diverges
+        // (measured: the job hung), so fewer shards stay single-process.
+        if plan.shards.is_some_and(|s| s < plan.workers) {
+            return Err(RunError::ShardsAcrossProcesses {
+                shards: plan.shards.unwrap_or(plan.workers),
+                workers: plan.workers,
+            });
+        }
+        context.shards = context::even_shards(context.dims, plan.workers);
         context.threads_per_process = c.threads;
         if let Some(epoch) = c.epoch_us {
             // One job clock for all processes: the launcher's origin, read
@@ -252,6 +270,7 @@ pub fn run_job_in_cluster(
             process,
             processes: plan.workers / threads,
             workers: plan.workers,
+            shards: cx.shards.len() as u32,
             local: process * threads..(process + 1) * threads,
             slack: plan.policy.slack(),
             quota,

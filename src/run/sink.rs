@@ -164,12 +164,22 @@ pub struct Checkpointing {
     pub processes: u32,
     /// Workers in the job.
     pub workers: u32,
-    /// This process's workers (and shards).
+    /// Parameter shards in the job (owned by workers `0..shards`).
+    pub shards: u32,
+    /// This process's workers.
     pub local: std::ops::Range<u32>,
     /// The policy's slack (SSP): how far behind a worker's late records may be.
     pub slack: u64,
     /// Testing: the bytes the checkpoint files may take.
     pub quota: Quota,
+}
+
+impl Checkpointing {
+    /// How many shards this process's workers own (each writes one file
+    /// per checkpoint).
+    fn local_shards(&self) -> u32 {
+        self.local.end.min(self.shards) - self.local.start.min(self.shards)
+    }
 }
 
 /// The checkpoints' progress in one process's sink.
@@ -215,7 +225,7 @@ impl Cuts {
     /// (`assembled`: the iteration rows assembled so far, process 0).
     fn due(&self, assembled: u64) -> Option<u64> {
         let c = self.next?;
-        let shards_in = self.shards.get(&c).copied().unwrap_or(0) == self.cfg.local.len() as u32;
+        let shards_in = self.shards.get(&c).copied().unwrap_or(0) == self.cfg.local_shards();
         let began = self.began.iter().min().copied().unwrap_or(u64::MAX);
         let last = self.iterations.saturating_sub(1);
         let ready = c < self.iterations
@@ -235,6 +245,7 @@ impl Cuts {
             process: self.cfg.process,
             processes: self.cfg.processes,
             workers: self.cfg.workers,
+            shards: Some(self.cfg.shards),
             plan_hash: self.cfg.plan_hash.clone(),
             job_us,
             placement: self.placement.remove(&c).unwrap_or_default(),
@@ -475,7 +486,7 @@ fn sink_loop(
     // The checkpoints left (the final one; under SSP those near the end) are
     // complete once every record is committed, if the run got that far.
     if let Some(cuts) = cuts.as_mut().filter(|_| out.diverged.is_none()) {
-        let local = cuts.cfg.local.len() as u32;
+        let local = cuts.cfg.local_shards();
         while let Some(c) = cuts.next {
             if cuts.shards.get(&c).copied().unwrap_or(0) < local {
                 break;

@@ -108,6 +108,10 @@ pub struct WorkersSection {
     /// KiB of finished units' gradient slices a worker holds before sending
     /// them (0: every unit's at its end).
     pub grad_bucket_kib: Option<u64>,
+    /// Parameter shards, owned by workers 0..shards (default: one per
+    /// [`MIN_SHARD_COORDS`](crate::spec::MIN_SHARD_COORDS) coordinates, at
+    /// most one per worker).
+    pub shards: Option<u32>,
 }
 
 /// `[straggler]`: one table for every pattern; which keys apply depends on `pattern`.

@@ -18,6 +18,13 @@ pub const DEFAULT_GRAD_BUCKET_KIB: u64 = 256;
 /// The largest gradient bucket, KiB (1 GiB).
 pub const MAX_GRAD_BUCKET_KIB: u64 = 1 << 20;
 
+/// Without `[workers] shards`, a job has one parameter shard per this many
+/// coordinates (at least one, at most one per worker): each shard's owner
+/// hears from every worker and answers every worker each iteration, so a
+/// small model split W ways costs W² messages for a few coordinates each
+/// (logistic regression on Adult has about a hundred).
+pub const MIN_SHARD_COORDS: usize = 4096;
+
 /// Default number of training iterations.
 pub const DEFAULT_ITERATIONS: u64 = 100;
 /// Default seed.
@@ -220,6 +227,11 @@ pub struct JobPlan {
     /// Left out of the plan's JSON (and hash) at the default.
     #[serde(skip_serializing_if = "is_default_bucket")]
     pub grad_bucket_bytes: u64,
+    /// Parameter shards (owned by workers `0..shards`), or `None` for
+    /// [`JobPlan::shards_for`]'s default. Left out of the plan's JSON (and
+    /// hash) when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
     /// Injected straggler pattern.
     pub pattern: Pattern,
     /// How disrupted machines are slowed.
@@ -267,6 +279,7 @@ impl JobPlan {
         plan.disruptor = DisruptorMode::Emulated;
         plan.pace_ns_per_row = 0;
         plan.grad_bucket_bytes = DEFAULT_GRAD_BUCKET_KIB * 1024;
+        plan.shards = None;
         plan.control_delay = 0;
         plan.respond = Respond::AtOnce;
         plan.laggard_threshold = 0.0;
@@ -275,6 +288,17 @@ impl JobPlan {
         plan.eval_every = 1;
         plan.predictor = None;
         plan.hash()
+    }
+
+    /// Parameter shards of a model with `dims` coordinates: the job's
+    /// `shards`, or one per [`MIN_SHARD_COORDS`] coordinates, at least one
+    /// and at most one per worker. The shard count never changes the
+    /// parameters (each coordinate's sum and step run alone).
+    pub fn shards_for(&self, dims: usize) -> u32 {
+        self.shards.unwrap_or_else(|| {
+            let wanted = dims.div_ceil(MIN_SHARD_COORDS).max(1);
+            u32::try_from(wanted).unwrap_or(u32::MAX).min(self.workers)
+        })
     }
 
     /// The plan as pretty JSON, as written next to every output.

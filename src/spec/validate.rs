@@ -336,6 +336,15 @@ pub fn validate_with(
             format!("must be in 0..={MAX_GRAD_BUCKET_KIB} (1 GiB; got {grad_bucket_kib})"),
         ));
     }
+    if let Some(shards) = spec.workers.shards {
+        if shards == 0 || shards > workers {
+            return Err(cx.invalid(
+                "workers",
+                "shards",
+                format!("must be in 1..={workers} (one owner per shard, among the workers; got {shards})"),
+            ));
+        }
+    }
     let replicas = spec
         .data
         .replicas
@@ -432,6 +441,7 @@ pub fn validate_with(
         workers,
         pace_ns_per_row,
         grad_bucket_bytes: grad_bucket_kib * 1024,
+        shards: spec.workers.shards,
         pattern,
         disruptor,
         policy,
@@ -785,6 +795,10 @@ mod tests {
         batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
         bucket_too_large: "[workers]\ngrad_bucket_kib = 2000000\n" =>
             "job.toml:2: [workers] grad_bucket_kib: must be in 0..=1048576 (1 GiB; got 2000000)";
+        zero_shards: "[workers]\ncount = 4\nshards = 0\n" =>
+            "job.toml:3: [workers] shards: must be in 1..=4 (one owner per shard, among the workers; got 0)";
+        more_shards_than_workers: "[workers]\ncount = 4\nshards = 5\n" =>
+            "job.toml:3: [workers] shards: must be in 1..=4 (one owner per shard, among the workers; got 5)";
         unknown_respond: "[policy]\nrespond = \"later\"\n" =>
             "job.toml:2: [policy] respond: unknown value 'later'; accepted: at-once, between-units";
     }
@@ -833,6 +847,18 @@ mod tests {
         assert_eq!(per_unit.grad_bucket_bytes, 0);
         assert_ne!(per_unit.hash(), default.hash());
         assert_eq!(per_unit.math_hash(), default.math_hash());
+        // Shards: by the model's size unless the job says, never more than
+        // the workers; the default stays out of the hash, and no shard
+        // count changes the math.
+        assert_eq!(default.shards, None);
+        assert!(!default.to_json().contains("shards"));
+        assert_eq!(default.shards_for(100), 1);
+        assert_eq!(default.shards_for(4096), 1);
+        assert_eq!(default.shards_for(4097), 2);
+        assert_eq!(default.shards_for(306_000), default.workers);
+        let three = check("[workers]\ncount = 4\nshards = 3\n").expect("valid");
+        assert_eq!(three.shards_for(100), 3);
+        assert_eq!(three.math_hash(), default.math_hash());
         let plan = check("[policy]\nrespond = \"between-units\"\n").expect("valid");
         assert_eq!(plan.respond, Respond::BetweenUnits);
         // how a worker answers does not change what it computes

@@ -187,6 +187,32 @@ fn bad_hostfiles_and_process_indices_are_refused() {
         .contains("--workers 3 disagrees with 2 processes × 2 threads"));
 }
 
+/// Fewer parameter shards than workers stay single-process: across
+/// processes one that owns no shard would not stop with the others when the
+/// training diverges.
+#[test]
+fn fewer_shards_than_workers_are_refused_across_processes() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let job = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    let job = job.replace("count = 4\n", "count = 4\nshards = 2\n");
+    std::fs::write(dir.join("job.toml"), job).expect("job");
+    let o = forestall(
+        dir,
+        &["run", "job.toml", "--processes", "2", "--threads", "2", "--out", "p"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("[workers] shards = 2 with 4 workers in several processes"),
+        "{err}"
+    );
+    // In one process the same job runs.
+    let o = forestall(dir, &["run", "job.toml", "--out", "t"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn processes_with_different_plans_refuse_to_run() {
     let tmp = tempfile::tempdir().expect("dir");

@@ -241,8 +241,23 @@ fn a_corrupt_checkpoint_falls_back_to_the_previous_one_and_says_so() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir, "bsp");
+    // One shard per worker (the other tests run this small model's default,
+    // one shard): a checkpoint then has four shard files.
+    let job = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    let job = job.replace("count = 4\n", "count = 4\nshards = 4\n");
+    std::fs::write(dir.join("job.toml"), job).expect("job");
     let expected = uninterrupted_digest(dir, "run");
     // the run keeps its last two checkpoints: 36 and 40
+    let files = |it: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("run/checkpoints").join(it))
+            .expect("checkpoint dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("shard-"))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(files("it-00000040").len(), 4);
     let newest = dir.join("run/checkpoints/it-00000040/shard-00002.ckpt");
     let bytes = std::fs::read(&newest).expect("checkpoint file");
     std::fs::write(&newest, &bytes[..bytes.len() / 2]).expect("truncate");

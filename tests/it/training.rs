@@ -71,6 +71,21 @@ fn gradient_buckets_keep_the_math() {
 }
 
 #[test]
+fn shard_counts_keep_the_math() {
+    // One owner (the default for this small model), two, and one per
+    // worker, with a straggler and units moving: the same parameters.
+    let reference = run(&with("[workers]\ncount = 1\n"));
+    for shards in ["", "shards = 1", "shards = 2", "shards = 3"] {
+        let p = with(&format!(
+            "[workers]\ncount = 3\n{shards}\n[straggler]\npattern = \"slow-worker\"\n\
+             probability = 0.3\ndelay_percent = 300\n[policy]\nname = \"rapid-reassign\"\n"
+        ));
+        let out = run(&p);
+        assert_eq!(out.params, reference.params, "'{shards}'");
+    }
+}
+
+#[test]
 fn paced_mode_keeps_the_math_and_stretches_units_to_their_nominal_time() {
     let native = run(&with("[workers]\ncount = 2\n"));
     let dir = tempfile::tempdir().expect("temp dir");
