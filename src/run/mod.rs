@@ -218,9 +218,9 @@ pub fn run_job_in_cluster(
         // Across processes every worker owns a shard: a process that owns
         // none would not stop with the others when the training diverges
         // (measured: the job hung), so fewer shards stay single-process.
-        if plan.shards.is_some_and(|s| s < plan.workers) {
+        if let Some(shards) = plan.shards.filter(|&s| s < plan.workers) {
             return Err(RunError::ShardsAcrossProcesses {
-                shards: plan.shards.unwrap_or(plan.workers),
+                shards,
                 workers: plan.workers,
             });
         }

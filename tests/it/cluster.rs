@@ -200,7 +200,16 @@ fn fewer_shards_than_workers_are_refused_across_processes() {
     std::fs::write(dir.join("job.toml"), job).expect("job");
     let o = forestall(
         dir,
-        &["run", "job.toml", "--processes", "2", "--threads", "2", "--out", "p"],
+        &[
+            "run",
+            "job.toml",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+            "--out",
+            "p",
+        ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -53,36 +53,32 @@ fn parameters_are_bit_identical_for_1_2_3_4_workers_and_every_pattern() {
     }
 }
 
-#[test]
-fn gradient_buckets_keep_the_math() {
-    // Slices sent unit by unit (0), a bucket that fills every few units (2
-    // KiB: a unit's slices here are under 1 KiB), and the default (held
-    // until the worker runs out of units), under a policy that moves units
-    // mid-iteration: the same parameters, bit for bit.
+/// Asserts that 3 workers under `rapid-reassign` with a slow worker (units
+/// moving mid-iteration) train 1 worker's parameters, bit for bit, with each
+/// of the `[workers]` settings in `knobs`.
+fn each_keeps_the_math(knobs: &[&str]) {
     let reference = run(&with("[workers]\ncount = 1\n"));
-    for bucket in ["grad_bucket_kib = 0", "grad_bucket_kib = 2", ""] {
+    for knob in knobs {
         let p = with(&format!(
-            "[workers]\ncount = 3\n{bucket}\n[straggler]\npattern = \"slow-worker\"\n\
+            "[workers]\ncount = 3\n{knob}\n[straggler]\npattern = \"slow-worker\"\n\
              probability = 0.3\ndelay_percent = 300\n[policy]\nname = \"rapid-reassign\"\n"
         ));
-        let out = run(&p);
-        assert_eq!(out.params, reference.params, "bucket '{bucket}'");
+        assert_eq!(run(&p).params, reference.params, "'{knob}'");
     }
 }
 
 #[test]
+fn gradient_buckets_keep_the_math() {
+    // Slices sent unit by unit (0), a bucket that fills every few units (2
+    // KiB: a unit's slices here are under 1 KiB), and the default (held
+    // until the worker runs out of units).
+    each_keeps_the_math(&["grad_bucket_kib = 0", "grad_bucket_kib = 2", ""]);
+}
+
+#[test]
 fn shard_counts_keep_the_math() {
-    // One owner (the default for this small model), two, and one per
-    // worker, with a straggler and units moving: the same parameters.
-    let reference = run(&with("[workers]\ncount = 1\n"));
-    for shards in ["", "shards = 1", "shards = 2", "shards = 3"] {
-        let p = with(&format!(
-            "[workers]\ncount = 3\n{shards}\n[straggler]\npattern = \"slow-worker\"\n\
-             probability = 0.3\ndelay_percent = 300\n[policy]\nname = \"rapid-reassign\"\n"
-        ));
-        let out = run(&p);
-        assert_eq!(out.params, reference.params, "'{shards}'");
-    }
+    // One owner (the default for this small model), two, and one per worker.
+    each_keeps_the_math(&["", "shards = 1", "shards = 2", "shards = 3"]);
 }
 
 #[test]

@@ -232,10 +232,10 @@ impl ComputeState {
         }
         if !epoch.has_units() {
             send_held_grads(epoch, emit);
-        }
-        if !epoch.has_units() && !epoch.idle_reported {
-            self.report_idle(emit);
-            self.offer_help(emit);
+            if !epoch.idle_reported {
+                self.report_idle(emit);
+                self.offer_help(emit);
+            }
         }
     }
 
@@ -401,6 +401,7 @@ impl ComputeState {
     }
 
     fn begin(&mut self, emit: &mut Emit<'_>) {
+        // Units abandoned in this activation left the slices of those done.
         if let Some(epoch) = self.epoch.as_mut() {
             send_held_grads(epoch, emit);
         }
