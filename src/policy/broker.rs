@@ -182,26 +182,50 @@ fn balance_now(
     // before) and slower than the median first unit by that much more, not
     // when its first unit is slow like everyone's.
     let first = median_first_unit(paces);
+    // A straggler runs at its first unit's pace, every other worker at the
+    // faster of its usual one and its first unit's (one noisy unit
+    // extrapolated over a whole list would unbalance them, and a worker slow
+    // in the iteration before may be fast again; a worker that computed
+    // nothing yet runs at the median first unit's)...
+    let paced: Vec<(bool, f64)> = paces
+        .iter()
+        .flatten()
+        .map(|&(_, pace)| {
+            let usual = [pace.usual_us, pace.unit_us, first]
+                .into_iter()
+                .find(|&t| t > 0)
+                .unwrap_or(0) as f64;
+            let own = pace.unit_us as f64;
+            let straggler =
+                own > SLOW_PACE * usual && own > first as f64 + (SLOW_PACE - 1.0) * usual;
+            let t = if straggler {
+                own
+            } else if own > 0.0 {
+                own.min(usual)
+            } else {
+                usual
+            };
+            (straggler, t)
+        })
+        .collect();
+    // ...and those within `SLOW_PACE` of the median pace all at the median:
+    // that close, a pace is noise at this sampling (a usual pace is one
+    // iteration's, its tail included), a unit moved on noise costs its
+    // receiver a whole unit, and what differs for long the plan learns from
+    // whole iterations. A worker slow in the iteration before and slow
+    // still (its first unit no slower than its usual pace) keeps its own.
+    let common = lower_median(
+        paced.iter().filter(|p| p.1 > 0.0).map(|p| p.1).collect(),
+        f64::total_cmp,
+    )
+    .unwrap_or(0.0);
     let mut loads = Vec::with_capacity(paces.len());
     let mut unit_us = Vec::with_capacity(paces.len());
-    for &(at, pace) in paces.iter().flatten() {
-        let usual = [pace.usual_us, pace.unit_us, first]
-            .into_iter()
-            .find(|&t| t > 0)
-            .unwrap_or(0) as f64;
-        let own = pace.unit_us as f64;
-        let straggler = own > SLOW_PACE * usual && own > first as f64 + (SLOW_PACE - 1.0) * usual;
-        // A straggler runs at its first unit's pace, every other worker at
-        // the faster of its usual one and its first unit's (one noisy unit
-        // extrapolated over a whole list would unbalance them, and a worker
-        // slow in the iteration before may be fast again; a worker that
-        // computed nothing yet runs at the median first unit's).
-        let t = if straggler {
-            own
-        } else if own > 0.0 {
-            own.min(usual)
+    for (&(at, pace), &(straggler, t)) in paces.iter().flatten().zip(&paced) {
+        let t = if !straggler && t > 0.0 && t <= SLOW_PACE * common {
+            common
         } else {
-            usual
+            t
         };
         // Its state when it sent the pace, by worker 0's clock.
         let sent = at.saturating_sub(latency);
@@ -371,6 +395,34 @@ mod tests {
         let moves = broker.on_pace(3, at(100, 500), 500);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 1), "{moves:?}");
+    }
+
+    /// Paces within `SLOW_PACE` of the median are noise: a worker whose
+    /// usual pace is a quarter slower (one iteration's tail) would, taken at
+    /// its own pace, finish 5 of its 20 units late and give; at the common
+    /// pace nobody does. A straggler beyond the band still gives.
+    #[test]
+    fn paces_near_the_median_are_taken_alike() {
+        let at = |unit_us, usual_us| Pace {
+            left: 20,
+            queued: 0,
+            unit_us,
+            elapsed_us: unit_us,
+            usual_us,
+        };
+        let mut broker = Broker::new(4, 0.5);
+        for (w, p) in [(0, at(100, 100)), (1, at(100, 100)), (2, at(100, 100))] {
+            assert!(broker.on_pace(w, p, 100).is_empty());
+        }
+        let moves = broker.on_pace(3, at(130, 125), 130);
+        assert!(moves.is_empty(), "{moves:?}");
+        let mut broker = Broker::new(4, 0.5);
+        for (w, p) in [(0, at(100, 100)), (1, at(100, 100)), (2, at(100, 100))] {
+            assert!(broker.on_pace(w, p, 100).is_empty());
+        }
+        let moves = broker.on_pace(3, at(400, 100), 400);
+        assert!(!moves.is_empty());
+        assert!(moves.iter().all(|m| m.from == 3), "{moves:?}");
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl SpeculateAgent {
     /// clone finished it); `unit_us` is its mean time per unit so far.
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
         self.progress
-            .unit_done(unit_us, self.config.quantile, &self.group)
+            .unit_done(unit_us, self.config.quantile, false, &self.group)
     }
 
     /// How long the unit in flight has run so far, if one is (call before

@@ -4,7 +4,10 @@
 //! that starts in other processes. The protocol, all within one iteration:
 //!
 //! 1. A worker that has done `checkpoint` of its own units, and again when it has
-//!    done all of them, sends a **progress report** to its group.
+//!    done all of them, sends a **progress report** to its group; under
+//!    `forestall`'s broker also whenever its time per unit has grown
+//!    [`SLOWED`]-fold since it last reported (a slowdown that begins after
+//!    the checkpoint shows at once, not at its last unit).
 //! 2. A worker that gets a report from a peer it expects to finish more than
 //!    two of that peer's units after gives that peer units from the **end** of
 //!    its list (**assign**): as many as make all expect to finish together,
@@ -16,6 +19,10 @@
 //!    giving: its part of a balance with all its helpers). The units leave its list before the message is sent, so ownership
 //!    moves once and no unit is done twice; they no longer count as the giver's
 //!    own, so its reports (done of total) stay true.
+//!    Under the broker, a worker that gets a report from a peer it expects
+//!    to finish more than two of its own units *before* answers, once an
+//!    iteration, with its own report, so the peer can give it units now
+//!    rather than when it next reports or goes idle.
 //! 3. A helper that has finished everything it holds **offers** help to the peer
 //!    of its group whose last report shows it furthest behind; that peer answers
 //!    with units from the end of its list (the same balance, at least
@@ -243,7 +250,16 @@ pub(crate) struct Reporter {
     pub(crate) listed: usize,
     reported_mark: bool,
     reported_end: bool,
+    /// Its time per unit when it last reported (or after its first unit),
+    /// µs: the yardstick of a slowdown worth a report of its own.
+    reported_us: u64,
 }
+
+/// A worker whose time per unit has grown this many times since it last
+/// reported (or since its first unit) reports at once, when the policy asks
+/// for it: a slowdown that began after the mark would otherwise stay unseen
+/// until its last unit.
+pub const SLOWED: f64 = 1.5;
 
 impl Reporter {
     /// A new iteration with `own_total` units of this worker's own.
@@ -286,18 +302,26 @@ impl Reporter {
         &mut self,
         unit_us: u64,
         mark: f64,
+        on_slowdown: bool,
         group: &[u32],
     ) -> Vec<(u32, ControlKind)> {
         self.own_done += 1;
         self.unit_us = unit_us;
         self.running_us = None;
+        if self.reported_us == 0 {
+            self.reported_us = unit_us;
+        }
         let at_end = self.own_done == self.own_total && !self.reported_end;
         let at_mark =
             ReassignAgent::fraction(self.own_done, self.own_total) >= mark && !self.reported_mark;
-        if !(at_end || at_mark) {
+        let slowed = on_slowdown
+            && self.own_done < self.own_total
+            && unit_us as f64 > SLOWED * self.reported_us as f64;
+        if !(at_end || at_mark || slowed) {
             return Vec::new();
         }
-        self.reported_mark = true;
+        self.reported_us = unit_us;
+        self.reported_mark |= at_end || at_mark;
         self.reported_end |= at_end;
         // Done of total counts own units only (helpers offer by them, so only
         // to workers with units to give: counting the queued ones there made
@@ -366,6 +390,8 @@ pub struct ReassignAgent {
     /// Each reporting peer's work left at its last report this iteration,
     /// µs: (peer, left).
     left_us: Small<(u32, u64)>,
+    /// Peers we answered a report with our own this iteration.
+    replied: Small<u32>,
     /// Worker 0's broker, when the policy has one.
     broker: Option<Box<Broker>>,
     /// Whether this worker told the broker its pace this iteration.
@@ -401,6 +427,7 @@ impl ReassignAgent {
             helped: Small::new(),
             no_faster: Small::new(),
             left_us: Small::new(),
+            replied: Small::new(),
         }
     }
 
@@ -443,6 +470,7 @@ impl ReassignAgent {
         self.helped.clear();
         self.no_faster.clear();
         self.left_us.clear();
+        self.replied.clear();
         self.iteration = iteration;
         if self.progress.own_done > 0 {
             self.usual_us = self.progress.unit_us;
@@ -546,9 +574,12 @@ impl ReassignAgent {
     /// time per unit so far. Returns the progress reports to send (at the
     /// checkpoint and at the end).
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
-        let mut out = self
-            .progress
-            .unit_done(unit_us, self.config.checkpoint, &self.group);
+        let mut out = self.progress.unit_done(
+            unit_us,
+            self.config.checkpoint,
+            self.config.broker,
+            &self.group,
+        );
         let left = self.progress.listed as u32;
         let paced = self.pace(left, unit_us, false);
         self.account(&paced);
@@ -685,6 +716,72 @@ impl ReassignAgent {
         1 + (behind + unheard) as u32
     }
 
+    /// How many units of our list (`left` of them) to give a peer with
+    /// `their_left` units left at `their_unit_us` per unit, if any: only
+    /// when we expect to finish after them by more than two of their units
+    /// (a peer a unit ahead, timer noise, is no reason to move any, and
+    /// moves between near-equals make work churn).
+    fn gift(&self, to: u32, their_left: u32, their_unit_us: u64, left: usize) -> Option<u32> {
+        let me = self.progress.giver(left);
+        let theirs = u64::from(their_left) * their_unit_us;
+        if me.remaining_us().saturating_sub(theirs) <= 2 * their_unit_us {
+            return None;
+        }
+        let share = Self::balance(me, self.helpers_left(), their_left, their_unit_us, 0);
+        if share == 0 {
+            return None;
+        }
+        // Our part; alone, at least `initial_units`; within what may be given.
+        let most = (left - me.keep_least()) as u32;
+        // A worker clearly slower per unit is a straggler its peers are not:
+        // it gives its whole share. One that is only more loaded (a plan gone
+        // stale, uneven units) may be one of many: it gives its part. Under
+        // the broker, which places a straggler's share over all workers, a
+        // straggler that may be one of several givers to this peer gives its
+        // part too, of a balance with all its helpers: several stragglers of
+        // one neighbourhood each giving their whole share to the first peer
+        // to report bury it.
+        let straggler = 2 * me.unit_us > 3 * their_unit_us;
+        let givers = self.givers(to, theirs, their_unit_us);
+        let count = if straggler && (givers <= 1 || !self.config.broker) {
+            share.max(self.config.initial_units)
+        } else {
+            let helpers = if straggler { self.helpers_left() } else { 1 };
+            self.part(me, givers, helpers, their_left, their_unit_us, to)
+        };
+        (count > 0).then_some(count.min(most))
+    }
+
+    /// Under the broker, our own progress to a peer whose report shows it
+    /// expects to finish well after us (by more than two of our units),
+    /// once an iteration: its next report may be its last, and a slowdown
+    /// that began after our report at the mark would otherwise be met only
+    /// when we go idle; with ours in hand it gives us our part now.
+    fn reply_report(
+        &mut self,
+        to: u32,
+        their_left_us: u64,
+        left: usize,
+    ) -> Vec<(u32, ControlKind)> {
+        if !self.config.broker || self.replied.contains(&to) {
+            return Vec::new();
+        }
+        let me = self.progress.giver(left);
+        if me.unit_us == 0 || their_left_us.saturating_sub(me.remaining_us()) <= 2 * me.unit_us {
+            return Vec::new();
+        }
+        self.replied.push(to);
+        vec![(
+            to,
+            ControlKind::Progress {
+                done: self.progress.own_done,
+                total: self.progress.own_total,
+                queued: self.progress.queued as u32,
+                unit_us: me.unit_us,
+            },
+        )]
+    }
+
     fn answer(&mut self, from: u32, kind: &ControlKind, left: usize) -> Vec<(u32, ControlKind)> {
         match *kind {
             ControlKind::Progress {
@@ -705,51 +802,15 @@ impl ReassignAgent {
                     }
                     _ => {}
                 }
-                // Only when we expect to finish after them by more than two of
-                // their units: a peer a unit ahead (timer noise) is no reason
-                // to move any, and moves between near-equals make work churn.
-                let mine = me.remaining_us();
                 let theirs = u64::from(their_left) * unit_us;
                 match self.left_us.iter_mut().find(|e| e.0 == from) {
                     Some(e) => e.1 = theirs,
                     None => self.left_us.push((from, theirs)),
                 }
-                if mine.saturating_sub(theirs) > 2 * unit_us {
-                    let share = Self::balance(me, self.helpers_left(), their_left, unit_us, 0);
-                    if share > 0 {
-                        // Our part; alone, at least `initial_units`; within
-                        // what may be given.
-                        let most = (left - me.keep_least()) as u32;
-                        // A worker clearly slower per unit is a straggler its
-                        // peers are not: it gives its whole share. One that
-                        // is only more loaded (a plan gone stale, uneven
-                        // units) may be one of many: it gives its part.
-                        // Under the broker, which places a straggler's
-                        // share over all workers, a straggler that may be
-                        // one of several givers to this peer gives its part
-                        // too, of a balance with all its helpers: several
-                        // stragglers of one neighbourhood each giving their
-                        // whole share to the first peer to report bury it.
-                        let straggler = 2 * me.unit_us > 3 * unit_us;
-                        let givers = self.givers(from, theirs, unit_us);
-                        let count = if straggler && (givers <= 1 || !self.config.broker) {
-                            share.max(self.config.initial_units)
-                        } else {
-                            let helpers = if straggler { self.helpers_left() } else { 1 };
-                            self.part(me, givers, helpers, their_left, unit_us, from)
-                        };
-                        if count == 0 {
-                            return Vec::new();
-                        }
-                        return vec![(
-                            from,
-                            ControlKind::Assign {
-                                count: count.min(most),
-                            },
-                        )];
-                    }
+                if let Some(count) = self.gift(from, their_left, unit_us, left) {
+                    return vec![(from, ControlKind::Assign { count })];
                 }
-                Vec::new()
+                self.reply_report(from, theirs, left)
             }
             ControlKind::Offer { unit_us } => {
                 let me = self.progress.giver(left);

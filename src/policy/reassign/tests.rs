@@ -489,3 +489,81 @@ fn under_the_broker_one_of_several_stragglers_gives_its_part() {
     assert_eq!(assigned(&alone.on_message(2, &progress, 41), 2), 13);
     assert!(part < 13);
 }
+
+/// Under the broker a worker slowed after its report at the mark reports
+/// again as soon as a unit shows it (its time per unit 1.5-fold since it
+/// last reported), not only at its last unit; without the broker
+/// (FlexRR's protocol) it does not.
+#[test]
+fn a_worker_slowed_after_its_mark_reports_at_once_under_the_broker() {
+    let progress_reports = |a: &mut ReassignAgent, unit_us: u64, left: usize| {
+        a.observe(None, 0, left, 0);
+        a.on_own_unit_done(unit_us)
+            .into_iter()
+            .filter(|(_, k)| matches!(k, ControlKind::Progress { .. }))
+            .count()
+    };
+    for broker in [true, false] {
+        let mut a = if broker { broker_agent(1, 4) } else { agent(1) };
+        a.begin(0, 12);
+        let mut reports = 0;
+        for k in 0..9 {
+            reports += progress_reports(&mut a, 100, 11 - k);
+        }
+        assert_eq!(reports, 3, "the mark, to each of 3 peers");
+        // Slowed: 140 µs (under 1.5-fold) says nothing; 500 µs does.
+        assert_eq!(progress_reports(&mut a, 140, 2), 0);
+        let slowed = progress_reports(&mut a, 500, 1);
+        assert_eq!(slowed, if broker { 3 } else { 0 }, "broker {broker}");
+        // Again only once it grows 1.5-fold more; the end is reported anyway.
+        assert_eq!(progress_reports(&mut a, 500, 0), 3);
+    }
+}
+
+/// Under the broker, a worker that hears from a peer well behind it (more
+/// than two of its own units) answers once with its own progress, so the
+/// peer can give it units now; a peer about level gets nothing, and without
+/// the broker nobody answers.
+#[test]
+fn a_report_from_a_peer_far_behind_is_answered_once_with_ours() {
+    let behind = ControlKind::Progress {
+        done: 8,
+        total: 12,
+        queued: 0,
+        unit_us: 500,
+    };
+    let level = ControlKind::Progress {
+        done: 8,
+        total: 12,
+        queued: 0,
+        unit_us: 100,
+    };
+    for broker in [true, false] {
+        let mut a = if broker { broker_agent(2, 4) } else { agent(2) };
+        a.begin(0, 12);
+        for k in 0..9 {
+            a.observe(None, 0, 11 - k, 0);
+            a.on_own_unit_done(100);
+        }
+        a.observe(None, 0, 3, 0);
+        assert!(a.on_message(3, &level, 3).is_empty());
+        let out = a.on_message(1, &behind, 3);
+        if broker {
+            assert_eq!(
+                out,
+                vec![(
+                    1,
+                    ControlKind::Progress {
+                        done: 9,
+                        total: 12,
+                        queued: 0,
+                        unit_us: 100
+                    }
+                )]
+            );
+        } else {
+            assert!(out.is_empty(), "{out:?}");
+        }
+        assert!(a.on_message(1, &behind, 3).is_empty(), "once an iteration");
+    }
+}
