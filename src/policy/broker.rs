@@ -247,7 +247,7 @@ fn balance_now(
         unit_us.push((t > 0.0).then_some(t));
     }
     // Only a worker expected to finish well after the median (two of its
-    // units) gives: slow, or holding more than its share.
+    // units) gives: slow, or holding more than its share...
     let finish = |l: &Load, t: Option<f64>| l.start_us + f64::from(l.units) * t.unwrap_or(0.0);
     let median_finish = lower_median(
         loads
@@ -258,8 +258,23 @@ fn balance_now(
         f64::total_cmp,
     )
     .unwrap_or(0.0);
+    // ...or after a fluid balance's finish (every worker busy until the same
+    // time), when that is earlier: when most workers hold more than their
+    // share (a plan that moved units off workers that have recovered), the
+    // median is one of them, and the few with too little would otherwise
+    // wait to offer help until their list ran out.
+    let (rate, work) = loads
+        .iter()
+        .zip(&unit_us)
+        .filter_map(|(l, t)| t.map(|t| (1.0 / t, l.start_us / t + f64::from(l.units))))
+        .fold((0.0, 0.0), |(r, w), (dr, dw)| (r + dr, w + dw));
+    let reference = if rate > 0.0 {
+        median_finish.min(work / rate)
+    } else {
+        median_finish
+    };
     for (l, &t) in loads.iter_mut().zip(&unit_us) {
-        if finish(l, t) <= median_finish + 2.0 * t.unwrap_or(0.0) {
+        if finish(l, t) <= reference + 2.0 * t.unwrap_or(0.0) {
             l.givable = 0;
         }
     }
@@ -423,6 +438,28 @@ mod tests {
         let moves = broker.on_pace(3, at(400, 100), 400);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 3), "{moves:?}");
+    }
+
+    /// A plan moved 18 units off worker 0, which has recovered: it holds 6
+    /// at the common pace while the other 7 hold 26 or 27. The median
+    /// finish is a loaded worker's, so against it nobody is late; against
+    /// the fluid balance (24 units each) the loaded ones are, and give
+    /// worker 0 back about what it can do by then.
+    #[test]
+    fn most_workers_over_their_share_give_to_the_few_under_it() {
+        let mut broker = Broker::new(8, 0.5);
+        let lefts = [5, 26, 26, 26, 25, 25, 25, 25];
+        for (w, &left) in lefts.iter().enumerate().skip(1) {
+            assert!(broker
+                .on_pace(w as u32, pace(left, 100, 100), 100)
+                .is_empty());
+        }
+        let moves = broker.on_pace(0, pace(lefts[0], 100, 100), 100);
+        assert!(moves.iter().all(|m| m.to == 0), "{moves:?}");
+        let given: u32 = moves.iter().map(|m| m.count).sum();
+        // 203 units left over 8 workers: about 25 each, so worker 0 takes
+        // about 20 of them.
+        assert!((15..=20).contains(&given), "{moves:?}");
     }
 
     #[test]
