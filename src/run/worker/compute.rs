@@ -124,6 +124,7 @@ pub(super) fn finish_unit(
         gt_slowdown: slowdown,
         gt_delay_us: delay.as_micros() as u64,
     };
+    epoch.first_start_us.get_or_insert(start_us);
     epoch.last_end_us = end_us;
     epoch.last_unit_us = end_us.saturating_sub(start_us);
     epoch.compute_us += compute_us;

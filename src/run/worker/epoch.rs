@@ -82,6 +82,8 @@ pub(super) struct Epoch {
     pub(super) running: Option<Running>,
     pub(super) units_cancelled: u32,
     pub(super) ready_us: u64,
+    /// When its first unit of the iteration started, µs (None: none yet).
+    pub(super) first_start_us: Option<u64>,
     pub(super) last_end_us: u64,
     /// How long the last unit took, µs.
     pub(super) last_unit_us: u64,
@@ -153,11 +155,17 @@ impl Epoch {
 
     /// Time per unit as it stands, µs (0 before the first unit): the mean
     /// so far this iteration, or the last unit's time when that is longer —
-    /// a worker slowed in the middle of an iteration says so at once.
+    /// a worker slowed in the middle of an iteration says so at once. The
+    /// mean runs from its first unit's start: a late start (the boundary's
+    /// work, the machine scheduling it late) is a delay once, not a slower
+    /// pace for every unit after it.
     pub(super) fn unit_us(&self) -> u64 {
-        let mean =
-            self.last_end_us.saturating_sub(self.ready_us) / u64::from(self.units_done.max(1));
-        mean.max(self.last_unit_us)
+        pace_us(
+            self.first_start_us.unwrap_or(self.ready_us),
+            self.last_end_us,
+            self.units_done,
+            self.last_unit_us,
+        )
     }
 
     /// Takes the unit `worker` computes next: peers' units first (someone
@@ -187,5 +195,30 @@ impl Epoch {
             },
             counts_as_own: true,
         })
+    }
+}
+
+/// [`Epoch::unit_us`]: the mean time per unit of `units` units from the
+/// first one's start to the last one's end, or the last unit's time when that
+/// is longer.
+fn pace_us(first_start_us: u64, last_end_us: u64, units: u32, last_unit_us: u64) -> u64 {
+    let mean = last_end_us.saturating_sub(first_start_us) / u64::from(units.max(1));
+    mean.max(last_unit_us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pace_us;
+
+    #[test]
+    fn a_late_first_unit_is_not_a_slow_pace() {
+        // Ready at 0, first unit 1,500..3,700 µs: its pace is 2,200 µs,
+        // not 3,700 (the broker took such a worker for a straggler).
+        assert_eq!(pace_us(1_500, 3_700, 1, 2_200), 2_200);
+        // Three units by 8,100 µs, the last 2,200: the mean, 2,200.
+        assert_eq!(pace_us(1_500, 8_100, 3, 2_200), 2_200);
+        // Slowed in the middle: the last unit's 10,000 µs says so at once.
+        assert_eq!(pace_us(1_500, 15_900, 3, 10_000), 10_000);
+        assert_eq!(pace_us(0, 0, 0, 0), 0);
     }
 }

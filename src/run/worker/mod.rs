@@ -477,6 +477,7 @@ impl ComputeState {
             running: None,
             units_cancelled: 0,
             ready_us,
+            first_start_us: None,
             last_end_us: ready_us,
             last_unit_us: 0,
             compute_us: 0,
