@@ -732,18 +732,27 @@ impl LstmPredictor {
     }
 
     /// The predicted ratio for the next iteration, `None` when the model's
-    /// output is not finite.
+    /// output is not finite. It stays within the ratios the worker showed in
+    /// the model's window: a model extrapolates the dynamics it was trained
+    /// on, and on a cluster whose stragglers behave otherwise (one trained
+    /// where slow workers recover, reading a worker slow for good) that
+    /// costs more than holding the last value; within the window's range it
+    /// can still call a recovery the worker has shown it can make (a ratio
+    /// it had), but not invent a slowdown or a speed it never had.
     fn next_ratio(&self, history: &[Step]) -> Option<f64> {
         let last = history.last()?.ratio;
-        let x = window_input(
-            history,
-            self.card.settings.window,
-            &self.card.mean,
-            &self.card.std,
-        )?;
+        let window = self.card.settings.window;
+        let x = window_input(history, window, &self.card.mean, &self.card.std)?;
         let delta = f64::from(self.cell.forward(&x)) * self.card.target_std;
         let r = last + delta;
-        r.is_finite().then_some(r.max(0.0))
+        if !r.is_finite() {
+            return None;
+        }
+        let seen = &history[history.len().saturating_sub(window)..];
+        let (lo, hi) = seen.iter().fold((last, last), |(lo, hi), s| {
+            (lo.min(s.ratio), hi.max(s.ratio))
+        });
+        Some(r.clamp(lo, hi).max(0.0))
     }
 }
 

@@ -151,3 +151,25 @@ fn non_finite_outputs_fall_back_to_the_last_value() {
     assert_eq!(model.predict(h, 1), vec![h[9].ratio]);
     assert_eq!(model.predict(&[], 1), vec![1.0]);
 }
+
+/// Whatever the network says, the prediction stays within the ratios the
+/// worker showed in the model's window: a model trained where slow workers
+/// recover cannot call a persistently slow worker fast, nor invent a
+/// slowdown a worker never had.
+#[test]
+fn predictions_stay_within_the_window_s_ratios() {
+    let series = cyclic(3, 40);
+    let settings = LstmSettings {
+        max_epochs: 1,
+        ..quick()
+    };
+    let mut model = fit(&series, &settings);
+    let h = &series[0].steps[..10]; // ratios cycle through 1, 1, 2
+    model.cell.head_b = 1e3;
+    assert_eq!(model.predict(h, 1), vec![2.0]);
+    model.cell.head_b = -1e3;
+    assert_eq!(model.predict(h, 1), vec![1.0]);
+    // A worker slow for the whole window stays slow.
+    let slow = steps(&[3.0; 10]);
+    assert_eq!(model.predict(&slow, 1), vec![3.0]);
+}
