@@ -118,7 +118,11 @@ impl ProgressTracker {
     }
 
     /// A worker finished its units. When it was the last one, the iteration's
-    /// laggard report is returned (the barrier is about to release).
+    /// laggard report is returned (the barrier is about to release). A
+    /// worker that is handed units after it first ran out reports again when
+    /// it runs out again: its record is replaced and the report redone, so
+    /// the iteration ends with the last unit, not with the last worker to
+    /// first run out.
     pub fn on_finished(&mut self, record: WorkerRecord) -> Option<LaggardReport> {
         if self.closed.contains(&record.iteration) {
             return None;
@@ -131,12 +135,14 @@ impl ProgressTracker {
             open.finished += 1;
         }
         *slot = Some(record);
-        if open.finished == workers && open.report.is_none() {
-            let all: Vec<WorkerRecord> = open.records.iter().flatten().cloned().collect();
-            open.report = Some(detect_laggard(&all, threshold));
-            return open.report.clone();
+        if open.finished < workers {
+            return None;
         }
-        None
+        let all: Vec<WorkerRecord> = open.records.iter().flatten().cloned().collect();
+        let report = detect_laggard(&all, threshold);
+        let first = open.report.is_none();
+        open.report = Some(report.clone());
+        first.then_some(report)
     }
 
     /// A worker holds version `iteration`: its barrier wait for `iteration - 1`
@@ -229,6 +235,24 @@ mod tests {
         assert_eq!(r.laggard, None);
         assert_eq!(r.lag_us, 0);
         assert_eq!(r.median_busy_us, 1000);
+    }
+
+    /// Worker 1 first ran out at 110 µs, was handed units and ran out
+    /// again at 180: the iteration ends at 180, and its barrier wait runs
+    /// from there.
+    #[test]
+    fn a_worker_handed_units_after_it_ran_out_moves_the_iteration_s_end() {
+        let mut t = ProgressTracker::new(2, 0.25);
+        assert_eq!(t.on_finished(record(1, 0, 110)), None);
+        let first = t.on_finished(record(0, 0, 100)).expect("all finished");
+        assert_eq!((first.end_us, first.laggard), (110, None));
+        assert_eq!(t.on_finished(record(1, 0, 180)), None);
+        assert!(t.on_ready(0, 1, 200).is_none());
+        let (records, report) = t.on_ready(1, 1, 200).expect("closed");
+        assert_eq!(report.end_us, 180);
+        assert_eq!(report.laggard, Some(1));
+        assert_eq!(records[1].finish_us, 180);
+        assert_eq!(records[1].barrier_wait_us, 20);
     }
 
     #[test]
