@@ -320,6 +320,18 @@ mod tests {
         }
     }
 
+    /// A first unit of `unit_us` ended at that time, 20 units left, by a
+    /// worker whose pace in the iteration before was `usual_us`.
+    fn paced_at(unit_us: u64, usual_us: u64) -> Pace {
+        Pace {
+            left: 20,
+            queued: 0,
+            unit_us,
+            elapsed_us: unit_us,
+            usual_us,
+        }
+    }
+
     #[test]
     fn the_last_pace_balances_a_slow_worker_across_every_fast_one() {
         let mut broker = Broker::new(9, 0.5);
@@ -387,27 +399,28 @@ mod tests {
     /// taken at its first unit's pace; one persistently slow, at its usual.
     #[test]
     fn first_units_slow_alike_make_no_straggler() {
-        let at = |unit_us, usual_us| Pace {
-            left: 20,
-            queued: 0,
-            unit_us,
-            elapsed_us: unit_us,
-            usual_us,
-        };
         let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [(0, at(400, 100)), (1, at(380, 100)), (2, at(420, 100))] {
+        for (w, p) in [
+            (0, paced_at(400, 100)),
+            (1, paced_at(380, 100)),
+            (2, paced_at(420, 100)),
+        ] {
             assert!(broker.on_pace(w, p, p.unit_us).is_empty());
         }
-        let moves = broker.on_pace(3, at(390, 100), 420);
+        let moves = broker.on_pace(3, paced_at(390, 100), 420);
         assert!(moves.is_empty(), "{moves:?}");
         // Worker 3 was slow before (usual 500) and is fast now; worker 1 is
         // persistently slow (usual and first unit 500): worker 1 gives, to
         // the others, and worker 3 is not taken for a straggler.
         let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [(0, at(100, 100)), (1, at(500, 500)), (2, at(100, 100))] {
+        for (w, p) in [
+            (0, paced_at(100, 100)),
+            (1, paced_at(500, 500)),
+            (2, paced_at(100, 100)),
+        ] {
             assert!(broker.on_pace(w, p, p.unit_us).is_empty());
         }
-        let moves = broker.on_pace(3, at(100, 500), 500);
+        let moves = broker.on_pace(3, paced_at(100, 500), 500);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 1), "{moves:?}");
     }
@@ -418,24 +431,25 @@ mod tests {
     /// pace nobody does. A straggler beyond the band still gives.
     #[test]
     fn paces_near_the_median_are_taken_alike() {
-        let at = |unit_us, usual_us| Pace {
-            left: 20,
-            queued: 0,
-            unit_us,
-            elapsed_us: unit_us,
-            usual_us,
-        };
         let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [(0, at(100, 100)), (1, at(100, 100)), (2, at(100, 100))] {
+        for (w, p) in [
+            (0, paced_at(100, 100)),
+            (1, paced_at(100, 100)),
+            (2, paced_at(100, 100)),
+        ] {
             assert!(broker.on_pace(w, p, 100).is_empty());
         }
-        let moves = broker.on_pace(3, at(130, 125), 130);
+        let moves = broker.on_pace(3, paced_at(130, 125), 130);
         assert!(moves.is_empty(), "{moves:?}");
         let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [(0, at(100, 100)), (1, at(100, 100)), (2, at(100, 100))] {
+        for (w, p) in [
+            (0, paced_at(100, 100)),
+            (1, paced_at(100, 100)),
+            (2, paced_at(100, 100)),
+        ] {
             assert!(broker.on_pace(w, p, 100).is_empty());
         }
-        let moves = broker.on_pace(3, at(400, 100), 400);
+        let moves = broker.on_pace(3, paced_at(400, 100), 400);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 3), "{moves:?}");
     }

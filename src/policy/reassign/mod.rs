@@ -643,15 +643,7 @@ impl ReassignAgent {
             return Vec::new();
         }
         self.replied.push(to);
-        vec![(
-            to,
-            ControlKind::Progress {
-                done: self.progress.own_done,
-                total: self.progress.own_total,
-                queued: self.progress.queued as u32,
-                unit_us: me.unit_us,
-            },
-        )]
+        vec![(to, self.progress.report(me.unit_us))]
     }
 
     fn answer(&mut self, from: u32, kind: &ControlKind, left: usize) -> Vec<(u32, ControlKind)> {

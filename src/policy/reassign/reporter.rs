@@ -119,16 +119,21 @@ impl Reporter {
         self.reported_us = unit_us;
         self.reported_mark |= at_end || at_mark;
         self.reported_end |= at_end;
-        // Done of total counts own units only (helpers offer by them, so only
-        // to workers with units to give: counting the queued ones there made
-        // idle peers ask workers with nothing to give, a quarter more
-        // messages); the units queued ahead go apart, for givers' balances.
-        let report = ControlKind::Progress {
+        let report = self.report(unit_us);
+        group.iter().map(|&to| (to, report.clone())).collect()
+    }
+
+    /// Its progress report, at `unit_us` per unit. Done of total counts own
+    /// units only (helpers offer by them, so only to workers with units to
+    /// give: counting the queued ones there made idle peers ask workers with
+    /// nothing to give, a quarter more messages); the units queued ahead go
+    /// apart, for givers' balances.
+    pub(crate) fn report(&self, unit_us: u64) -> ControlKind {
+        ControlKind::Progress {
             done: self.own_done,
             total: self.own_total,
             queued: self.queued as u32,
             unit_us,
-        };
-        group.iter().map(|&to| (to, report.clone())).collect()
+        }
     }
 }
