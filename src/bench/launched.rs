@@ -149,6 +149,7 @@ fn read_back(out_dir: &Path) -> Result<RunOutput, String> {
         parts: Vec::new(),
         ideal_us: (number("ideal_iteration_s") * 1e6) as u64,
         bound_us: (number("bound_iteration_s") * 1e6) as u64,
+        unit_bound_us: (number("unit_bound_iteration_s") * 1e6) as u64,
         units_total: trace.units.len() as u64,
         units_reassigned: count(UnitAction::Reassigned) as u64,
         units_cloned: count(UnitAction::Clone) as u64,

@@ -241,6 +241,7 @@ pub fn run_pipeline(
             load_ms: 0.0,
             median_iteration_ms: 0.0,
             bound_iteration_ms: None,
+            unit_bound_iteration_ms: None,
             barrier_wait_s: 0.0,
             work_reassigned: 0.0,
             work_cloned: 0.0,
@@ -341,6 +342,16 @@ pub fn run_pipeline(
             .last()
             .map_or(0, |i| i.end_us)
             .saturating_sub(load_us);
+        // A bound per iteration: the span with each iteration's part from its
+        // start to its last worker's finish replaced by its bound. It is the
+        // limit of BSP semantics; under SSP iterations overlap and their
+        // spans do not add up to the run's.
+        let spanned = |bound_s: f64| {
+            (bound_s > 0.0 && plan.policy.keeps_bsp_semantics()).then(|| {
+                (span_us as f64 / 1000.0 - summary.iteration_s * 1000.0 + bound_s * 1000.0)
+                    / plan.iterations as f64
+            })
+        };
         let row = BenchRow {
             kind,
             processes: run.processes.unwrap_or(1),
@@ -350,15 +361,8 @@ pub fn run_pipeline(
             time_per_iteration_ms: span_us as f64 / 1000.0 / plan.iterations as f64,
             load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
-            // The bound is the limit of BSP semantics; under SSP iterations
-            // overlap and their spans do not add up to the run's.
-            bound_iteration_ms: (summary.bound_iteration_s > 0.0
-                && plan.policy.keeps_bsp_semantics())
-            .then(|| {
-                (span_us as f64 / 1000.0 - summary.iteration_s * 1000.0
-                    + summary.bound_iteration_s * 1000.0)
-                    / plan.iterations as f64
-            }),
+            bound_iteration_ms: spanned(summary.bound_iteration_s),
+            unit_bound_iteration_ms: spanned(summary.unit_bound_iteration_s),
             barrier_wait_s: summary.barrier_wait_s,
             work_reassigned: out.units_reassigned as f64 / out.units_total.max(1) as f64,
             work_cloned: out.units_cloned as f64 / out.units_total.max(1) as f64,

@@ -190,11 +190,11 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
-            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | vs bound | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | time to target acc s | digests equal | checkpoint every | kill → first iteration s |"
+            "| kind | policy | workers | probability | α | delay % | time/iteration ms (mean ± sd) | median iteration ms | load ms | barrier wait worker-s | vs {label} | vs bound | vs whole-unit bound | mitigation | work reassigned | work cloned | converged at iteration | time to converge s | test acc | time to target acc s | digests equal | checkpoint every | kill → first iteration s |"
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         );
         let groups = group(&mine);
         for (key, group) in &groups {
@@ -205,15 +205,19 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             let ratio = baseline(sweep, rows, &key.kind, key.workers)
                 .filter(|_| is_timely(&key.kind) || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
-            let bounds: Vec<f64> = group.iter().filter_map(|r| r.bound_iteration_ms).collect();
-            let vs_bound = if bounds.len() == group.len() && bounds.iter().all(|&b| b > 0.0) {
-                format!(
-                    "{:.3}×",
-                    mean / (bounds.iter().sum::<f64>() / bounds.len() as f64)
-                )
-            } else {
-                "—".to_owned()
+            let vs = |bound: fn(&BenchRow) -> Option<f64>| {
+                let bounds: Vec<f64> = group.iter().copied().filter_map(bound).collect();
+                if bounds.len() == group.len() && bounds.iter().all(|&b| b > 0.0) {
+                    format!(
+                        "{:.3}×",
+                        mean / (bounds.iter().sum::<f64>() / bounds.len() as f64)
+                    )
+                } else {
+                    "—".to_owned()
+                }
             };
+            let vs_bound = vs(|r| r.bound_iteration_ms);
+            let vs_unit_bound = vs(|r| r.unit_bound_iteration_ms);
             let converged: Vec<&BenchRow> = group
                 .iter()
                 .copied()
@@ -259,7 +263,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {vs_bound} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} | {every} | {recovery} |",
+                "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {vs_bound} | {vs_unit_bound} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} | {every} | {recovery} |",
                 key.kind,
                 key.policy,
                 key.workers,

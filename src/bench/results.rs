@@ -54,6 +54,9 @@ pub struct BenchRow {
     /// the reference loops and for policies without BSP semantics (under
     /// SSP iterations overlap).
     pub bound_iteration_ms: Option<f64>,
+    /// The same with each iteration's bound with whole units
+    /// ([`crate::run::bound::IterationBound::units_us`]).
+    pub unit_bound_iteration_ms: Option<f64>,
     /// Σ barrier wait, worker-seconds.
     pub barrier_wait_s: f64,
     /// Share of the units computed by a peer instead of their owner.
@@ -128,6 +131,10 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("load_ms", f64s(|r| r.load_ms)),
         ("median_iteration_ms", f64s(|r| r.median_iteration_ms)),
         ("bound_iteration_ms", opt_f64s(|r| r.bound_iteration_ms)),
+        (
+            "unit_bound_iteration_ms",
+            opt_f64s(|r| r.unit_bound_iteration_ms),
+        ),
         ("barrier_wait_s", f64s(|r| r.barrier_wait_s)),
         ("work_reassigned", f64s(|r| r.work_reassigned)),
         ("work_cloned", f64s(|r| r.work_cloned)),

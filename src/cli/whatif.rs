@@ -143,10 +143,11 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 }
             ));
             print_stdout(&format!(
-                "  {:<16} {:>14} {:>9} {:>12} {:>12} {:>12} {:>9}",
+                "  {:<16} {:>14} {:>9} {:>11} {:>12} {:>12} {:>12} {:>9}",
                 "policy",
                 "ms/iteration",
                 "vs bound",
+                "vs units",
                 "moved/it",
                 "planned/it",
                 "messages/it",
@@ -154,10 +155,11 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             ));
             for (o, replay_s) in &lines {
                 print_stdout(&format!(
-                    "  {:<16} {:>14.3} {:>8.3}× {:>12.1} {:>12.1} {:>12.1} {:>9.2}",
+                    "  {:<16} {:>14.3} {:>8.3}× {:>10.3}× {:>12.1} {:>12.1} {:>12.1} {:>9.2}",
                     o.policy,
                     o.mean_iteration_us / 1e3,
                     o.vs_bound,
+                    o.vs_unit_bound,
                     o.moved_units_per_iteration,
                     o.planned_units_per_iteration,
                     o.messages_per_iteration,
@@ -166,8 +168,9 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             }
             if let Some((first, _)) = lines.first() {
                 print_stdout(&format!(
-                    "  load-balancing bound: {:.3} ms/iteration (the rows over the workers' combined speed)",
-                    first.bound_iteration_us / 1e3
+                    "  load-balancing bound: {:.3} ms/iteration (the rows over the workers' combined speed); with whole units: {:.3} (`vs units`: the units, each of the mean unit's rows, placed where they finish earliest)",
+                    first.bound_iteration_us / 1e3,
+                    first.unit_bound_iteration_us / 1e3
                 ));
             }
         }

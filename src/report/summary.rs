@@ -45,6 +45,11 @@ pub struct RunSummary {
     /// spread over the workers in proportion to their speed (see
     /// [`crate::run::bound`]); no policy with BSP semantics does better.
     pub bound_iteration_s: f64,
+    /// Σ of the iterations' bounds with whole units, s: their units (each
+    /// of the mean unit's work) placed where they finish earliest; between
+    /// the load-balancing bound and any BSP placement of units.
+    #[serde(default)]
+    pub unit_bound_iteration_s: f64,
     /// Whether the policy keeps BSP semantics (the bound is its limit).
     pub bsp_semantics: bool,
     /// Iterations in which a laggard was named.
@@ -136,6 +141,7 @@ impl RunSummary {
             iteration_s: out.iterations.iter().map(|r| r.wall_us as f64).sum::<f64>() / 1e6,
             ideal_iteration_s: out.ideal_us as f64 / 1e6,
             bound_iteration_s: out.bound_us as f64 / 1e6,
+            unit_bound_iteration_s: out.unit_bound_us as f64 / 1e6,
             bsp_semantics: plan.policy.keeps_bsp_semantics(),
             laggard_iterations: out
                 .iterations
@@ -196,6 +202,14 @@ impl RunSummary {
                 self.bound_iteration_s,
                 self.iteration_s / self.bound_iteration_s
             );
+            if self.unit_bound_iteration_s > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "             {:.2} s with whole units (each of the mean unit's work) placed where they finish earliest: {:.3}× that",
+                    self.unit_bound_iteration_s,
+                    self.iteration_s / self.unit_bound_iteration_s
+                );
+            }
         }
         let own: String = self
             .test_metrics

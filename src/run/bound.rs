@@ -33,9 +33,32 @@ pub fn iteration_ideal_us(workers: &[WorkerRecord], start_us: u64) -> u64 {
         .unwrap_or(0)
 }
 
+/// An iteration's bounds, µs after its start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IterationBound {
+    /// The load-balancing bound: the work as if it were fluid.
+    pub fluid_us: u64,
+    /// The bound with whole units: the iteration's units, each of the mean
+    /// unit's nominal work, placed one by one where they finish earliest —
+    /// for units alike on workers of different speeds the shortest
+    /// makespan there is. The fluid bound less what no placement of whole
+    /// units recovers: a slow worker's share that is not a whole number of
+    /// its units, the last unit's tail.
+    pub units_us: u64,
+}
+
 /// The bound of one iteration that started at `start_us`, from its workers'
 /// records, µs. `pace_ns_per_row` is the job's pace (0: native speed).
 pub fn iteration_bound_us(workers: &[WorkerRecord], start_us: u64, pace_ns_per_row: u64) -> u64 {
+    iteration_bounds(workers, start_us, pace_ns_per_row).fluid_us
+}
+
+/// Both bounds of one iteration that started at `start_us`, µs.
+pub fn iteration_bounds(
+    workers: &[WorkerRecord],
+    start_us: u64,
+    pace_ns_per_row: u64,
+) -> IterationBound {
     let us_per_row = if pace_ns_per_row > 0 {
         pace_ns_per_row as f64 / 1000.0
     } else {
@@ -45,29 +68,38 @@ pub fn iteration_bound_us(workers: &[WorkerRecord], start_us: u64, pace_ns_per_r
             .map(|w| w.busy_us.saturating_sub(w.gt_delay_us) as f64 / w.rows as f64)
             .collect();
         if rates.is_empty() {
-            return 0;
+            return IterationBound::default();
         }
         crate::analyze::classify::median(&mut rates)
     };
-    let mut rows = 0u64;
-    let mut speed_sum = 0.0;
-    for w in workers {
-        rows += w.rows;
-        let measured = if pace_ns_per_row > 0 {
-            w.rows as f64 * us_per_row
-        } else {
-            w.compute_us as f64
-        };
-        speed_sum += if measured > 0.0 {
-            measured / (measured + w.gt_delay_us as f64)
-        } else {
-            1.0 / w.gt_slowdown.max(1.0)
-        };
-    }
+    let speeds: Vec<f64> = workers
+        .iter()
+        .map(|w| {
+            let measured = if pace_ns_per_row > 0 {
+                w.rows as f64 * us_per_row
+            } else {
+                w.compute_us as f64
+            };
+            if measured > 0.0 {
+                measured / (measured + w.gt_delay_us as f64)
+            } else {
+                1.0 / w.gt_slowdown.max(1.0)
+            }
+        })
+        .collect();
+    let rows: u64 = workers.iter().map(|w| w.rows).sum();
+    let work_us = rows as f64 * us_per_row;
+    let speed_sum: f64 = speeds.iter().sum();
     let fluid = if speed_sum > 0.0 {
-        rows as f64 * us_per_row / speed_sum
+        work_us / speed_sum
     } else {
         0.0
+    };
+    let units: u64 = workers.iter().map(|w| u64::from(w.units)).sum();
+    let whole = if units > 0 {
+        whole_units_makespan(units, work_us / units as f64, &speeds).max(fluid)
+    } else {
+        fluid
     };
     let fixed = workers
         .iter()
@@ -75,7 +107,39 @@ pub fn iteration_bound_us(workers: &[WorkerRecord], start_us: u64, pace_ns_per_r
         .map(|w| w.ready_us.saturating_sub(start_us))
         .min()
         .unwrap_or(0);
-    fluid.round() as u64 + fixed
+    IterationBound {
+        fluid_us: fluid.round() as u64 + fixed,
+        units_us: whole.round() as u64 + fixed,
+    }
+}
+
+/// The makespan of `units` units of `unit_us` nominal work each on workers
+/// of these `speeds`, each unit placed where it finishes earliest (for
+/// identical units on workers of different speeds, the optimum).
+pub(crate) fn whole_units_makespan(units: u64, unit_us: f64, speeds: &[f64]) -> f64 {
+    use std::cmp::Reverse;
+    let cost: Vec<f64> = speeds
+        .iter()
+        .filter(|&&s| s > 0.0)
+        .map(|s| unit_us / s)
+        .collect();
+    if cost.is_empty() {
+        return 0.0;
+    }
+    // Finish times are ≥ 0, so their bits order like the numbers.
+    let mut next: std::collections::BinaryHeap<Reverse<(u64, usize)>> = cost
+        .iter()
+        .enumerate()
+        .map(|(w, &c)| Reverse((c.to_bits(), w)))
+        .collect();
+    let mut makespan = 0.0f64;
+    for _ in 0..units {
+        let Reverse((f, w)) = next.pop().expect("a worker with a speed");
+        let f = f64::from_bits(f);
+        makespan = makespan.max(f);
+        next.push(Reverse(((f + cost[w]).to_bits(), w)));
+    }
+    makespan
 }
 
 #[cfg(test)]
@@ -137,5 +201,43 @@ mod tests {
     #[test]
     fn nothing_recorded_is_zero() {
         assert_eq!(iteration_bound_us(&[], 0, 1000), 0);
+    }
+
+    #[test]
+    fn whole_units_leave_a_slow_worker_s_fraction_of_a_unit() {
+        // 4 workers of 4 units of 250 µs (1,000 rows at 1 µs), one 5× slow:
+        // fluid, 4,000 µs over 3.2 is 1,250 µs; in whole units the slow one
+        // can do one unit (1,250 µs) and the others 5 each (1,250 µs) — 16
+        // units. With 3 units each the others do 4 and the slow one none.
+        let mut ws: Vec<WorkerRecord> = (0..3).map(|w| worker(w, 1000, 1.0, 1000)).collect();
+        ws.push(worker(3, 1000, 5.0, 5000));
+        for w in &mut ws {
+            w.units = 4;
+        }
+        let b = iteration_bounds(&ws, 0, 1000);
+        assert_eq!(b, IterationBound { fluid_us: 1250, units_us: 1250 });
+        for w in &mut ws {
+            w.units = 3; // 333 µs a unit: 12 units, the slow one's take 1,667 µs
+        }
+        let b = iteration_bounds(&ws, 0, 1000);
+        assert_eq!(b.fluid_us, 1250);
+        assert_eq!(b.units_us, 1333);
+    }
+
+    #[test]
+    fn whole_units_are_never_below_the_fluid_bound() {
+        for units in 1..40u32 {
+            for slow in [1.0, 1.5, 3.0, 7.0] {
+                let mut ws: Vec<WorkerRecord> =
+                    (0..5).map(|w| worker(w, 997, 1.0, 997)).collect();
+                ws.push(worker(5, 997, slow, (997.0 * slow) as u64));
+                for w in &mut ws {
+                    w.units = units;
+                }
+                let b = iteration_bounds(&ws, 0, 1000);
+                assert!(b.units_us >= b.fluid_us, "{units} {slow} {b:?}");
+                assert_eq!(b.fluid_us, iteration_bound_us(&ws, 0, 1000));
+            }
+        }
     }
 }

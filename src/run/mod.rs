@@ -131,6 +131,8 @@ pub struct RunOutput {
     pub ideal_us: u64,
     /// Σ of the iterations' load-balancing bounds ([`bound`]), µs.
     pub bound_us: u64,
+    /// Σ of the iterations' bounds with whole units ([`bound`]), µs.
+    pub unit_bound_us: u64,
     /// Units computed.
     pub units_total: u64,
     /// Units computed by a peer of their owner (rapid reassignment).
@@ -388,13 +390,15 @@ pub fn run_job_in_cluster(
     for w in &kept_rows.workers {
         kept_workers.entry(w.iteration).or_default().push(w.clone());
     }
-    let (mut kept_ideal_us, mut kept_bound_us) = (0u64, 0u64);
+    let (mut kept_ideal_us, mut kept_bound_us, mut kept_unit_bound_us) = (0u64, 0u64, 0u64);
     for it in &kept_rows.iterations {
         let workers = kept_workers
             .get(&it.iteration)
             .map_or(&[][..], Vec::as_slice);
         kept_ideal_us += bound::iteration_ideal_us(workers, it.start_us);
-        kept_bound_us += bound::iteration_bound_us(workers, it.start_us, plan.pace_ns_per_row);
+        let b = bound::iteration_bounds(workers, it.start_us, plan.pace_ns_per_row);
+        kept_bound_us += b.fluid_us;
+        kept_unit_bound_us += b.units_us;
     }
     let mut iterations = kept_rows.iterations;
     iterations.extend(sink_output.iterations);
@@ -414,6 +418,7 @@ pub fn run_job_in_cluster(
         parts: sink_output.parts,
         ideal_us: kept_ideal_us + sink_output.ideal_us,
         bound_us: kept_bound_us + sink_output.bound_us,
+        unit_bound_us: kept_unit_bound_us + sink_output.unit_bound_us,
         units_total: sink_output.units_total,
         units_reassigned: sink_output.units_reassigned,
         units_cloned: sink_output.units_cloned,

@@ -96,6 +96,8 @@ pub struct SinkOutput {
     /// Σ over iterations of their load-balancing bound
     /// ([`crate::run::bound`]), µs.
     pub bound_us: u64,
+    /// Σ over iterations of their bound with whole units, µs.
+    pub unit_bound_us: u64,
     /// Units computed, and of those computed by a peer of their owner.
     pub units_total: u64,
     /// Units computed by a peer of their owner.
@@ -296,6 +298,7 @@ fn sink_loop(
         parts: Vec::new(),
         ideal_us: 0,
         bound_us: 0,
+        unit_bound_us: 0,
         units_total: 0,
         units_reassigned: 0,
         units_cloned: 0,
@@ -337,11 +340,13 @@ fn sink_loop(
                 let t = w.first().map_or(0, |r| r.iteration);
                 let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
                 out.ideal_us += crate::run::bound::iteration_ideal_us(&w, report.start_us);
-                out.bound_us += crate::run::bound::iteration_bound_us(
+                let bound = crate::run::bound::iteration_bounds(
                     &w,
                     report.start_us,
                     config.pace_ns_per_row,
                 );
+                out.bound_us += bound.fluid_us;
+                out.unit_bound_us += bound.units_us;
                 workers.append(&mut w);
                 pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
             }

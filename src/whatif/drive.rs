@@ -30,6 +30,13 @@ pub struct Outcome {
     pub bound_iteration_us: f64,
     /// `mean_iteration_us / bound_iteration_us`.
     pub vs_bound: f64,
+    /// Mean bound with whole units per iteration, µs: the iteration's units,
+    /// each of the mean unit's rows, placed where they finish earliest
+    /// ([`crate::run::bound::IterationBound::units_us`]), plus the same
+    /// overhead.
+    pub unit_bound_iteration_us: f64,
+    /// `mean_iteration_us / unit_bound_iteration_us`.
+    pub vs_unit_bound: f64,
     /// Units computed by a worker other than their owner, per iteration.
     pub moved_units_per_iteration: f64,
     /// Units moved (or cloned) before iterations by a plan, per iteration.
@@ -42,32 +49,40 @@ pub struct Outcome {
 
 /// The load-balancing bound of one iteration, µs.
 pub fn bound_us(t: &IterationTimings) -> f64 {
-    bound_with(t, |_| 1.0)
+    bound_with(t, |_| 1.0).0
 }
 
 /// The load-balancing bound of one iteration whose recorded costs are
 /// without slowdowns, begun at `at_us` on `clock`: each worker at its
 /// slowdown then.
-fn bound_at(t: &IterationTimings, clock: &Clock, at_us: u64) -> f64 {
+fn bound_at(t: &IterationTimings, clock: &Clock, at_us: u64) -> (f64, f64) {
     bound_with(t, |w| clock.slowdown(w, at_us))
 }
 
-/// The bound with worker `w`'s time per row multiplied by `slowdown(w)`.
-fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> f64 {
+/// The bounds (fluid, with whole units) with worker `w`'s time per row
+/// multiplied by `slowdown(w)`.
+fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f64) {
     let rows: u64 = t.own.iter().flatten().map(|u| u64::from(u.rows)).sum();
-    let speed: f64 = t
+    let units = t.own.iter().map(|o| o.len() as u64).sum::<u64>();
+    // Rows per µs.
+    let speeds: Vec<f64> = t
         .us_per_row
         .iter()
         .enumerate()
         .map(|(w, u)| u * slowdown(w))
-        .filter(|&u| u > 0.0)
-        .map(|u| 1.0 / u)
-        .sum();
-    if speed > 0.0 {
-        rows as f64 / speed
+        .map(|u| if u > 0.0 { 1.0 / u } else { 0.0 })
+        .collect();
+    let speed: f64 = speeds.iter().sum();
+    if speed <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let fluid = rows as f64 / speed;
+    let whole = if units > 0 {
+        crate::run::bound::whole_units_makespan(units, rows as f64 / units as f64, &speeds)
     } else {
         0.0
-    }
+    };
+    (fluid, whole.max(fluid))
 }
 
 /// Moves the plan's units before the iteration: from the end of each giver's
@@ -120,6 +135,7 @@ struct Setup<'a> {
 struct Partial {
     per_iteration: Vec<f64>,
     bounds: Vec<f64>,
+    unit_bounds: Vec<f64>,
     moved: u64,
     planned: u64,
     messages: u64,
@@ -156,14 +172,15 @@ impl Setup<'_> {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
             let t = &*recorded;
             let mut lists = Planned::new(t);
-            let bound = match clock {
+            let (bound, unit_bound) = match clock {
                 Some(clock) => {
                     lists = lists.at(clock, clock_us);
                     bound_at(t, clock, clock_us)
                 }
-                None => bound_us(t),
+                None => bound_with(t, |_| 1.0),
             };
             out.bounds.push(bound + t.overhead_us as f64);
+            out.unit_bounds.push(unit_bound + t.overhead_us as f64);
             let mut sends = Vec::new();
             if let Some((config, predictor)) = self.plan {
                 match self.clones {
@@ -329,6 +346,7 @@ pub fn replay_policy_on(
     for p in parts {
         all.per_iteration.extend(p.per_iteration);
         all.bounds.extend(p.bounds);
+        all.unit_bounds.extend(p.unit_bounds);
         all.moved += p.moved;
         all.planned += p.planned;
         all.messages += p.messages;
@@ -336,6 +354,7 @@ pub fn replay_policy_on(
     }
     let total: f64 = all.per_iteration.iter().sum();
     let bound: f64 = all.bounds.iter().sum();
+    let unit_bound: f64 = all.unit_bounds.iter().sum();
     let (moved, planned, messages, wasted) = (all.moved, all.planned, all.messages, all.wasted);
     let mut per_iteration = all.per_iteration;
     let n = timings.len() as f64;
@@ -346,6 +365,12 @@ pub fn replay_policy_on(
         median_iteration_us: crate::analyze::classify::median(&mut per_iteration),
         bound_iteration_us: bound / n,
         vs_bound: if bound > 0.0 { total / bound } else { 1.0 },
+        unit_bound_iteration_us: unit_bound / n,
+        vs_unit_bound: if unit_bound > 0.0 {
+            total / unit_bound
+        } else {
+            1.0
+        },
         moved_units_per_iteration: moved as f64 / n,
         planned_units_per_iteration: planned as f64 / n,
         wasted_copies_per_iteration: wasted as f64 / n,

@@ -92,6 +92,19 @@ target_accuracy = 0.8
         }
         let ratio: f64 = cell.trim_end_matches('×').parse().unwrap_or(f64::NAN);
         assert!(ratio >= 0.99, "vs bound {cell:?} in {row}");
+        // The bound with whole units lies between the fluid bound and the run.
+        let units: f64 = row
+            .split('|')
+            .map(str::trim)
+            .nth(vs_bound_column + 1)
+            .unwrap_or("")
+            .trim_end_matches('×')
+            .parse()
+            .unwrap_or(f64::NAN);
+        assert!(
+            (0.99..=ratio + 1e-9).contains(&units),
+            "vs whole-unit bound {units} against {ratio} in {row}"
+        );
     }
     // Adult's logistic regression passes 80 % test accuracy within 12 iterations
     assert!(summary.contains("| time to target acc s |"), "{summary}");

@@ -137,6 +137,16 @@ fn a_synthetic_trace_replays_from_the_command_line() {
         mean(0)
     );
     assert!(vs_bound(1) < vs_bound(0) && vs_bound(1) >= 1.0);
+    // The bound with whole units lies between the fluid bound and every
+    // replay of a BSP-semantics policy.
+    for i in 0..3 {
+        let units = lines[i]["data"]["vs_unit_bound"].as_f64().expect("units");
+        assert!(
+            (1.0 - 1e-9..=vs_bound(i) + 1e-9).contains(&units),
+            "{}",
+            lines[i]
+        );
+    }
     // forestall learns the persistent straggler and plans around it.
     assert!(
         lines[2]["data"]["planned_units_per_iteration"]
