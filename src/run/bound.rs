@@ -215,7 +215,13 @@ mod tests {
             w.units = 4;
         }
         let b = iteration_bounds(&ws, 0, 1000);
-        assert_eq!(b, IterationBound { fluid_us: 1250, units_us: 1250 });
+        assert_eq!(
+            b,
+            IterationBound {
+                fluid_us: 1250,
+                units_us: 1250
+            }
+        );
         for w in &mut ws {
             w.units = 3; // 333 µs a unit: 12 units, the slow one's take 1,667 µs
         }
@@ -228,8 +234,7 @@ mod tests {
     fn whole_units_are_never_below_the_fluid_bound() {
         for units in 1..40u32 {
             for slow in [1.0, 1.5, 3.0, 7.0] {
-                let mut ws: Vec<WorkerRecord> =
-                    (0..5).map(|w| worker(w, 997, 1.0, 997)).collect();
+                let mut ws: Vec<WorkerRecord> = (0..5).map(|w| worker(w, 997, 1.0, 997)).collect();
                 ws.push(worker(5, 997, slow, (997.0 * slow) as u64));
                 for w in &mut ws {
                     w.units = units;

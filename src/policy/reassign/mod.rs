@@ -36,8 +36,8 @@
 
 use std::collections::VecDeque;
 
-use super::broker::Broker;
 pub use super::broker::Pace;
+use super::broker::{Broker, SLOW_PACE};
 use super::proactive::DEFAULT_MIN_GAIN;
 pub use reporter::SLOWED;
 pub(crate) use reporter::{Giver, Reporter};
@@ -259,9 +259,9 @@ pub struct ReassignAgent {
     /// Peers whose last report this iteration was no faster per unit than
     /// this worker: they will not take its units.
     no_faster: Small<u32>,
-    /// Each reporting peer's work left at its last report this iteration,
-    /// µs: (peer, left).
-    left_us: Small<(u32, u64)>,
+    /// Each reporting peer's work left and time per unit at its last report
+    /// this iteration, µs: (peer, left, per unit).
+    left_us: Small<(u32, u64, u64)>,
     /// Peers we answered a report with our own this iteration.
     replied: Small<u32>,
     /// Worker 0's broker, when the policy has one.
@@ -578,7 +578,7 @@ impl ReassignAgent {
         let behind = self
             .left_us
             .iter()
-            .filter(|&&(w, l)| w != reporter && l > their_left_us + 2 * their_unit_us)
+            .filter(|&&(w, l, _)| w != reporter && l > their_left_us + 2 * their_unit_us)
             .count();
         let unheard = self
             .group
@@ -594,6 +594,9 @@ impl ReassignAgent {
     /// (a peer a unit ahead, timer noise, is no reason to move any, and
     /// moves between near-equals make work churn).
     fn gift(&self, to: u32, their_left: u32, their_unit_us: u64, left: usize) -> Option<u32> {
+        if self.config.broker && self.slowed_peer(their_unit_us) {
+            return None;
+        }
         let me = self.progress.giver(left);
         let theirs = u64::from(their_left) * their_unit_us;
         if me.remaining_us().saturating_sub(theirs) <= 2 * their_unit_us {
@@ -622,6 +625,27 @@ impl ReassignAgent {
             self.part(me, givers, helpers, their_left, their_unit_us, to)
         };
         (count > 0).then_some(count.min(most))
+    }
+
+    /// Whether a peer at `unit_us` per unit is itself slowed: over
+    /// [`SLOW_PACE`] times the (lower) median pace of the peers that
+    /// reported this iteration (three at least). Units handed to it cannot
+    /// be handed on, so under the broker nobody gives it any: two workers of
+    /// a disrupted machine would otherwise balance with each other and lock
+    /// units on the slow machine that fast peers were about to take.
+    fn slowed_peer(&self, unit_us: u64) -> bool {
+        let mut paces: Vec<u64> = self
+            .left_us
+            .iter()
+            .map(|e| e.2)
+            .filter(|&t| t > 0)
+            .collect();
+        if paces.len() < 3 {
+            return false;
+        }
+        paces.sort_unstable();
+        let median = paces[(paces.len() - 1) / 2];
+        unit_us as f64 > SLOW_PACE * median as f64
     }
 
     /// Under the broker, our own progress to a peer whose report shows it
@@ -668,8 +692,8 @@ impl ReassignAgent {
                 }
                 let theirs = u64::from(their_left) * unit_us;
                 match self.left_us.iter_mut().find(|e| e.0 == from) {
-                    Some(e) => e.1 = theirs,
-                    None => self.left_us.push((from, theirs)),
+                    Some(e) => *e = (from, theirs, unit_us),
+                    None => self.left_us.push((from, theirs, unit_us)),
                 }
                 if let Some(count) = self.gift(from, their_left, unit_us, left) {
                     return vec![(from, ControlKind::Assign { count })];

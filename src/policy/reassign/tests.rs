@@ -567,3 +567,56 @@ fn a_report_from_a_peer_far_behind_is_answered_once_with_ours() {
         assert!(a.on_message(1, &behind, 3).is_empty(), "once an iteration");
     }
 }
+
+/// Under the broker a worker gives nothing to a peer that is slowed itself
+/// (over `SLOW_PACE` times the median pace of the peers that reported):
+/// the units could not be handed on from there. Two workers of a disrupted
+/// machine would otherwise balance with each other; without the broker
+/// (FlexRR's protocol) they still do.
+#[test]
+fn no_gift_to_a_peer_slowed_itself_under_the_broker() {
+    // Fast peers with as much work left as we have: no gift to them.
+    let fast = ControlKind::Progress {
+        done: 2,
+        total: 32,
+        queued: 0,
+        unit_us: 100,
+    };
+    let slowed = ControlKind::Progress {
+        done: 9,
+        total: 12,
+        queued: 0,
+        unit_us: 500,
+    };
+    for broker in [true, false] {
+        let config = ReassignConfig {
+            broker,
+            ..ReassignConfig::default()
+        };
+        let mut a = ReassignAgent::new(4, (0..8).filter(|&w| w != 4).collect(), config);
+        a.begin(0, 12);
+        for k in 0..4 {
+            a.observe(None, 0, 11 - k, 0);
+            a.on_own_unit_done(100);
+        }
+        a.observe(None, 0, 7, 0);
+        a.on_own_unit_done(500);
+        let mut left = 6;
+        for peer in [0, 1, 2] {
+            a.observe(None, 0, left, 0);
+            for (_, sent) in a.on_message(peer, &fast, left) {
+                if let ControlKind::Assign { count } = sent {
+                    left -= count as usize;
+                }
+            }
+        }
+        assert_eq!(left, 6);
+        // Worker 5, slowed like us with 3 left, against our 3+ at 500 µs.
+        a.observe(None, 0, left, 0);
+        let out = a.on_message(5, &slowed, left);
+        let to_5 = out
+            .iter()
+            .any(|(to, k)| *to == 5 && matches!(k, ControlKind::Assign { .. }));
+        assert_eq!(to_5, !broker, "broker {broker}: {out:?} ({left} left)");
+    }
+}
