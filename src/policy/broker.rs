@@ -22,11 +22,19 @@ use serde::{Deserialize, Serialize};
 
 use super::proactive::{balance_moves, Load, Move};
 
-/// A worker keeps its own pace in the broker's balance only when its first
-/// unit is this many times the usual pace (and slower than the median first
-/// unit by that much more); the others are taken at the usual pace: a first
-/// unit's time is noisy, and the helper groups even out small differences.
+/// Paces within this factor of the median are taken at the median (noise
+/// at this sampling), and a peer slower than this is slowed (it gets no
+/// gifts under the broker): the helper groups even out small differences.
 pub const SLOW_PACE: f64 = 1.5;
+
+/// A worker is taken for a straggler at its first unit's pace only when
+/// that unit took this many times its usual pace (and that much more than
+/// the median first unit): one unit is one sample, and the start of an
+/// iteration is when workers of a shared machine start together; a first
+/// unit 1.5–2× slow was, in the `bsp` traces of `policies-bound`, as often
+/// a worker starting late as a slow one, and units moved on it came back.
+/// Slower than this, a worker is slow; the helper groups mend the rest.
+pub const STRAGGLER_PACE: f64 = 2.0;
 
 /// The broker balances without waiting for every pace once this share of
 /// them is in...
@@ -178,7 +186,7 @@ fn balance_now(
     let free = (now_us + 2 * latency) as f64;
     // The first units of an iteration share its start (parameters
     // arriving, every worker starting at once): a worker is a straggler when
-    // its first unit is over `SLOW_PACE` times its usual pace (the iteration
+    // its first unit is over `STRAGGLER_PACE` times its usual pace (the iteration
     // before) and slower than the median first unit by that much more, not
     // when its first unit is slow like everyone's.
     let first = median_first_unit(paces);
@@ -197,7 +205,7 @@ fn balance_now(
                 .unwrap_or(0) as f64;
             let own = pace.unit_us as f64;
             let straggler =
-                own > SLOW_PACE * usual && own > first as f64 + (SLOW_PACE - 1.0) * usual;
+                own > STRAGGLER_PACE * usual && own > first as f64 + (STRAGGLER_PACE - 1.0) * usual;
             let t = if straggler {
                 own
             } else if own > 0.0 {
@@ -423,6 +431,25 @@ mod tests {
         let moves = broker.on_pace(3, paced_at(100, 500), 500);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 1), "{moves:?}");
+    }
+
+    /// A first unit 1.7× the usual pace (a worker that started late) is no
+    /// straggler's; 2.5× is.
+    #[test]
+    fn a_first_unit_under_twice_the_usual_pace_is_no_straggler() {
+        for (first, moves) in [(170, false), (250, true)] {
+            let mut broker = Broker::new(4, 0.5);
+            for (w, p) in [
+                (0, paced_at(100, 100)),
+                (1, paced_at(100, 100)),
+                (2, paced_at(100, 100)),
+            ] {
+                assert!(broker.on_pace(w, p, 100).is_empty());
+            }
+            let out = broker.on_pace(3, paced_at(first, 100), first);
+            assert_eq!(!out.is_empty(), moves, "{first}: {out:?}");
+            assert!(out.iter().all(|m| m.from == 3), "{out:?}");
+        }
     }
 
     /// Paces within `SLOW_PACE` of the median are noise: a worker whose
