@@ -139,13 +139,9 @@ fn a_synthetic_trace_replays_from_the_command_line() {
     assert!(vs_bound(1) < vs_bound(0) && vs_bound(1) >= 1.0);
     // The bound with whole units lies between the fluid bound and every
     // replay of a BSP-semantics policy.
-    for i in 0..3 {
-        let units = lines[i]["data"]["vs_unit_bound"].as_f64().expect("units");
-        assert!(
-            (1.0 - 1e-9..=vs_bound(i) + 1e-9).contains(&units),
-            "{}",
-            lines[i]
-        );
+    for (i, line) in lines.iter().enumerate().take(3) {
+        let units = line["data"]["vs_unit_bound"].as_f64().expect("units");
+        assert!((1.0 - 1e-9..=vs_bound(i) + 1e-9).contains(&units), "{line}");
     }
     // forestall learns the persistent straggler and plans around it.
     assert!(
