@@ -340,6 +340,16 @@ mod tests {
         }
     }
 
+    /// A broker of 4 workers that heard workers 0–2 at their usual pace of
+    /// 100 µs a unit (nothing to move yet): worker 3's pace decides.
+    fn three_at_the_usual_pace() -> Broker {
+        let mut broker = Broker::new(4, 0.5);
+        for w in 0..3 {
+            assert!(broker.on_pace(w, paced_at(100, 100), 100).is_empty());
+        }
+        broker
+    }
+
     #[test]
     fn the_last_pace_balances_a_slow_worker_across_every_fast_one() {
         let mut broker = Broker::new(9, 0.5);
@@ -438,14 +448,7 @@ mod tests {
     #[test]
     fn a_first_unit_under_twice_the_usual_pace_is_no_straggler() {
         for (first, moves) in [(170, false), (250, true)] {
-            let mut broker = Broker::new(4, 0.5);
-            for (w, p) in [
-                (0, paced_at(100, 100)),
-                (1, paced_at(100, 100)),
-                (2, paced_at(100, 100)),
-            ] {
-                assert!(broker.on_pace(w, p, 100).is_empty());
-            }
+            let mut broker = three_at_the_usual_pace();
             let out = broker.on_pace(3, paced_at(first, 100), first);
             assert_eq!(!out.is_empty(), moves, "{first}: {out:?}");
             assert!(out.iter().all(|m| m.from == 3), "{out:?}");
@@ -458,24 +461,10 @@ mod tests {
     /// pace nobody does. A straggler beyond the band still gives.
     #[test]
     fn paces_near_the_median_are_taken_alike() {
-        let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [
-            (0, paced_at(100, 100)),
-            (1, paced_at(100, 100)),
-            (2, paced_at(100, 100)),
-        ] {
-            assert!(broker.on_pace(w, p, 100).is_empty());
-        }
+        let mut broker = three_at_the_usual_pace();
         let moves = broker.on_pace(3, paced_at(130, 125), 130);
         assert!(moves.is_empty(), "{moves:?}");
-        let mut broker = Broker::new(4, 0.5);
-        for (w, p) in [
-            (0, paced_at(100, 100)),
-            (1, paced_at(100, 100)),
-            (2, paced_at(100, 100)),
-        ] {
-            assert!(broker.on_pace(w, p, 100).is_empty());
-        }
+        let mut broker = three_at_the_usual_pace();
         let moves = broker.on_pace(3, paced_at(400, 100), 400);
         assert!(!moves.is_empty());
         assert!(moves.iter().all(|m| m.from == 3), "{moves:?}");

@@ -47,13 +47,9 @@ pub struct IterationBound {
     pub units_us: u64,
 }
 
-/// The bound of one iteration that started at `start_us`, from its workers'
-/// records, µs. `pace_ns_per_row` is the job's pace (0: native speed).
-pub fn iteration_bound_us(workers: &[WorkerRecord], start_us: u64, pace_ns_per_row: u64) -> u64 {
-    iteration_bounds(workers, start_us, pace_ns_per_row).fluid_us
-}
-
-/// Both bounds of one iteration that started at `start_us`, µs.
+/// Both bounds of one iteration that started at `start_us`, from its
+/// workers' records, µs. `pace_ns_per_row` is the job's pace (0: native
+/// speed).
 pub fn iteration_bounds(
     workers: &[WorkerRecord],
     start_us: u64,
@@ -165,21 +161,21 @@ mod tests {
         // speed of 7.2 is 1,111 µs, against 5,000 µs under BSP.
         let mut ws: Vec<WorkerRecord> = (0..7).map(|w| worker(w, 1000, 1.0, 1000)).collect();
         ws.push(worker(7, 1000, 5.0, 5000));
-        assert_eq!(iteration_bound_us(&ws, 0, 1000), 1111);
+        assert_eq!(iteration_bounds(&ws, 0, 1000).fluid_us, 1111);
     }
 
     #[test]
     fn no_stragglers_is_the_mean_work_plus_what_is_not_compute() {
         // every worker reads its parameters 50 µs after the start
         let ws: Vec<WorkerRecord> = (0..4).map(|w| worker(w, 1000, 1.0, 1050)).collect();
-        assert_eq!(iteration_bound_us(&ws, 0, 1000), 1050);
+        assert_eq!(iteration_bounds(&ws, 0, 1000).fluid_us, 1050);
     }
 
     #[test]
     fn a_worker_that_gave_its_units_away_still_counts_at_its_slowdown() {
         // worker 1 (4× slow) handed both its units to worker 0
         let ws = vec![worker(0, 2000, 1.0, 2000), worker(1, 0, 4.0, 0)];
-        assert_eq!(iteration_bound_us(&ws, 0, 1000), 1600);
+        assert_eq!(iteration_bounds(&ws, 0, 1000).fluid_us, 1600);
     }
 
     #[test]
@@ -195,12 +191,12 @@ mod tests {
         ws[1].gt_delay_us = 100;
         ws[1].busy_us = 400;
         // 600 µs of work at speeds 1 and 0.5
-        assert_eq!(iteration_bound_us(&ws, 0, 0), 400);
+        assert_eq!(iteration_bounds(&ws, 0, 0).fluid_us, 400);
     }
 
     #[test]
     fn nothing_recorded_is_zero() {
-        assert_eq!(iteration_bound_us(&[], 0, 1000), 0);
+        assert_eq!(iteration_bounds(&[], 0, 1000).fluid_us, 0);
     }
 
     #[test]
@@ -241,7 +237,6 @@ mod tests {
                 }
                 let b = iteration_bounds(&ws, 0, 1000);
                 assert!(b.units_us >= b.fluid_us, "{units} {slow} {b:?}");
-                assert_eq!(b.fluid_us, iteration_bound_us(&ws, 0, 1000));
             }
         }
     }
