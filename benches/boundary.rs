@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use forestall::predict::{
-    worker_series, Auto, Ewma, LstmPredictor, LstmSettings, OnlineHistory, OnlinePredictor,
-    Sustained, Timing, WorkerSeries,
+    worker_series, Auto, CalibratedLstm, Ewma, LstmPredictor, LstmSettings, OnlineHistory,
+    OnlinePredictor, Sustained, Timing, WorkerSeries,
 };
 use forestall::trace::{TraceSet, WorkerRecord};
 
@@ -81,7 +81,10 @@ fn boundary(c: &mut Criterion) {
             "sustained",
             OnlinePredictor::Sustained(Sustained::default()),
         ),
-        ("lstm", OnlinePredictor::Lstm(Arc::clone(&lstm))),
+        (
+            "lstm",
+            OnlinePredictor::Lstm(CalibratedLstm::new(Arc::clone(&lstm))),
+        ),
     ];
     let mut group = c.benchmark_group("boundary_64_workers");
     for (name, p) in &predictors {

@@ -11,9 +11,9 @@ use super::GlobalArgs;
 use crate::fsutil::is_non_empty_dir;
 use crate::predict::lstm::TrainedOn;
 use crate::predict::{
-    evaluate, tail_start, worker_series, Auto, Ewma, Last, LinearLags, LstmPredictor, LstmSettings,
-    Predictor, Scores, Sustained, SvmStraggler, WorkerSeries, DEFAULT_LAGS,
-    DEFAULT_STRAGGLER_THRESHOLD,
+    evaluate, tail_start, worker_series, Auto, CalibratedLstm, Ewma, Last, LinearLags,
+    LstmPredictor, LstmSettings, Predictor, Scores, Sustained, SvmStraggler, WorkerSeries,
+    DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
 use crate::trace::read_trace_dir;
@@ -190,7 +190,9 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Err(e) => tracing::warn!("svm is left out: {e}"),
     }
     if let Some(model) = &lstm {
+        // the model alone, and with its online gain (what `lstm` is online)
         predictors.push(Box::new(std::sync::Arc::clone(model)));
+        predictors.push(Box::new(CalibratedLstm::new(std::sync::Arc::clone(model))));
     }
     // auto chooses among the baselines and the same LSTM
     predictors.push(Box::new(Auto::new(lstm)));

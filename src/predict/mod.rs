@@ -18,7 +18,7 @@ pub use auto::Auto;
 pub use eval::{evaluate, tail_start, Scores};
 pub use history::{worker_series, HistoryError, Step, WorkerSeries};
 pub use linear::{FitError, LinearLags, DEFAULT_LAGS};
-pub use lstm::{LstmError, LstmPredictor, LstmSettings};
+pub use lstm::{CalibratedLstm, Calibration, LstmError, LstmPredictor, LstmSettings};
 pub use online::{OnlineHistory, OnlinePredictor, Timing};
 pub use svm::SvmStraggler;
 

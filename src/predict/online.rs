@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::auto::Scoreboard;
-use super::{Ewma, Last, LstmPredictor, Predictor, Step, Sustained};
+use super::{CalibratedLstm, Calibration, Ewma, Last, Predictor, Step, Sustained};
 
 /// Steps of history kept per worker (the predictors read the recent past).
 pub const KEPT_STEPS: usize = 64;
@@ -31,8 +31,8 @@ pub enum OnlinePredictor {
     Ewma(Ewma),
     /// The smallest ratio of the last k iterations.
     Sustained(Sustained),
-    /// A trained LSTM.
-    Lstm(Arc<LstmPredictor>),
+    /// A trained LSTM, with its online gain.
+    Lstm(CalibratedLstm),
     /// Whichever candidate has had the lowest recent error.
     Auto(super::Auto),
 }
@@ -44,7 +44,7 @@ impl OnlinePredictor {
             OnlinePredictor::Last => &Last,
             OnlinePredictor::Ewma(e) => e,
             OnlinePredictor::Sustained(s) => s,
-            OnlinePredictor::Lstm(l) => l.as_ref(),
+            OnlinePredictor::Lstm(l) => l,
             OnlinePredictor::Auto(a) => a,
         }
     }
@@ -64,6 +64,33 @@ fn kept(steps: &[Step]) -> &[Step] {
     &steps[steps.len().saturating_sub(KEPT_STEPS)..]
 }
 
+/// Steps per worker a judge keeps (`auto`'s window and the LSTM's gain's).
+const JUDGED_STEPS: usize = super::auto::WINDOW;
+const _: () = assert!(JUDGED_STEPS == super::lstm::calibrate::WINDOW);
+
+/// A predictor's judgement of its own past, kept as steps join.
+#[derive(Debug, Clone)]
+enum Judge {
+    Auto(Scoreboard),
+    Lstm(Calibration),
+}
+
+impl Judge {
+    fn observe(&mut self, worker: usize, before: &[Step], step: &Step) {
+        match self {
+            Judge::Auto(board) => board.score(worker, before, step),
+            Judge::Lstm(calibration) => calibration.observe(worker, before, step),
+        }
+    }
+
+    fn through(&self, iteration: u64) -> Self {
+        match self {
+            Judge::Auto(board) => Judge::Auto(board.through(iteration)),
+            Judge::Lstm(calibration) => Judge::Lstm(calibration.through(iteration)),
+        }
+    }
+}
+
 /// The histories of all workers of a run, as timings arrive.
 #[derive(Debug, Clone)]
 pub struct OnlineHistory {
@@ -73,8 +100,9 @@ pub struct OnlineHistory {
     series: Vec<Vec<Step>>,
     /// Iterations complete so far (all workers' timings in), in order.
     complete_through: Option<u64>,
-    /// `auto`'s scores of every step as it joined, if kept.
-    scoreboard: Option<Scoreboard>,
+    /// `auto`'s scores or the LSTM's evidence of its gain, of every step
+    /// as it joined, if kept.
+    judge: Option<Judge>,
 }
 
 impl OnlineHistory {
@@ -85,25 +113,30 @@ impl OnlineHistory {
             pending: BTreeMap::new(),
             series: vec![Vec::new(); workers as usize],
             complete_through: None,
-            scoreboard: None,
+            judge: None,
         }
     }
 
-    /// These histories, keeping `predictor`'s scores of every step as it
-    /// joins if it is `auto` (see [`Scoreboard`]; the steps already here
-    /// are scored now). Without, `auto` replays its candidates over the
-    /// window at every prediction: the same choice, at many times the cost.
+    /// These histories, keeping `predictor`'s judgement of every step as it
+    /// joins if it judges itself by its past (`auto`'s scores, see
+    /// [`Scoreboard`]; the LSTM's gain, see [`Calibration`]); the steps
+    /// already here are judged now. Without, the predictor replays itself
+    /// over the window at every prediction: the same answer, at many times
+    /// the cost.
     pub fn judged_for(mut self, predictor: &OnlinePredictor) -> Self {
-        let OnlinePredictor::Auto(auto) = predictor else {
-            return self;
+        let mut judge = match predictor {
+            OnlinePredictor::Auto(auto) => Judge::Auto(Scoreboard::new(auto.clone(), self.workers)),
+            OnlinePredictor::Lstm(lstm) => {
+                Judge::Lstm(Calibration::new(Arc::clone(lstm.model()), self.workers))
+            }
+            _ => return self,
         };
-        let mut board = Scoreboard::new(auto.clone(), self.workers);
         for (w, steps) in self.series.iter().enumerate() {
-            for t in steps.len().saturating_sub(super::auto::WINDOW).max(1)..steps.len() {
-                board.score(w, kept(&steps[..t]), &steps[t]);
+            for t in steps.len().saturating_sub(JUDGED_STEPS).max(1)..steps.len() {
+                judge.observe(w, kept(&steps[..t]), &steps[t]);
             }
         }
-        self.scoreboard = Some(board);
+        self.judge = Some(judge);
         self
     }
 
@@ -215,7 +248,7 @@ impl OnlineHistory {
             pending: BTreeMap::new(),
             series,
             complete_through: (complete >= 1.0).then(|| complete as u64 - 1),
-            scoreboard: None,
+            judge: None,
         })
     }
 
@@ -236,7 +269,7 @@ impl OnlineHistory {
                 })
                 .collect(),
             complete_through: self.complete_through.map(|c| c.min(iteration)),
-            scoreboard: self.scoreboard.as_ref().map(|b| b.through(iteration)),
+            judge: self.judge.as_ref().map(|j| j.through(iteration)),
         }
     }
 
@@ -267,8 +300,8 @@ impl OnlineHistory {
         );
         for (worker, step) in steps {
             let s = &mut self.series[worker as usize];
-            if let Some(board) = self.scoreboard.as_mut() {
-                board.score(worker as usize, kept(s), &step);
+            if let Some(judge) = self.judge.as_mut() {
+                judge.observe(worker as usize, kept(s), &step);
             }
             s.push(step);
             // Trimmed in batches (each step moves once), read through `kept`.
@@ -308,8 +341,13 @@ impl OnlineHistory {
     /// no history yet, or a prediction that is not a finite positive time).
     pub fn predict(&self, predictor: &OnlinePredictor) -> Vec<Option<f64>> {
         let histories: Vec<&[Step]> = self.series.iter().map(|s| kept(s)).collect();
-        let ratios = match (predictor, &self.scoreboard) {
-            (OnlinePredictor::Auto(_), Some(board)) => board.predict_next_all(&histories),
+        let ratios = match (predictor, &self.judge) {
+            (OnlinePredictor::Auto(_), Some(Judge::Auto(board))) => {
+                board.predict_next_all(&histories)
+            }
+            (OnlinePredictor::Lstm(_), Some(Judge::Lstm(calibration))) => {
+                calibration.predict_next_all(&histories)
+            }
             _ => predictor.as_predictor().predict_next_all(&histories),
         };
         ratios
@@ -489,7 +527,7 @@ mod tests {
         let auto = OnlinePredictor::Auto(crate::predict::Auto::default());
         let mut judged = OnlineHistory::new(3).judged_for(&auto);
         let mut replayed = OnlineHistory::new(3);
-        assert!(judged.scoreboard.is_some() && replayed.scoreboard.is_none());
+        assert!(judged.judge.is_some() && replayed.judge.is_none());
         // Worker 2 dips every third iteration, then all slow down for good.
         for i in 0..40u64 {
             let dip = if i % 3 == 2 { 200 } else { 400 };
@@ -516,7 +554,39 @@ mod tests {
         // Other predictors keep no scores.
         assert!(OnlineHistory::new(3)
             .judged_for(&OnlinePredictor::Last)
-            .scoreboard
+            .judge
             .is_none());
+    }
+
+    #[test]
+    fn lstm_judged_as_steps_join_predicts_as_its_replay() {
+        let model = crate::predict::lstm::tests::fit(
+            &crate::predict::lstm::tests::cyclic(3, 40),
+            &crate::predict::lstm::tests::quick(),
+        );
+        let lstm = OnlinePredictor::Lstm(CalibratedLstm::new(Arc::new(model)));
+        let mut judged = OnlineHistory::new(3).judged_for(&lstm);
+        let mut replayed = OnlineHistory::new(3);
+        assert!(matches!(judged.judge, Some(Judge::Lstm(_))));
+        for i in 0..(KEPT_STEPS as u64 + 20) {
+            let slow = |w: u64| if (i + w).is_multiple_of(3) { 2 } else { 1 };
+            let timings = [
+                t(4, 400 * slow(0)),
+                t(4, 400 * slow(1)),
+                t(4, 400 * slow(2)),
+            ];
+            judged.record_next(&timings);
+            replayed.record_next(&timings);
+            assert_eq!(
+                judged.predict(&lstm),
+                replayed.predict(&lstm),
+                "iteration {i}"
+            );
+            assert_eq!(
+                judged.through(i / 2).predict(&lstm),
+                replayed.through(i / 2).predict(&lstm),
+                "planned under slack at {i}"
+            );
+        }
     }
 }

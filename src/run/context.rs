@@ -11,7 +11,7 @@ use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRow
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
-use crate::predict::{Ewma, LstmError, LstmPredictor, OnlinePredictor, Sustained};
+use crate::predict::{CalibratedLstm, Ewma, LstmError, LstmPredictor, OnlinePredictor, Sustained};
 use crate::spec::{JobPlan, PredictorPlan};
 use crate::workload::Workload;
 
@@ -27,7 +27,7 @@ pub fn load_predictor(plan: &PredictorPlan) -> Result<OnlinePredictor, LstmError
         PredictorPlan::Ewma { alpha } => OnlinePredictor::Ewma(Ewma { alpha: *alpha }),
         PredictorPlan::Sustained { k } => OnlinePredictor::Sustained(Sustained { k: *k }),
         PredictorPlan::Lstm { model } => {
-            OnlinePredictor::Lstm(Arc::new(LstmPredictor::load(model)?))
+            OnlinePredictor::Lstm(CalibratedLstm::new(Arc::new(LstmPredictor::load(model)?)))
         }
         PredictorPlan::Auto { model } => {
             OnlinePredictor::Auto(crate::predict::Auto::new(match model {

@@ -51,16 +51,23 @@ fn an_lstm_trained_on_a_head_scores_on_the_unseen_tail_and_nowhere_else() {
     // Scored on the tail it never saw: the table gains an lstm row.
     let r = forestall(&["predictor", "eval", "--model", m, st, "--json"]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    let lstm: serde_json::Value = text(&r.stdout)
+    let rows: Vec<serde_json::Value> = text(&r.stdout)
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["data"].clone())
-        .find(|s| s["predictor"] == "lstm")
-        .expect("an lstm row");
-    assert_eq!(lstm["predictions"], 8 * 16);
-    assert!(
-        lstm["mae_us"].as_f64().is_some_and(f64::is_finite),
-        "{lstm}"
-    );
+        .collect();
+    let mae = |name: &str| {
+        let row = rows
+            .iter()
+            .find(|s| s["predictor"] == name)
+            .unwrap_or_else(|| panic!("a {name} row"));
+        assert_eq!(row["predictions"], 8 * 16);
+        row["mae_us"].as_f64().expect("a finite MAE")
+    };
+    // The model alone, and with its online gain: never far from holding the
+    // last value, wherever the model's changes do not help.
+    let (lstm, raw, last) = (mae("lstm"), mae("lstm-uncalibrated"), mae("last"));
+    assert!(raw.is_finite());
+    assert!(lstm <= 1.02 * last, "lstm {lstm} against last {last}");
 
     // A tail that reaches into the training part is leakage: refused.
     let r = forestall(&["predictor", "eval", "--model", m, st, "--tail-from", "0.3"]);

@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 use super::{Predictor, Step, WorkerSeries};
 use crate::rng::KeyedRng;
 
+pub mod calibrate;
+pub use calibrate::{CalibratedLstm, Calibration};
+
 /// The inputs each step contributes, in order. A model trained on another list
 /// cannot be loaded.
 pub const FEATURES: [&str; 4] = ["ratio", "wait_ratio", "share_x_workers", "spread"];
@@ -740,6 +743,11 @@ impl LstmPredictor {
     /// can still call a recovery the worker has shown it can make (a ratio
     /// it had), but not invent a slowdown or a speed it never had.
     fn next_ratio(&self, history: &[Step]) -> Option<f64> {
+        self.last_and_next(history).map(|(_, next)| next)
+    }
+
+    /// The last ratio and the model's next one (as [`Self::next_ratio`]).
+    pub(crate) fn last_and_next(&self, history: &[Step]) -> Option<(f64, f64)> {
         let last = history.last()?.ratio;
         let window = self.card.settings.window;
         let x = window_input(history, window, &self.card.mean, &self.card.std)?;
@@ -752,13 +760,15 @@ impl LstmPredictor {
         let (lo, hi) = seen.iter().fold((last, last), |(lo, hi), s| {
             (lo.min(s.ratio), hi.max(s.ratio))
         });
-        Some(r.clamp(lo, hi).max(0.0))
+        Some((last, r.clamp(lo, hi).max(0.0)))
     }
 }
 
 impl Predictor for LstmPredictor {
+    /// The model alone; `lstm` is the model with its online gain
+    /// ([`CalibratedLstm`]).
     fn name(&self) -> &str {
-        "lstm"
+        "lstm-uncalibrated"
     }
 
     /// The next iteration's ratio, held for the rest of the horizon. An empty
@@ -774,4 +784,4 @@ impl Predictor for LstmPredictor {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,7 +6,7 @@ use crate::predict::tests::steps;
 use crate::predict::Last;
 
 /// Series whose ratio follows a period-3 cycle, which `last` cannot follow.
-fn cyclic(workers: u32, len: usize) -> Vec<WorkerSeries> {
+pub(crate) fn cyclic(workers: u32, len: usize) -> Vec<WorkerSeries> {
     (0..workers)
         .map(|w| {
             let ratios: Vec<f64> = (0..len)
@@ -20,7 +20,7 @@ fn cyclic(workers: u32, len: usize) -> Vec<WorkerSeries> {
         .collect()
 }
 
-fn quick() -> LstmSettings {
+pub(crate) fn quick() -> LstmSettings {
     LstmSettings {
         window: 4,
         hidden: 8,
@@ -35,7 +35,7 @@ fn all(s: &WorkerSeries) -> usize {
     s.steps.len()
 }
 
-fn fit(series: &[WorkerSeries], settings: &LstmSettings) -> LstmPredictor {
+pub(crate) fn fit(series: &[WorkerSeries], settings: &LstmSettings) -> LstmPredictor {
     LstmPredictor::train(series, &all, settings, Vec::new(), |_, _| {}).expect("trains")
 }
 
