@@ -14,7 +14,7 @@ use super::GlobalArgs;
 use crate::analyze::find_traces;
 use crate::report::json;
 use crate::run::context::load_predictor;
-use crate::spec::policy_named;
+use crate::spec::{policy_named, policy_with_model};
 use crate::whatif::{replay_policy, Outcome, Timings};
 
 /// The policies replayed when none is named.
@@ -39,11 +39,15 @@ pub struct WhatIfArgs {
     /// which no policy can split).
     #[arg(long, value_name = "UNITS")]
     pub split: Option<u32>,
-    /// Predictor of the predictive policies: last, ewma, sustained, auto
-    /// (their default: sustained; an LSTM needs a model and is not offered
-    /// here, so `auto` chooses among the other three).
+    /// Predictor of the predictive policies: last, ewma, sustained, lstm
+    /// (with --model), auto (their default: sustained; `auto` has the LSTM
+    /// among its candidates when --model is given).
     #[arg(long)]
     pub predictor: Option<String>,
+    /// Model directory of `--predictor lstm` or `auto`, from `forestall
+    /// predictor train`.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -68,6 +72,17 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.policies.clone()
     };
+    match (args.predictor.as_deref(), &args.model) {
+        (Some("lstm"), None) => {
+            bail!("--predictor lstm needs --model DIR (from `forestall predictor train`)")
+        }
+        (Some("lstm" | "auto"), Some(model)) => {
+            crate::predict::LstmPredictor::load(model)
+                .with_context(|| format!("--model {}", model.display()))?;
+        }
+        (_, None) => {}
+        (_, Some(_)) => bail!("--model applies to --predictor lstm or auto"),
+    }
     let mut dirs = Vec::new();
     for path in &args.traces {
         if !path.is_dir() {
@@ -98,7 +113,8 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         for name in &names {
             let predicts = policy_named(name, None, workers as u32)?.1.is_some();
             let chosen = args.predictor.as_deref().filter(|_| predicts);
-            let (policy, predictor) = policy_named(name, chosen, workers as u32)?;
+            let model = args.model.as_deref().filter(|_| chosen.is_some());
+            let (policy, predictor) = policy_with_model(name, chosen, model, workers as u32)?;
             let predictor = predictor
                 .as_ref()
                 .map(load_predictor)

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use job::JobSpec;
 pub use plan::*;
-pub use validate::{pattern_from_toml, policy_named, validate};
+pub use validate::{pattern_from_toml, policy_named, policy_with_model, validate};
 
 /// A job file that cannot be used, with the place and the reason.
 #[derive(Debug, thiserror::Error)]

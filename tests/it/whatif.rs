@@ -443,3 +443,71 @@ fn iteration_of(
         overhead_us: 0,
     }
 }
+
+/// `--predictor lstm` replays the predictive policies with a trained model
+/// (its online gain included); the model is named with `--model`, and the
+/// two must come together.
+#[test]
+fn a_replay_predicts_with_an_lstm_given_its_model() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = synth_trace(
+        dir.path(),
+        "8",
+        "30",
+        &["--pattern", "persistent", "--units", "8"],
+    );
+    let trace = trace.to_str().expect("utf-8");
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/models/lstm-policies-bound"
+    );
+    let replay = |predictor: &[&str]| {
+        let mut args = vec!["whatif", trace, "--policy", "proactive,bsp", "--json"];
+        args.extend_from_slice(predictor);
+        let out = crate::common::forestall(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let rows: Vec<serde_json::Value> = text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["data"].clone())
+            .collect();
+        let mean = |policy: &str| {
+            rows.iter()
+                .find(|r| r["policy"] == policy)
+                .and_then(|r| r["mean_iteration_us"].as_f64())
+                .expect("a row per policy")
+        };
+        (mean("proactive"), mean("bsp"))
+    };
+    // A persistent straggler: the plan moves work off it before each
+    // iteration, with the LSTM as with `sustained`.
+    let (lstm, bsp) = replay(&["--predictor", "lstm", "--model", model]);
+    assert!(lstm < 0.9 * bsp, "lstm plan {lstm} against bsp {bsp}");
+    let (auto, _) = replay(&["--predictor", "auto", "--model", model]);
+    assert!(auto < 0.9 * bsp, "auto plan {auto} against bsp {bsp}");
+
+    let refused = |args: &[&str], needle: &str| {
+        let o = crate::common::forestall(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+    };
+    refused(
+        &["whatif", trace, "--predictor", "lstm"],
+        "--predictor lstm needs --model",
+    );
+    refused(
+        &["whatif", trace, "--predictor", "last", "--model", model],
+        "--model applies to --predictor lstm or auto",
+    );
+    refused(
+        &[
+            "whatif",
+            trace,
+            "--predictor",
+            "lstm",
+            "--model",
+            "/no/such/model",
+        ],
+        "/no/such/model",
+    );
+}

@@ -181,12 +181,12 @@ pub enum LstmError {
         loss: f64,
     },
     /// The model directory cannot be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// File.
         path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
+        /// Cause (in the message, not chained: printed once).
+        cause: std::io::Error,
     },
     /// The model card is not one of ours.
     #[error("{path}: not a forestall LSTM model card: {message}")]
@@ -623,9 +623,9 @@ impl LstmPredictor {
             path: card_path.clone(),
             message: e.to_string(),
         })?;
-        std::fs::write(&card_path, json + "\n").map_err(|source| LstmError::Io {
+        std::fs::write(&card_path, json + "\n").map_err(|cause| LstmError::Io {
             path: card_path,
-            source,
+            cause,
         })?;
         let weights = dir.join(WEIGHTS_FILE);
         self.to_net(&Device::flex())
@@ -639,9 +639,9 @@ impl LstmPredictor {
     /// Reads a model directory written by [`LstmPredictor::save`].
     pub fn load(dir: &Path) -> Result<Self, LstmError> {
         let card_path = dir.join(CARD_FILE);
-        let text = std::fs::read_to_string(&card_path).map_err(|source| LstmError::Io {
+        let text = std::fs::read_to_string(&card_path).map_err(|cause| LstmError::Io {
             path: card_path.clone(),
-            source,
+            cause,
         })?;
         let card: ModelCard = serde_json::from_str(&text).map_err(|e| LstmError::Card {
             path: card_path.clone(),

@@ -464,6 +464,17 @@ pub fn policy_named(
     predictor: Option<&str>,
     workers: u32,
 ) -> Result<(crate::policy::PolicyPlan, Option<PredictorPlan>)> {
+    policy_with_model(name, predictor, None, workers)
+}
+
+/// [`policy_named`], with the predictor's `model` directory (for `lstm`
+/// and `auto`; relative to the working directory).
+pub fn policy_with_model(
+    name: &str,
+    predictor: Option<&str>,
+    model: Option<&Path>,
+    workers: u32,
+) -> Result<(crate::policy::PolicyPlan, Option<PredictorPlan>)> {
     let text = format!("[policy]\nname = {name:?}\n");
     let overrides = Overrides::default();
     let cx = Context {
@@ -478,6 +489,7 @@ pub fn policy_named(
     let policy = validate_policy(&cx, &section, workers)?;
     let section = super::job::PredictorSection {
         name: predictor.map(str::to_owned),
+        model: model.map(|m| m.display().to_string()),
         ..Default::default()
     };
     let predictor = validate_predictor(&cx, &section, Path::new("."), &policy)?;
