@@ -81,15 +81,18 @@ fn boundary(c: &mut Criterion) {
             "sustained",
             OnlinePredictor::Sustained(Sustained::default()),
         ),
-        (
-            "lstm",
-            OnlinePredictor::Lstm(CalibratedLstm::new(Arc::clone(&lstm))),
-        ),
     ];
     let mut group = c.benchmark_group("boundary_64_workers");
     for (name, p) in &predictors {
         group.bench_function(*name, |b| b.iter(|| black_box(h.predict(p))));
     }
+    // The LSTM with its online gain, as a run has it: the gain's evidence
+    // kept as steps join (see `judged_for`), the prediction reading it.
+    let calibrated = OnlinePredictor::Lstm(CalibratedLstm::new(Arc::clone(&lstm)));
+    let judged_lstm = history().judged_for(&calibrated);
+    group.bench_function("lstm", |b| {
+        b.iter(|| black_box(judged_lstm.predict(&calibrated)))
+    });
     // `auto` with the LSTM among its candidates: replaying them over the
     // window at the boundary, against scoring the iteration that joins and
     // reading the scores (what a run does).
@@ -102,6 +105,16 @@ fn boundary(c: &mut Criterion) {
             busy_us: busy_us(w, ITERATIONS),
         })
         .collect();
+    group.bench_function("lstm_scored_join_and_predict", |b| {
+        b.iter_batched(
+            || judged_lstm.clone(),
+            |mut j| {
+                j.record_next(&next);
+                black_box(j.predict(&calibrated))
+            },
+            BatchSize::SmallInput,
+        )
+    });
     group.bench_function("auto_scored_join_and_predict", |b| {
         b.iter_batched(
             || judged.clone(),
