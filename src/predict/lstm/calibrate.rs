@@ -19,7 +19,7 @@
 //! boundary; the same gain either way (tested).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::LstmPredictor;
 use crate::predict::{Predictor, Step};
@@ -89,10 +89,27 @@ struct Evidence {
 }
 
 /// The model's recent changes against what happened, by worker.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Calibration {
     model: Arc<LstmPredictor>,
     seen: Vec<VecDeque<Evidence>>,
+    /// By worker, the model's last prediction: the step that joins next is
+    /// scored against it without running the model again.
+    predicted: Mutex<Vec<Option<Predicted>>>,
+}
+
+/// A prediction kept for the step it predicts: (the iteration it was made
+/// from, the last ratio, the model's next).
+type Predicted = (u64, f64, f64);
+
+impl Clone for Calibration {
+    fn clone(&self) -> Self {
+        Self {
+            model: Arc::clone(&self.model),
+            seen: self.seen.clone(),
+            predicted: Mutex::new(self.kept_predictions().clone()),
+        }
+    }
 }
 
 impl Calibration {
@@ -101,7 +118,26 @@ impl Calibration {
         Self {
             model,
             seen: vec![VecDeque::new(); workers],
+            predicted: Mutex::new(vec![None; workers]),
         }
+    }
+
+    fn kept_predictions(&self) -> std::sync::MutexGuard<'_, Vec<Option<Predicted>>> {
+        // A panic elsewhere cannot leave a cache of plain numbers half-written.
+        self.predicted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The model's last ratio and next one after `before` (`worker`'s
+    /// steps): the kept prediction when it was made from the same last step
+    /// (the model is deterministic: the same answer), else the model's.
+    fn last_and_next(&self, worker: usize, before: &[Step]) -> Option<(f64, f64)> {
+        let newest = before.last()?;
+        if let Some(Some((at, last, next))) = self.kept_predictions().get(worker).copied() {
+            if at == newest.iteration && last == newest.ratio {
+                return Some((last, next));
+            }
+        }
+        self.model.last_and_next(before)
     }
 
     /// Records `step`, `worker`'s next after `before` (its steps so far). At
@@ -113,7 +149,7 @@ impl Calibration {
         let Some(m) = before.last().map(|s| s.median_us) else {
             return;
         };
-        let Some((last, next)) = self.model.last_and_next(before) else {
+        let Some((last, next)) = self.last_and_next(worker, before) else {
             return;
         };
         let d = next - last;
@@ -149,6 +185,7 @@ impl Calibration {
                         .collect()
                 })
                 .collect(),
+            predicted: Mutex::new(vec![None; self.seen.len()]),
         }
     }
 
@@ -176,15 +213,26 @@ impl Calibration {
     /// the model has no finite answer, `None` for an empty history.
     pub fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
         let g = self.gain();
-        histories
+        let answers: Vec<Option<(u64, Option<(f64, f64)>)>> = histories
             .iter()
-            .map(|h| {
+            .map(|h| Some((h.last()?.iteration, self.model.last_and_next(h))))
+            .collect();
+        let mut kept = self.kept_predictions();
+        for (slot, answer) in kept.iter_mut().zip(&answers) {
+            if let Some((at, Some((last, next)))) = *answer {
+                *slot = Some((at, last, next));
+            }
+        }
+        drop(kept);
+        answers
+            .iter()
+            .zip(histories)
+            .map(|(answer, h)| {
                 let last = h.last()?.ratio;
-                Some(
-                    self.model
-                        .last_and_next(h)
-                        .map_or(last, |(l, next)| l + g * (next - l)),
-                )
+                Some(match answer {
+                    Some((_, Some((l, next)))) => l + g * (next - l),
+                    _ => last,
+                })
             })
             .collect()
     }
