@@ -102,6 +102,10 @@ pub struct Calibration {
 /// from, the last ratio, the model's next).
 type Predicted = (u64, f64, f64);
 
+/// A worker's answer at a boundary: the iteration it predicts from and the
+/// model's last and next ratio (none where its output is not finite).
+type Answer = (u64, Option<(f64, f64)>);
+
 impl Clone for Calibration {
     fn clone(&self) -> Self {
         Self {
@@ -213,7 +217,7 @@ impl Calibration {
     /// the model has no finite answer, `None` for an empty history.
     pub fn predict_next_all(&self, histories: &[&[Step]]) -> Vec<Option<f64>> {
         let g = self.gain();
-        let answers: Vec<Option<(u64, Option<(f64, f64)>)>> = histories
+        let answers: Vec<Option<Answer>> = histories
             .iter()
             .map(|h| Some((h.last()?.iteration, self.model.last_and_next(h))))
             .collect();
