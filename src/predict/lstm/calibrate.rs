@@ -16,7 +16,9 @@
 //! the same from the same histories; with nothing to fit on it is 1 (the
 //! model as trained). Inside a run a [`Calibration`] records each step once
 //! as it arrives instead of replaying the model over the window at every
-//! boundary; the same gain either way (tested).
+//! boundary, against the prediction it made for that step at the boundary
+//! before (so the model runs once per worker and iteration); the same gain
+//! either way (tested).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
