@@ -105,26 +105,21 @@ fn boundary(c: &mut Criterion) {
             busy_us: busy_us(w, ITERATIONS),
         })
         .collect();
-    group.bench_function("lstm_scored_join_and_predict", |b| {
-        b.iter_batched(
-            || judged_lstm.clone(),
-            |mut j| {
-                j.record_next(&next);
-                black_box(j.predict(&calibrated))
-            },
-            BatchSize::SmallInput,
-        )
-    });
-    group.bench_function("auto_scored_join_and_predict", |b| {
-        b.iter_batched(
-            || judged.clone(),
-            |mut j| {
-                j.record_next(&next);
-                black_box(j.predict(&auto))
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    for (name, judged, predictor) in [
+        ("lstm_scored_join_and_predict", &judged_lstm, &calibrated),
+        ("auto_scored_join_and_predict", &judged, &auto),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || judged.clone(),
+                |mut j| {
+                    j.record_next(&next);
+                    black_box(j.predict(predictor))
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.finish();
 }
 

@@ -522,30 +522,45 @@ mod tests {
         assert_eq!(h.predict(&OnlinePredictor::Last), vec![Some(100.0), None]);
     }
 
-    #[test]
-    fn auto_judged_as_steps_join_predicts_as_its_replay() {
-        let auto = OnlinePredictor::Auto(crate::predict::Auto::default());
-        let mut judged = OnlineHistory::new(3).judged_for(&auto);
+    /// Runs `iterations` iterations of `timings(i)` into a history judged
+    /// for `predictor` and one replaying it, asserting after each that both
+    /// predict the same, also through an earlier iteration (planning under
+    /// slack); returns the judged one.
+    fn judged_as_replayed(
+        predictor: &OnlinePredictor,
+        iterations: u64,
+        timings: impl Fn(u64) -> [Timing; 3],
+    ) -> OnlineHistory {
+        let mut judged = OnlineHistory::new(3).judged_for(predictor);
         let mut replayed = OnlineHistory::new(3);
         assert!(judged.judge.is_some() && replayed.judge.is_none());
-        // Worker 2 dips every third iteration, then all slow down for good.
-        for i in 0..40u64 {
-            let dip = if i % 3 == 2 { 200 } else { 400 };
-            let slow = if i >= 25 { 4 } else { 1 };
-            let timings = [t(4, 400 * slow), t(4, 400 * slow), t(4, dip * slow)];
+        for i in 0..iterations {
+            let timings = timings(i);
             judged.record_next(&timings);
             replayed.record_next(&timings);
             assert_eq!(
-                judged.predict(&auto),
-                replayed.predict(&auto),
+                judged.predict(predictor),
+                replayed.predict(predictor),
                 "iteration {i}"
             );
             assert_eq!(
-                judged.through(i / 2).predict(&auto),
-                replayed.through(i / 2).predict(&auto),
+                judged.through(i / 2).predict(predictor),
+                replayed.through(i / 2).predict(predictor),
                 "planned under slack at {i}"
             );
         }
+        judged
+    }
+
+    #[test]
+    fn auto_judged_as_steps_join_predicts_as_its_replay() {
+        let auto = OnlinePredictor::Auto(crate::predict::Auto::default());
+        // Worker 2 dips every third iteration, then all slow down for good.
+        let judged = judged_as_replayed(&auto, 40, |i| {
+            let dip = if i % 3 == 2 { 200 } else { 400 };
+            let slow = if i >= 25 { 4 } else { 1 };
+            [t(4, 400 * slow), t(4, 400 * slow), t(4, dip * slow)]
+        });
         // A resumed run scores the steps it comes back with.
         let back = OnlineHistory::from_floats(3, &judged.to_floats())
             .expect("decodes")
@@ -565,28 +580,14 @@ mod tests {
             &crate::predict::lstm::tests::quick(),
         );
         let lstm = OnlinePredictor::Lstm(CalibratedLstm::new(Arc::new(model)));
-        let mut judged = OnlineHistory::new(3).judged_for(&lstm);
-        let mut replayed = OnlineHistory::new(3);
-        assert!(matches!(judged.judge, Some(Judge::Lstm(_))));
-        for i in 0..(KEPT_STEPS as u64 + 20) {
+        let judged = judged_as_replayed(&lstm, KEPT_STEPS as u64 + 20, |i| {
             let slow = |w: u64| if (i + w).is_multiple_of(3) { 2 } else { 1 };
-            let timings = [
+            [
                 t(4, 400 * slow(0)),
                 t(4, 400 * slow(1)),
                 t(4, 400 * slow(2)),
-            ];
-            judged.record_next(&timings);
-            replayed.record_next(&timings);
-            assert_eq!(
-                judged.predict(&lstm),
-                replayed.predict(&lstm),
-                "iteration {i}"
-            );
-            assert_eq!(
-                judged.through(i / 2).predict(&lstm),
-                replayed.through(i / 2).predict(&lstm),
-                "planned under slack at {i}"
-            );
-        }
+            ]
+        });
+        assert!(matches!(judged.judge, Some(Judge::Lstm(_))));
     }
 }

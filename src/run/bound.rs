@@ -84,19 +84,8 @@ pub fn iteration_bounds(
         })
         .collect();
     let rows: u64 = workers.iter().map(|w| w.rows).sum();
-    let work_us = rows as f64 * us_per_row;
-    let speed_sum: f64 = speeds.iter().sum();
-    let fluid = if speed_sum > 0.0 {
-        work_us / speed_sum
-    } else {
-        0.0
-    };
     let units: u64 = workers.iter().map(|w| u64::from(w.units)).sum();
-    let whole = if units > 0 {
-        whole_units_makespan(units, work_us / units as f64, &speeds).max(fluid)
-    } else {
-        fluid
-    };
+    let (fluid, whole) = fluid_and_whole(rows as f64 * us_per_row, units, &speeds);
     let fixed = workers
         .iter()
         .filter(|w| w.units > 0)
@@ -109,10 +98,28 @@ pub fn iteration_bounds(
     }
 }
 
+/// Both bounds of `work` split into `units` alike, on workers of these
+/// `speeds` (work per unit of time): the work over their combined speed
+/// (fluid), and the makespan of the units placed where they finish
+/// earliest (never below the fluid one). Zero without speed.
+pub(crate) fn fluid_and_whole(work: f64, units: u64, speeds: &[f64]) -> (f64, f64) {
+    let speed: f64 = speeds.iter().sum();
+    if speed <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let fluid = work / speed;
+    let whole = if units > 0 {
+        whole_units_makespan(units, work / units as f64, speeds).max(fluid)
+    } else {
+        fluid
+    };
+    (fluid, whole)
+}
+
 /// The makespan of `units` units of `unit_us` nominal work each on workers
 /// of these `speeds`, each unit placed where it finishes earliest (for
 /// identical units on workers of different speeds, the optimum).
-pub(crate) fn whole_units_makespan(units: u64, unit_us: f64, speeds: &[f64]) -> f64 {
+fn whole_units_makespan(units: u64, unit_us: f64, speeds: &[f64]) -> f64 {
     use std::cmp::Reverse;
     let cost: Vec<f64> = speeds
         .iter()

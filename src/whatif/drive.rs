@@ -72,17 +72,7 @@ fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f6
         .map(|(w, u)| u * slowdown(w))
         .map(|u| if u > 0.0 { 1.0 / u } else { 0.0 })
         .collect();
-    let speed: f64 = speeds.iter().sum();
-    if speed <= 0.0 {
-        return (0.0, 0.0);
-    }
-    let fluid = rows as f64 / speed;
-    let whole = if units > 0 {
-        crate::run::bound::whole_units_makespan(units, rows as f64 / units as f64, &speeds)
-    } else {
-        0.0
-    };
-    (fluid, whole.max(fluid))
+    crate::run::bound::fluid_and_whole(rows as f64, units, &speeds)
 }
 
 /// Moves the plan's units before the iteration: from the end of each giver's

@@ -110,6 +110,14 @@ pub fn forestall(args: &[&str]) -> std::process::Output {
         .expect("the binary runs")
 }
 
+/// The `data` of every line of a `--json` command's standard output.
+pub fn json_data(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line")["data"].clone())
+        .collect()
+}
+
 /// Runs the built `forestall` binary with `args` in `dir` (no RUST_LOG).
 pub fn forestall_in(dir: &Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))

@@ -208,10 +208,7 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
     assert_eq!(iterations, 44);
     let r = forestall(&["predictor", "eval", dir.to_str().unwrap(), "--json"]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    let scores: Vec<serde_json::Value> = text(&r.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json line")["data"].clone())
-        .collect();
+    let scores = crate::common::json_data(&r.stdout);
     let names: Vec<&str> = scores
         .iter()
         .filter_map(|s| s["predictor"].as_str())

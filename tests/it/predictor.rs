@@ -51,10 +51,7 @@ fn an_lstm_trained_on_a_head_scores_on_the_unseen_tail_and_nowhere_else() {
     // Scored on the tail it never saw: the table gains an lstm row.
     let r = forestall(&["predictor", "eval", "--model", m, st, "--json"]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    let rows: Vec<serde_json::Value> = text(&r.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["data"].clone())
-        .collect();
+    let rows = crate::common::json_data(&r.stdout);
     let mae = |name: &str| {
         let row = rows
             .iter()

@@ -69,6 +69,16 @@ fn unsupported_policies_and_empty_traces_are_refused() {
     );
 }
 
+/// `forestall args` exits with 2 (bad input), names `needle` and does not
+/// panic.
+fn refused(args: &[&str], needle: &str) {
+    let o = crate::common::forestall(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -180,13 +190,6 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("t");
     let path = out.to_str().expect("utf-8");
-    let refused = |args: &[&str], needle: &str| {
-        let o = crate::common::forestall(args);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
-        assert!(!err.contains("panicked"), "{err}");
-    };
     let synth = |extra: &[&str]| {
         let mut args = vec![
             "trace",
@@ -466,10 +469,7 @@ fn a_replay_predicts_with_an_lstm_given_its_model() {
         args.extend_from_slice(predictor);
         let out = crate::common::forestall(&args);
         assert!(out.status.success(), "{}", text(&out.stderr));
-        let rows: Vec<serde_json::Value> = text(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["data"].clone())
-            .collect();
+        let rows = crate::common::json_data(&out.stdout);
         let mean = |policy: &str| {
             rows.iter()
                 .find(|r| r["policy"] == policy)
@@ -485,12 +485,6 @@ fn a_replay_predicts_with_an_lstm_given_its_model() {
     let (auto, _) = replay(&["--predictor", "auto", "--model", model]);
     assert!(auto < 0.9 * bsp, "auto plan {auto} against bsp {bsp}");
 
-    let refused = |args: &[&str], needle: &str| {
-        let o = crate::common::forestall(args);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
-    };
     refused(
         &["whatif", trace, "--predictor", "lstm"],
         "--predictor lstm needs --model",
