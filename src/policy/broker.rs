@@ -81,6 +81,9 @@ pub struct Broker {
     min_gain: f64,
     /// When worker 0 began the iteration, µs.
     started_us: u64,
+    /// Every worker's units at the iteration's start, when known (see
+    /// [`Broker::expect`]).
+    lists: Vec<u32>,
 }
 
 impl Broker {
@@ -93,15 +96,30 @@ impl Broker {
             balanced: false,
             min_gain,
             started_us: 0,
+            lists: Vec::new(),
         }
     }
 
-    /// A new iteration, begun at `now_us`: nothing heard yet.
+    /// A new iteration, begun at `now_us`: nothing heard yet, no lists
+    /// known.
     pub fn begin(&mut self, now_us: u64) {
         self.paces.iter_mut().for_each(|p| *p = None);
         self.heard = 0;
         self.balanced = false;
         self.started_us = now_us;
+        self.lists.clear();
+    }
+
+    /// Every worker's units at the iteration's start (its own after the
+    /// plan's moves, by worker): a worker not heard from when the broker
+    /// balances holds its list less the unit in flight. Without them the
+    /// broker takes it to hold the median list of those heard from, which
+    /// a plan that moved units off it makes too long: the broker then
+    /// orders a slow worker to give units it no longer has, and what it
+    /// does give leaves it idle early, to be handed units back at its slow
+    /// pace.
+    pub fn expect(&mut self, lists: Vec<u32>) {
+        self.lists = lists;
     }
 
     /// `worker`'s pace arrived at `now_us` (a later one, before the balance,
@@ -144,8 +162,9 @@ impl Broker {
     }
 
     /// The workers not heard from, as the balance takes them: a first unit in
-    /// flight since the iteration began (so at least that slow) and the
-    /// median list of those heard from.
+    /// flight since the iteration began (so at least that slow) and the rest
+    /// of the list it began with, or, not knowing it, the median list of
+    /// those heard from.
     fn fill_missing(&mut self, now_us: u64) {
         let elapsed = now_us.saturating_sub(self.started_us);
         let left = lower_median(
@@ -157,7 +176,14 @@ impl Broker {
             u32::cmp,
         )
         .unwrap_or(0);
-        for slot in self.paces.iter_mut().filter(|s| s.is_none()) {
+        for (w, slot) in self.paces.iter_mut().enumerate() {
+            if slot.is_some() {
+                continue;
+            }
+            let left = self
+                .lists
+                .get(w)
+                .map_or(left, |&units| units.saturating_sub(1));
             *slot = Some((
                 now_us,
                 Pace {
@@ -528,6 +554,23 @@ mod tests {
         assert!(moves.iter().all(|m| m.from == 15), "{moves:?}");
         // Balanced once: its own pace, late, changes nothing.
         assert!(broker.on_pace(15, pace(7, 400, 400), 400).is_empty());
+        // Told the lists the iteration began with, it takes a worker not
+        // heard from to hold its own: one a plan left 3 units gives at most
+        // the 2 not in flight.
+        let mut planned = Broker::new(16, 0.5);
+        let mut lists = vec![8; 16];
+        lists[15] = 3;
+        planned.expect(lists);
+        for w in 0..14 {
+            assert!(planned.on_pace(w, pace(7, 100, 100), 100).is_empty());
+        }
+        assert!(planned.on_pace(14, pace(6, 100, 200), 200).is_empty());
+        let moves = planned.on_pace(14, pace(6, 100, 350), 350);
+        let given: u32 = moves.iter().map(|m| m.count).sum();
+        assert!(given <= 2, "{moves:?}");
+        // A new iteration forgets them.
+        planned.begin(0);
+        assert!(planned.lists.is_empty());
         // Too few paces: no balance however long it waits.
         let mut few = Broker::new(16, 0.5);
         for w in 0..13 {

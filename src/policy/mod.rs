@@ -26,7 +26,7 @@ pub mod substitute;
 
 use serde::{Deserialize, Serialize};
 
-pub use proactive::{order_for_gifts, plan_moves, Move, ProactiveConfig};
+pub use proactive::{lists_after, order_for_gifts, plan_moves, Move, ProactiveConfig};
 pub use reassign::{ControlKind, ReassignAgent, ReassignConfig};
 pub use speculate::{SpeculateAgent, SpeculateConfig};
 pub use substitute::substitution;
@@ -211,6 +211,20 @@ impl PeerAgent {
         match self {
             PeerAgent::Reassign(a) => a.begin(iteration, own_total),
             PeerAgent::Speculate(a) => a.begin(own_total),
+        }
+    }
+
+    /// Whether it is worker 0's with a broker, which wants every worker's
+    /// list at the start of an iteration ([`PeerAgent::expect_lists`]).
+    pub fn brokers(&self) -> bool {
+        matches!(self, PeerAgent::Reassign(a) if a.brokers())
+    }
+
+    /// Every worker's units at the start of the iteration begun last
+    /// (after the plan's moves), for the broker.
+    pub fn expect_lists(&mut self, lists: Vec<u32>) {
+        if let PeerAgent::Reassign(a) = self {
+            a.expect_lists(lists);
         }
     }
 

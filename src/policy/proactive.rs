@@ -96,6 +96,20 @@ pub fn plan_moves(own: &[u32], unit_us: &[Option<f64>], config: &ProactiveConfig
     balance_moves(&workers, &unit_us[..n], config.min_gain)
 }
 
+/// Every worker's units once `moves` are made on `own`, by worker.
+pub fn lists_after(own: &[u32], moves: &[Move]) -> Vec<u32> {
+    let mut lists = own.to_vec();
+    for m in moves {
+        if let Some(from) = lists.get_mut(m.from as usize) {
+            *from = from.saturating_sub(m.count);
+        }
+        if let Some(to) = lists.get_mut(m.to as usize) {
+            *to += m.count;
+        }
+    }
+    lists
+}
+
 /// One worker's load for [`balance_moves`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Load {
@@ -305,6 +319,20 @@ mod tests {
             given(&moves, 3) + given(&moves, 0) + given(&moves, 1) + given(&moves, 2),
             0
         );
+    }
+
+    #[test]
+    fn the_lists_after_a_plan_keep_every_unit() {
+        let own = [20, 20, 20, 20];
+        let t = [Some(100.0), Some(100.0), Some(100.0), Some(400.0)];
+        let moves = plan_moves(&own, &t, &ProactiveConfig::default());
+        let lists = lists_after(&own, &moves);
+        assert_eq!(lists.iter().sum::<u32>(), 80);
+        for w in 0..4u32 {
+            assert_eq!(i64::from(lists[w as usize]), 20 + given(&moves, w));
+        }
+        assert!(lists[3] < 10, "{lists:?}");
+        assert_eq!(lists_after(&own, &[]), own.to_vec());
     }
 
     #[test]

@@ -286,6 +286,12 @@ impl Replay<'_> {
             if let Some(agent) = self.agents.get_mut(i).and_then(Option::as_mut) {
                 agent.observe(None, 0, own.len(), 0);
                 agent.begin(iteration, own.len() as u32);
+                if agent.brokers() {
+                    let lists = (0..lists.workers())
+                        .map(|w| lists.own(w).len() as u32)
+                        .collect();
+                    agent.expect_lists(lists);
+                }
             }
             worker.head = head;
             worker.tail = head + own.len();

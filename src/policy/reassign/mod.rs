@@ -312,6 +312,21 @@ impl ReassignAgent {
         self
     }
 
+    /// Whether this agent is worker 0's with a broker (it wants
+    /// [`ReassignAgent::expect_lists`]).
+    pub fn brokers(&self) -> bool {
+        self.broker.is_some()
+    }
+
+    /// Every worker's units at the start of the iteration begun last (call
+    /// after [`ReassignAgent::begin`]): the broker's view of a worker it has
+    /// not heard from (see [`Broker::expect`]).
+    pub fn expect_lists(&mut self, lists: Vec<u32>) {
+        if let Some(broker) = self.broker.as_mut() {
+            broker.expect(lists);
+        }
+    }
+
     /// The same agent, told whether the policy lets iterations overlap
     /// (slack above 0): only then does it keep peers' reports about the
     /// iterations it has left (by default it does).

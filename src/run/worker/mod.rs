@@ -498,10 +498,21 @@ impl ComputeState {
             grads_held: Vec::new(),
             grads_held_bytes: 0,
         });
-        let planned_in = self.plan_ahead(emit);
+        let moves = self.plan_ahead(emit);
+        let planned_in: u32 = moves
+            .iter()
+            .filter(|m| m.to == self.worker)
+            .map(|m| m.count)
+            .sum();
         if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
             epoch.observe(agent, ready_us);
             agent.begin(version, epoch.own.len() as u32 + planned_in);
+            if agent.brokers() {
+                let own: Vec<u32> = (0..self.cx.plan.workers)
+                    .map(|w| self.cx.own_units(w))
+                    .collect();
+                agent.expect_lists(crate::policy::lists_after(&own, &moves));
+            }
         }
         let early: Vec<Control> = std::mem::take(&mut self.early_control);
         for message in early {

@@ -15,14 +15,15 @@ impl ComputeState {
     /// At the start of an iteration: predict every worker's time per unit from
     /// the timings so far and, under a proactive policy, give this worker's
     /// share of the planned moves (units of partitions the receiver holds
-    /// first). Returns how many units the plan gives this worker.
-    pub(super) fn plan_ahead(&mut self, emit: &mut Emit<'_>) -> u32 {
+    /// first). Returns the plan's moves (every worker's: none when the
+    /// plan clones or substitutes instead).
+    pub(super) fn plan_ahead(&mut self, emit: &mut Emit<'_>) -> Vec<Move> {
         let (Some(history), Some(predictor), Some(epoch)) = (
             self.history.as_ref(),
             self.cx.predictor.as_ref(),
             self.epoch.as_mut(),
         ) else {
-            return 0;
+            return Vec::new();
         };
         // Under slack the plan for t learns from the iterations up to
         // t − 1 − slack only: every worker has those when it begins t.
@@ -49,10 +50,10 @@ impl ComputeState {
             {
                 substitute(&self.cx, self.worker, epoch, &kept, emit);
             }
-            return 0;
+            return Vec::new();
         }
         let Some(config) = self.cx.plan.policy.proactive() else {
-            return 0;
+            return Vec::new();
         };
         // A plan moves units only for slowdowns that last (recorded above:
         // the predictions as made).
@@ -69,16 +70,12 @@ impl ComputeState {
                 .map(|m| (m.to, ControlKind::Clone { count: m.count }))
                 .collect();
             send_all(self.worker, epoch, &self.holdings, mine, emit);
-            return 0;
+            return Vec::new();
         }
-        let planned_in = moves
-            .iter()
-            .filter(|m| m.to == self.worker)
-            .map(|m| m.count)
-            .sum();
         let gifts: Vec<Move> = moves
-            .into_iter()
+            .iter()
             .filter(|m| m.from == self.worker)
+            .copied()
             .collect();
         // `send_all` gives units from the end of the list: put the units each
         // receiver already holds there, in the order the moves are sent.
@@ -96,7 +93,7 @@ impl ComputeState {
             .map(|m| (m.to, ControlKind::Planned { count: m.count }))
             .collect();
         send_all(self.worker, epoch, holdings, mine, emit);
-        planned_in
+        moves
     }
 }
 
