@@ -12,7 +12,7 @@ use crate::fsutil::is_non_empty_dir;
 use crate::predict::lstm::TrainedOn;
 use crate::predict::{
     evaluate, tail_start, worker_series, Auto, CalibratedLstm, Ewma, Last, LinearLags,
-    LstmPredictor, LstmSettings, Predictor, Scores, Sustained, SvmStraggler, WorkerSeries,
+    LstmPredictor, LstmSettings, Median, Predictor, Scores, Sustained, SvmStraggler, WorkerSeries,
     DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
@@ -166,6 +166,7 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             alpha: args.ewma_alpha,
         }),
         Box::new(Sustained::default()),
+        Box::new(Median::default()),
     ];
     // The learned models fit on other traces (--train) or on the part of each
     // evaluated series before its held-out tail.

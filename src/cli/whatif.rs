@@ -39,9 +39,9 @@ pub struct WhatIfArgs {
     /// which no policy can split).
     #[arg(long, value_name = "UNITS")]
     pub split: Option<u32>,
-    /// Predictor of the predictive policies: last, ewma, sustained, lstm
-    /// (with --model), auto (their default: sustained; `auto` has the LSTM
-    /// among its candidates when --model is given).
+    /// Predictor of the predictive policies: last, ewma, sustained, median,
+    /// lstm (with --model), auto (their default: sustained; `auto` has the
+    /// LSTM among its candidates when --model is given).
     #[arg(long)]
     pub predictor: Option<String>,
     /// Model directory of `--predictor lstm` or `auto`, from `forestall

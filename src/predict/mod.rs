@@ -204,6 +204,61 @@ impl Predictor for Sustained {
     }
 }
 
+/// The median ratio of the last `window` iterations: under slowdowns drawn
+/// afresh each iteration (power-law, a noisy but steady worker) the best
+/// constant guess of the next one for the absolute error `predictor eval`
+/// scores; it follows a lasting change once it covers half the window.
+#[derive(Debug, Clone, Copy)]
+pub struct Median {
+    /// Iterations it looks back.
+    pub window: usize,
+}
+
+/// Iterations `median` looks back when a job does not say.
+pub const DEFAULT_MEDIAN_WINDOW: usize = 16;
+
+impl Default for Median {
+    fn default() -> Self {
+        Self {
+            window: DEFAULT_MEDIAN_WINDOW,
+        }
+    }
+}
+
+impl Median {
+    fn next(&self, history: &[Step]) -> f64 {
+        let mut recent: Vec<f64> = history[history.len().saturating_sub(self.window.max(1))..]
+            .iter()
+            .map(|s| s.ratio)
+            .filter(|r| r.is_finite())
+            .collect();
+        if recent.is_empty() {
+            return 1.0;
+        }
+        recent.sort_unstable_by(f64::total_cmp);
+        let n = recent.len();
+        if n % 2 == 1 {
+            recent[n / 2]
+        } else {
+            (recent[n / 2 - 1] + recent[n / 2]) / 2.0
+        }
+    }
+}
+
+impl Predictor for Median {
+    fn name(&self) -> &str {
+        "median"
+    }
+
+    fn predict(&self, history: &[Step], horizon: usize) -> Vec<f64> {
+        vec![self.next(history); horizon]
+    }
+
+    fn predict_next(&self, history: &[Step]) -> Option<f64> {
+        Some(self.next(history))
+    }
+}
+
 /// Whether a predicted ratio calls the worker a straggler.
 pub fn is_straggler(ratio: f64, threshold: f64) -> bool {
     ratio > threshold
@@ -242,6 +297,22 @@ pub(crate) mod tests {
         assert_eq!(s.predict(&steps(&[1.0, 5.0, 4.0]), 2), vec![4.0, 4.0]);
         assert_eq!(s.predict(&steps(&[3.0]), 1), vec![3.0]);
         assert_eq!(s.predict(&[], 1), vec![1.0]);
+    }
+
+    #[test]
+    fn median_takes_the_middle_of_its_window() {
+        let m = Median { window: 4 };
+        // spikes are ignored, the window's middle is kept
+        assert_eq!(m.predict(&steps(&[9.0, 5.0, 1.0, 1.5, 1.0]), 2), vec![1.25, 1.25]);
+        // only the last `window` iterations count
+        assert_eq!(m.predict_next(&steps(&[9.0, 9.0, 9.0, 1.0, 2.0, 3.0, 2.0])), Some(2.0));
+        // a lasting slowdown is followed once it fills half the window
+        assert_eq!(m.predict_next(&steps(&[1.0, 1.0, 1.0, 4.0])), Some(1.0));
+        assert_eq!(m.predict_next(&steps(&[1.0, 1.0, 4.0, 4.0, 4.0])), Some(4.0));
+        // non-finite ratios are left out; nothing known is the median itself
+        assert_eq!(m.predict_next(&steps(&[2.0, f64::NAN])), Some(2.0));
+        assert_eq!(m.predict(&[], 1), vec![1.0]);
+        assert_eq!(Median { window: 0 }.predict_next(&steps(&[3.0, 2.0])), Some(2.0));
     }
 
     #[test]

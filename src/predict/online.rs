@@ -31,6 +31,8 @@ pub enum OnlinePredictor {
     Ewma(Ewma),
     /// The smallest ratio of the last k iterations.
     Sustained(Sustained),
+    /// The median ratio of the last iterations.
+    Median(super::Median),
     /// A trained LSTM, with its online gain.
     Lstm(CalibratedLstm),
     /// Whichever candidate has had the lowest recent error.
@@ -44,6 +46,7 @@ impl OnlinePredictor {
             OnlinePredictor::Last => &Last,
             OnlinePredictor::Ewma(e) => e,
             OnlinePredictor::Sustained(s) => s,
+            OnlinePredictor::Median(m) => m,
             OnlinePredictor::Lstm(l) => l,
             OnlinePredictor::Auto(a) => a,
         }

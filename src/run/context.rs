@@ -26,6 +26,9 @@ pub fn load_predictor(plan: &PredictorPlan) -> Result<OnlinePredictor, LstmError
         PredictorPlan::Last => OnlinePredictor::Last,
         PredictorPlan::Ewma { alpha } => OnlinePredictor::Ewma(Ewma { alpha: *alpha }),
         PredictorPlan::Sustained { k } => OnlinePredictor::Sustained(Sustained { k: *k }),
+        PredictorPlan::Median { window } => {
+            OnlinePredictor::Median(crate::predict::Median { window: *window })
+        }
         PredictorPlan::Lstm { model } => {
             OnlinePredictor::Lstm(CalibratedLstm::new(Arc::new(LstmPredictor::load(model)?)))
         }

@@ -195,6 +195,8 @@ pub struct PredictorSection {
     pub alpha: Option<f64>,
     /// sustained: iterations a slowdown must last.
     pub k: Option<usize>,
+    /// median: iterations it looks back.
+    pub window: Option<usize>,
     /// lstm: model directory from `forestall predictor train`, relative to the
     /// job file's directory.
     pub model: Option<String>,

@@ -165,13 +165,18 @@ pub enum PredictorPlan {
         /// Iterations a slowdown must last.
         k: usize,
     },
+    /// The median ratio of the last `window` iterations.
+    Median {
+        /// Iterations it looks back.
+        window: usize,
+    },
     /// An LSTM trained with `forestall predictor train`.
     Lstm {
         /// Model directory.
         model: PathBuf,
     },
-    /// Per worker, whichever of `sustained`, `last`, `ewma` (and the LSTM in
-    /// `model`, if given) has had the lowest recent error.
+    /// Per worker, whichever of `sustained`, `last`, `ewma`, `median` (and the
+    /// LSTM in `model`, if given) has had the lowest recent error.
     Auto {
         /// LSTM model directory, if the LSTM is a candidate.
         model: Option<PathBuf>,
@@ -179,7 +184,7 @@ pub enum PredictorPlan {
 }
 
 /// Predictors a job can name.
-pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "lstm", "auto"];
+pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "median", "lstm", "auto"];
 
 /// ewma's weight of the newest observation when a job does not set it.
 pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;

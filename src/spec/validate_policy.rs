@@ -265,6 +265,7 @@ pub(super) fn validate_predictor(
             if let Some(key) = [
                 ("alpha", s.alpha.is_some()),
                 ("k", s.k.is_some()),
+                ("window", s.window.is_some()),
                 ("model", s.model.is_some()),
             ]
             .iter()
@@ -289,6 +290,13 @@ pub(super) fn validate_predictor(
             format!("does not apply to predictor '{name}' (it is a sustained knob)"),
         ));
     }
+    if s.window.is_some() && name != "median" {
+        return Err(cx.invalid(
+            "predictor",
+            "window",
+            format!("does not apply to predictor '{name}' (it is a median knob)"),
+        ));
+    }
     if s.model.is_some() && name != "lstm" && name != "auto" {
         return Err(cx.invalid(
             "predictor",
@@ -304,6 +312,13 @@ pub(super) fn validate_predictor(
                 return Err(cx.invalid("predictor", "k", "must be at least 1 (got 0)"));
             }
             Ok(Some(PredictorPlan::Sustained { k }))
+        }
+        "median" => {
+            let window = s.window.unwrap_or(crate::predict::DEFAULT_MEDIAN_WINDOW);
+            if window == 0 {
+                return Err(cx.invalid("predictor", "window", "must be at least 1 (got 0)"));
+            }
+            Ok(Some(PredictorPlan::Median { window }))
         }
         "ewma" => {
             let alpha = s.alpha.unwrap_or(DEFAULT_EWMA_ALPHA);

@@ -335,7 +335,7 @@ fn predictor_settings_are_checked() {
     let cases = [
         (
             "[predictor]\nname = \"oracle\"\n",
-            "unknown predictor 'oracle'; accepted: last, ewma, sustained, lstm, auto",
+            "unknown predictor 'oracle'; accepted: last, ewma, sustained, median, lstm, auto",
         ),
         (
             "[predictor]\nname = \"auto\"\nmodel = \"nowhere\"\n",
@@ -362,6 +362,19 @@ fn predictor_settings_are_checked() {
             "nowhere",
         ),
         ("[predictor]\nk = 3\n", "k: set without [predictor] name"),
+        (
+            "[predictor]\nname = \"median\"\nwindow = 0\n",
+            "window: must be at least 1 (got 0)",
+        ),
+        (
+            "[predictor]\nname = \"sustained\"\nwindow = 8\n",
+            "window: does not apply to predictor 'sustained' (it is a median knob)",
+        ),
+        (
+            "[predictor]\nname = \"median\"\nk = 2\n",
+            "k: does not apply to predictor 'median'",
+        ),
+        ("[predictor]\nwindow = 8\n", "window: set without [predictor] name"),
         (
             "[policy]\nname = \"proactive\"\nfloor = 1.5\n",
             "floor: must be in [0, 1)",
