@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use forestall::predict::{
-    worker_series, Auto, CalibratedLstm, Ewma, LstmPredictor, LstmSettings, OnlineHistory,
+    worker_series, Auto, CalibratedLstm, Ewma, LstmPredictor, LstmSettings, Median, OnlineHistory,
     OnlinePredictor, Sustained, Timing, WorkerSeries,
 };
 use forestall::trace::{TraceSet, WorkerRecord};
@@ -81,6 +81,7 @@ fn boundary(c: &mut Criterion) {
             "sustained",
             OnlinePredictor::Sustained(Sustained::default()),
         ),
+        ("median", OnlinePredictor::Median(Median::default())),
     ];
     let mut group = c.benchmark_group("boundary_64_workers");
     for (name, p) in &predictors {

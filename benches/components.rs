@@ -17,8 +17,8 @@ use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::data::Partitioning;
 use forestall::predict::{
-    Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Predictor, Step, Sustained, SvmStraggler,
-    WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
+    Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Median, Predictor, Step, Sustained,
+    SvmStraggler, WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use forestall::spec::{parse_job, validate};
 use forestall::trace::{read_trace_dir, TraceStamp, TraceWriter, UnitAction, UnitRecord};
@@ -135,6 +135,7 @@ fn main() {
         Box::new(Last),
         Box::new(Ewma::default()),
         Box::new(Sustained::default()),
+        Box::new(Median::default()),
         Box::new(linear),
         Box::new(svm),
         Box::new(lstm),

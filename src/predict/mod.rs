@@ -303,16 +303,28 @@ pub(crate) mod tests {
     fn median_takes_the_middle_of_its_window() {
         let m = Median { window: 4 };
         // spikes are ignored, the window's middle is kept
-        assert_eq!(m.predict(&steps(&[9.0, 5.0, 1.0, 1.5, 1.0]), 2), vec![1.25, 1.25]);
+        assert_eq!(
+            m.predict(&steps(&[9.0, 5.0, 1.0, 1.5, 1.0]), 2),
+            vec![1.25, 1.25]
+        );
         // only the last `window` iterations count
-        assert_eq!(m.predict_next(&steps(&[9.0, 9.0, 9.0, 1.0, 2.0, 3.0, 2.0])), Some(2.0));
+        assert_eq!(
+            m.predict_next(&steps(&[9.0, 9.0, 9.0, 1.0, 2.0, 3.0, 2.0])),
+            Some(2.0)
+        );
         // a lasting slowdown is followed once it fills half the window
         assert_eq!(m.predict_next(&steps(&[1.0, 1.0, 1.0, 4.0])), Some(1.0));
-        assert_eq!(m.predict_next(&steps(&[1.0, 1.0, 4.0, 4.0, 4.0])), Some(4.0));
+        assert_eq!(
+            m.predict_next(&steps(&[1.0, 1.0, 4.0, 4.0, 4.0])),
+            Some(4.0)
+        );
         // non-finite ratios are left out; nothing known is the median itself
         assert_eq!(m.predict_next(&steps(&[2.0, f64::NAN])), Some(2.0));
         assert_eq!(m.predict(&[], 1), vec![1.0]);
-        assert_eq!(Median { window: 0 }.predict_next(&steps(&[3.0, 2.0])), Some(2.0));
+        assert_eq!(
+            Median { window: 0 }.predict_next(&steps(&[3.0, 2.0])),
+            Some(2.0)
+        );
     }
 
     #[test]

@@ -215,7 +215,15 @@ fn predictor_eval_scores_the_baselines_on_imported_traces() {
         .collect();
     assert_eq!(
         names,
-        ["last", "ewma", "sustained", "median", "linear", "svm", "auto"]
+        [
+            "last",
+            "ewma",
+            "sustained",
+            "median",
+            "linear",
+            "svm",
+            "auto"
+        ]
     );
     // auto follows the better of its candidates on AR's persistent straggler
     let mae = |name: &str| {

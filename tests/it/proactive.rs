@@ -374,7 +374,10 @@ fn predictor_settings_are_checked() {
             "[predictor]\nname = \"median\"\nk = 2\n",
             "k: does not apply to predictor 'median'",
         ),
-        ("[predictor]\nwindow = 8\n", "window: set without [predictor] name"),
+        (
+            "[predictor]\nwindow = 8\n",
+            "window: set without [predictor] name",
+        ),
         (
             "[policy]\nname = \"proactive\"\nfloor = 1.5\n",
             "floor: must be in [0, 1)",
