@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use super::output::{print_stdout, progress_bar};
 use super::GlobalArgs;
 use crate::fsutil::is_non_empty_dir;
-use crate::predict::lstm::TrainedOn;
+use crate::predict::lstm::{Base, TrainedOn};
 use crate::predict::{
     evaluate, tail_start, worker_series, Auto, CalibratedLstm, Ewma, Last, LinearLags,
     LstmPredictor, LstmSettings, Median, Predictor, Scores, Sustained, SvmStraggler, WorkerSeries,
@@ -71,6 +71,11 @@ pub struct TrainArgs {
     /// Seed of the initial weights and the shuffles.
     #[arg(long, default_value_t = LstmSettings::default().seed)]
     pub seed: u64,
+    /// What the predicted change is added to: the window's median ratio
+    /// (a silent model is `median`) or the last step's (it holds the last
+    /// value).
+    #[arg(long, value_enum, default_value = "median")]
+    pub base: Base,
 }
 
 /// Arguments of `forestall predictor eval`.
@@ -265,6 +270,7 @@ fn train(args: TrainArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         patience: args.patience,
         learning_rate: args.learning_rate,
         seed: args.seed,
+        base: args.base,
         ..LstmSettings::default()
     };
     let series = read_series(&args.traces)?;

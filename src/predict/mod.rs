@@ -227,21 +227,24 @@ impl Default for Median {
 
 impl Median {
     fn next(&self, history: &[Step]) -> f64 {
-        let mut recent: Vec<f64> = history[history.len().saturating_sub(self.window.max(1))..]
-            .iter()
-            .map(|s| s.ratio)
-            .filter(|r| r.is_finite())
-            .collect();
-        if recent.is_empty() {
-            return 1.0;
-        }
-        recent.sort_unstable_by(f64::total_cmp);
-        let n = recent.len();
-        if n % 2 == 1 {
-            recent[n / 2]
-        } else {
-            (recent[n / 2 - 1] + recent[n / 2]) / 2.0
-        }
+        median_ratio(&history[history.len().saturating_sub(self.window.max(1))..]).unwrap_or(1.0)
+    }
+}
+
+/// The median of `steps`' finite ratios (the mean of the middle two for an
+/// even count); `None` when none is finite.
+pub(crate) fn median_ratio(steps: &[Step]) -> Option<f64> {
+    let mut ratios: Vec<f64> = steps
+        .iter()
+        .map(|s| s.ratio)
+        .filter(|r| r.is_finite())
+        .collect();
+    ratios.sort_unstable_by(f64::total_cmp);
+    let n = ratios.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(ratios[n / 2]),
+        _ => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
     }
 }
 

@@ -1,8 +1,10 @@
 //! `lstm`: DPro-SM's predictor. A burn LSTM reads the last `window` steps of a
 //! worker's history (ratio to the iteration median, barrier wait, share × workers,
 //! spread; each standardised with the training set's mean and deviation) and
-//! predicts the change of the ratio from the last step to the next one, so an
-//! untrained or silent model falls back to holding the last value.
+//! predicts the change of the ratio from a base to the next step: the median
+//! ratio of the window (the default, [`Base::Median`]) or the last step's
+//! ([`Base::Last`], the models trained before the base was a setting), so an
+//! untrained or silent model falls back to the base.
 //!
 //! Training (burn, `Device::flex()` with autodiff): Adam on windows cut from the
 //! series, L1 loss (the evaluation scores mean absolute error), seeded
@@ -72,12 +74,46 @@ pub struct LstmSettings {
     pub seed: u64,
     /// At most this many training windows (evenly thinned beyond it).
     pub max_windows: usize,
+    /// What the predicted change is added to. A card without it predates the
+    /// setting: its model was trained on changes from the last step.
+    #[serde(default = "Base::before_the_setting")]
+    pub base: Base,
+}
+
+/// The ratio an LSTM's predicted change is added to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Base {
+    /// The last step's ratio: a silent model holds the last value.
+    Last,
+    /// The median ratio of the window: a silent model is `median` over the
+    /// window. Slowdowns drawn afresh each iteration (slow-worker,
+    /// power-law) and noise around a steady speed leave the next step near
+    /// it, not near the last one, so the network learns only what departs
+    /// from it.
+    Median,
+}
+
+impl Base {
+    /// The base of models whose card has no `base`.
+    fn before_the_setting() -> Self {
+        Base::Last
+    }
+
+    /// The base ratio of `window` (a worker's last steps, oldest first);
+    /// non-finite ratios are left out, `None` when none is left.
+    pub fn of(self, window: &[Step]) -> Option<f64> {
+        match self {
+            Base::Last => window.last().map(|s| s.ratio).filter(|r| r.is_finite()),
+            Base::Median => super::median_ratio(window),
+        }
+    }
 }
 
 impl Default for LstmSettings {
     fn default() -> Self {
         Self {
-            window: 8,
+            window: 16,
             hidden: 16,
             max_epochs: 40,
             patience: 5,
@@ -86,6 +122,7 @@ impl Default for LstmSettings {
             validation: 0.2,
             seed: 42,
             max_windows: 20_000,
+            base: Base::Median,
         }
     }
 }
@@ -128,7 +165,7 @@ pub struct ModelCard {
     pub mean: Vec<f64>,
     /// Per-feature standard deviation of the training windows.
     pub std: Vec<f64>,
-    /// Standard deviation of the target (change of ratio).
+    /// Standard deviation of the target (change of ratio from the base).
     pub target_std: f64,
     /// Traces it was trained on, with the share of each series used.
     pub trained_on: Vec<TrainedOn>,
@@ -393,6 +430,8 @@ struct Sample {
     x: Vec<f64>,
     /// Ratio of the last step of the window.
     last: f64,
+    /// The window's base ratio ([`LstmSettings::base`]).
+    base: f64,
     /// Ratio of the step after it (the target).
     next: f64,
 }
@@ -422,10 +461,12 @@ fn cut(
         let targets = end - w;
         let split = w + targets - ((targets as f64 * settings.validation).round() as usize);
         for t in w..end {
-            let x = s.steps[t - w..t].iter().flat_map(step_features).collect();
+            let window = &s.steps[t - w..t];
+            let x = window.iter().flat_map(step_features).collect();
             let sample = Sample {
                 x,
                 last: s.steps[t - 1].ratio,
+                base: settings.base.of(window).unwrap_or(s.steps[t - 1].ratio),
                 next: s.steps[t].ratio,
             };
             if t < split {
@@ -493,7 +534,7 @@ fn moments(samples: &[Sample]) -> (Vec<f64>, Vec<f64>, f64) {
             }
             n += 1.0;
         }
-        let d = s.next - s.last;
+        let d = s.next - s.base;
         ts += d;
         tsq += d * d;
     }
@@ -523,7 +564,7 @@ fn batch(
         for step in s.x.chunks(N_FEATURES) {
             xs.extend(standardise(step, &card.mean, &card.std));
         }
-        ys.push(((s.next - s.last) / card.target_std) as f32);
+        ys.push(((s.next - s.base) / card.target_std) as f32);
     }
     let x = Tensor::<3>::from_data(TensorData::new(xs, [idx.len(), w, N_FEATURES]), device);
     let y = Tensor::<2>::from_data(TensorData::new(ys, [idx.len(), 1]), device);
@@ -750,13 +791,14 @@ impl LstmPredictor {
     pub(crate) fn last_and_next(&self, history: &[Step]) -> Option<(f64, f64)> {
         let last = history.last()?.ratio;
         let window = self.card.settings.window;
+        let seen = &history[history.len().saturating_sub(window)..];
+        let base = self.card.settings.base.of(seen).unwrap_or(last);
         let x = window_input(history, window, &self.card.mean, &self.card.std)?;
         let delta = f64::from(self.cell.forward(&x)) * self.card.target_std;
-        let r = last + delta;
+        let r = base + delta;
         if !r.is_finite() {
             return None;
         }
-        let seen = &history[history.len().saturating_sub(window)..];
         let (lo, hi) = seen.iter().fold((last, last), |(lo, hi), s| {
             (lo.min(s.ratio), hi.max(s.ratio))
         });

@@ -173,3 +173,60 @@ fn predictions_stay_within_the_window_s_ratios() {
     let slow = steps(&[3.0; 10]);
     assert_eq!(model.predict(&slow, 1), vec![3.0]);
 }
+
+/// A network that says nothing (its output zeroed) predicts its base: the
+/// window's median ratio, or the last step's for a model trained on changes
+/// from the last step.
+#[test]
+fn a_silent_model_predicts_its_base() {
+    let series = cyclic(3, 40);
+    let silent = |base| {
+        let mut model = fit(
+            &series,
+            &LstmSettings {
+                max_epochs: 1,
+                base,
+                ..quick()
+            },
+        );
+        model.cell.head_w.iter_mut().for_each(|w| *w = 0.0);
+        model.cell.head_b = 0.0;
+        model
+    };
+    // the window (4 steps) holds 2, 1, 1, 2 after a spike at its end
+    let h = steps(&[5.0, 2.0, 1.0, 1.0, 2.0]);
+    assert_eq!(silent(Base::Median).predict(&h, 1), vec![1.5]);
+    assert_eq!(silent(Base::Last).predict(&h, 1), vec![2.0]);
+    assert_eq!(Base::Median.of(&h[1..]), Some(1.5));
+    assert_eq!(Base::Median.of(&steps(&[f64::NAN, 3.0])), Some(3.0));
+    assert_eq!(Base::Median.of(&[]), None);
+}
+
+/// A card written before the base was a setting has none: its model was
+/// trained on changes from the last step, and loads as such.
+#[test]
+fn a_card_without_a_base_is_a_model_of_changes_from_the_last_step() {
+    let series = cyclic(3, 40);
+    let model = fit(
+        &series,
+        &LstmSettings {
+            max_epochs: 1,
+            ..quick()
+        },
+    );
+    assert_eq!(model.card().settings.base, Base::Median, "the default");
+    let dir = tempfile::tempdir().expect("tempdir");
+    model.save(dir.path()).expect("saves");
+    let card = dir.path().join(CARD_FILE);
+    let text = std::fs::read_to_string(&card).expect("card");
+    assert!(text.contains("\"base\": \"median\""), "{text}");
+    std::fs::write(&card, text.replace(",\n    \"base\": \"median\"", "")).expect("write");
+    let old = LstmPredictor::load(dir.path()).expect("loads");
+    assert_eq!(old.card().settings.base, Base::Last);
+    // the committed model predates the setting
+    let committed = LstmPredictor::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/models/lstm-policies-bound"),
+    )
+    .expect("the committed model loads");
+    assert_eq!(committed.card().settings.base, Base::Last);
+}
