@@ -2,7 +2,7 @@
 //! worker's history (ratio to the iteration median, barrier wait, share × workers,
 //! spread; each standardised with the training set's mean and deviation) and
 //! predicts the change of the ratio from a base to the next step: the median
-//! ratio of the window (the default, [`Base::Median`]) or the last step's
+//! ratio of the last 16 steps (the default, [`Base::Median`]) or the last step's
 //! ([`Base::Last`], the models trained before the base was a setting), so an
 //! untrained or silent model falls back to the base.
 //!
@@ -24,7 +24,7 @@ use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use super::{Predictor, Step, WorkerSeries};
+use super::{Predictor, Step, WorkerSeries, DEFAULT_MEDIAN_WINDOW};
 use crate::rng::KeyedRng;
 
 pub mod calibrate;
@@ -86,8 +86,8 @@ pub struct LstmSettings {
 pub enum Base {
     /// The last step's ratio: a silent model holds the last value.
     Last,
-    /// The median ratio of the window: a silent model is `median` over the
-    /// window. Slowdowns drawn afresh each iteration (slow-worker,
+    /// The median ratio of the last [`DEFAULT_MEDIAN_WINDOW`] steps (which
+    /// may reach before the window): a silent model is `median`. Slowdowns drawn afresh each iteration (slow-worker,
     /// power-law) and noise around a steady speed leave the next step near
     /// it, not near the last one, so the network learns only what departs
     /// from it.
@@ -100,12 +100,14 @@ impl Base {
         Base::Last
     }
 
-    /// The base ratio of `window` (a worker's last steps, oldest first);
+    /// The base ratio after `history` (a worker's steps, oldest first);
     /// non-finite ratios are left out, `None` when none is left.
-    pub fn of(self, window: &[Step]) -> Option<f64> {
+    pub fn of(self, history: &[Step]) -> Option<f64> {
         match self {
-            Base::Last => window.last().map(|s| s.ratio).filter(|r| r.is_finite()),
-            Base::Median => super::median_ratio(window),
+            Base::Last => history.last().map(|s| s.ratio).filter(|r| r.is_finite()),
+            Base::Median => {
+                super::median_ratio(&history[history.len().saturating_sub(DEFAULT_MEDIAN_WINDOW)..])
+            }
         }
     }
 }
@@ -113,7 +115,7 @@ impl Base {
 impl Default for LstmSettings {
     fn default() -> Self {
         Self {
-            window: 16,
+            window: 8,
             hidden: 16,
             max_epochs: 40,
             patience: 5,
@@ -461,12 +463,14 @@ fn cut(
         let targets = end - w;
         let split = w + targets - ((targets as f64 * settings.validation).round() as usize);
         for t in w..end {
-            let window = &s.steps[t - w..t];
-            let x = window.iter().flat_map(step_features).collect();
+            let x = s.steps[t - w..t].iter().flat_map(step_features).collect();
             let sample = Sample {
                 x,
                 last: s.steps[t - 1].ratio,
-                base: settings.base.of(window).unwrap_or(s.steps[t - 1].ratio),
+                base: settings
+                    .base
+                    .of(&s.steps[..t])
+                    .unwrap_or(s.steps[t - 1].ratio),
                 next: s.steps[t].ratio,
             };
             if t < split {
@@ -792,7 +796,7 @@ impl LstmPredictor {
         let last = history.last()?.ratio;
         let window = self.card.settings.window;
         let seen = &history[history.len().saturating_sub(window)..];
-        let base = self.card.settings.base.of(seen).unwrap_or(last);
+        let base = self.card.settings.base.of(history).unwrap_or(last);
         let x = window_input(history, window, &self.card.mean, &self.card.std)?;
         let delta = f64::from(self.cell.forward(&x)) * self.card.target_std;
         let r = base + delta;

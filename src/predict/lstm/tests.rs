@@ -175,8 +175,9 @@ fn predictions_stay_within_the_window_s_ratios() {
 }
 
 /// A network that says nothing (its output zeroed) predicts its base: the
-/// window's median ratio, or the last step's for a model trained on changes
-/// from the last step.
+/// median ratio of the last 16 steps, reaching before the model's window (4
+/// steps here), or the last step's for a model trained on changes from the
+/// last step.
 #[test]
 fn a_silent_model_predicts_its_base() {
     let series = cyclic(3, 40);
@@ -193,11 +194,14 @@ fn a_silent_model_predicts_its_base() {
         model.cell.head_b = 0.0;
         model
     };
-    // the window (4 steps) holds 2, 1, 1, 2 after a spike at its end
-    let h = steps(&[5.0, 2.0, 1.0, 1.0, 2.0]);
+    // the window holds 1, 1, 1, 2 (median 1); the six steps' median is 1.5
+    let h = steps(&[5.0, 5.0, 1.0, 1.0, 1.0, 2.0]);
     assert_eq!(silent(Base::Median).predict(&h, 1), vec![1.5]);
     assert_eq!(silent(Base::Last).predict(&h, 1), vec![2.0]);
-    assert_eq!(Base::Median.of(&h[1..]), Some(1.5));
+    assert_eq!(Base::Median.of(&h), Some(1.5));
+    // no further back than 16 steps
+    let long = steps(&[[9.0; 10].as_slice(), &[1.0; 16]].concat());
+    assert_eq!(Base::Median.of(&long), Some(1.0));
     assert_eq!(Base::Median.of(&steps(&[f64::NAN, 3.0])), Some(3.0));
     assert_eq!(Base::Median.of(&[]), None);
 }
