@@ -71,9 +71,9 @@ pub struct TrainArgs {
     /// Seed of the initial weights and the shuffles.
     #[arg(long, default_value_t = LstmSettings::default().seed)]
     pub seed: u64,
-    /// What the predicted change is added to: the window's median ratio
-    /// (a silent model is `median`) or the last step's (it holds the last
-    /// value).
+    /// What the predicted change is added to: the median ratio of the
+    /// worker's last 16 steps (a silent model is `median`) or the last
+    /// step's (it holds the last value).
     #[arg(long, value_enum, default_value = "median")]
     pub base: Base,
 }

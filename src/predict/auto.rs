@@ -6,8 +6,9 @@
 //! per unit, µs, as `predictor eval` scores it), judged over all the job's
 //! workers and the same for all of them ([`Auto::choose_all`]). Ties go to
 //! the earlier candidate, so with no history yet it behaves as `median`, the
-//! best constant guess of a slowdown drawn afresh each iteration. Inside a run the replay is not repeated at every boundary: a
-//! [`Scoreboard`] scores each step once as it arrives.
+//! best constant guess of a slowdown drawn afresh each iteration. Inside a
+//! run the replay is not repeated at every boundary: a [`Scoreboard`] scores
+//! each step once as it arrives.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -62,10 +63,10 @@ impl Auto {
     ///   another, and the candidates read differently (`sustained`, the
     ///   smallest of two ratios, reads low): chosen per worker, a worker told
     ///   by `sustained` would look faster than one told by `last`.
-    /// - **Only on evidence.** A candidate other than the first (`median`)
-    ///   is chosen only where, over all the steps, it
-    ///   beat the first by more than [`EVIDENCE`] standard errors of the
-    ///   steps' paired differences: a lead of a few steps is chance.
+    /// - **Only on evidence.** A candidate other than the first (`median`) is
+    ///   chosen only where, over all the steps, it beat the first by more
+    ///   than [`EVIDENCE`] standard errors of the steps' paired differences:
+    ///   a lead of a few steps is chance.
     pub fn choose_all(&self, histories: &[&[Step]]) -> Vec<&dyn Predictor> {
         vec![self.choose_job(histories); histories.len()]
     }

@@ -175,8 +175,8 @@ pub enum PredictorPlan {
         /// Model directory.
         model: PathBuf,
     },
-    /// Per worker, whichever of `sustained`, `last`, `ewma`, `median` (and the
-    /// LSTM in `model`, if given) has had the lowest recent error.
+    /// For all workers, whichever of `median`, `sustained`, `last`, `ewma`
+    /// (and the LSTM in `model`, if given) has had the lowest recent error.
     Auto {
         /// LSTM model directory, if the LSTM is a candidate.
         model: Option<PathBuf>,

@@ -87,10 +87,10 @@ pub enum Base {
     /// The last step's ratio: a silent model holds the last value.
     Last,
     /// The median ratio of the last [`DEFAULT_MEDIAN_WINDOW`] steps (which
-    /// may reach before the window): a silent model is `median`. Slowdowns drawn afresh each iteration (slow-worker,
-    /// power-law) and noise around a steady speed leave the next step near
-    /// it, not near the last one, so the network learns only what departs
-    /// from it.
+    /// may reach before the window): a silent model is `median`. Slowdowns
+    /// drawn afresh each iteration (slow-worker, power-law) and noise around
+    /// a steady speed leave the next step near it, not near the last one, so
+    /// the network learns only what departs from it.
     Median,
 }
 
@@ -432,7 +432,7 @@ struct Sample {
     x: Vec<f64>,
     /// Ratio of the last step of the window.
     last: f64,
-    /// The window's base ratio ([`LstmSettings::base`]).
+    /// The base ratio after the window's steps ([`LstmSettings::base`]).
     base: f64,
     /// Ratio of the step after it (the target).
     next: f64,
