@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod common;
 mod detect;
+mod docs;
 mod fuzz;
 mod import;
 mod interop;
