@@ -15,7 +15,8 @@
 //!   placeholder file of that name, so every other key is still checked.
 //! - In ```sh, ```bash, ```shell and ```console blocks, and in inline code,
 //!   every command that starts with `forestall ` or `cargo run --release -- `
-//!   is split as a shell would and parsed by `forestall::cli::Cli`. Inline
+//!   is split as a shell would and parsed by `forestall::cli::Cli`, and the
+//!   job and pipeline files it names under `pipelines/` must exist. Inline
 //!   code in prose may name a subcommand without its required arguments
 //!   (`forestall data fetch`); every word it has must still be real.
 
@@ -238,6 +239,19 @@ fn forestall_argv(words: &[String]) -> Option<Vec<String>> {
         );
     }
     None
+}
+
+/// The job and pipeline files and committed models a command names that do
+/// not exist in the repository (`pipelines/….toml`, `pipelines/models/…`).
+fn missing_repo_files(argv: &[String]) -> Vec<String> {
+    argv.iter()
+        .filter(|w| {
+            w.starts_with("pipelines/")
+                && (w.ends_with(".toml") || w.starts_with("pipelines/models/"))
+        })
+        .filter(|w| !repo().join(w.trim_end_matches('/')).exists())
+        .cloned()
+        .collect()
 }
 
 /// Parses one command line as the binary would; help and version requests
@@ -475,6 +489,9 @@ fn check_doc(path: &Path, text: &str, report: &mut Report) {
                                 if let Err(e) = parse_command(&argv, false) {
                                     problem(line, format!("`{}`: {e}", argv.join(" ")));
                                 }
+                                for file in missing_repo_files(&argv) {
+                                    problem(line, format!("`{}`: no such file {file}", argv.join(" ")));
+                                }
                             }
                         }
                     }
@@ -497,6 +514,9 @@ fn check_doc(path: &Path, text: &str, report: &mut Report) {
                         report.commands += 1;
                         if let Err(e) = parse_command(&argv, true) {
                             problem(line, format!("`{}`: {e}", argv.join(" ")));
+                        }
+                        for file in missing_repo_files(&argv) {
+                            problem(line, format!("`{}`: no such file {file}", argv.join(" ")));
                         }
                     }
                 }
@@ -619,6 +639,8 @@ fn the_docs_checker_catches_bad_snippets() {
     let broken_partial = check("```toml\n# partial\n[policy\n```\n");
     assert_eq!(broken_partial.problems.len(), 1, "{:?}", broken_partial.problems);
 
+    let missing_job = check("```sh\nforestall run pipelines/no-such-job.toml\n```\n");
+    assert_eq!(missing_job.problems.len(), 1, "{:?}", missing_job.problems);
     let bad_flag = check("```sh\nforestall run pipelines/quickstart.toml --no-such-flag 3\n```\n");
     assert_eq!(bad_flag.problems.len(), 1, "{:?}", bad_flag.problems);
     let bad_sub = check("Then `forestall frobnicate runs/`.\n");
