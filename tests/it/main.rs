@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod common;
 mod detect;
+mod fetch;
 mod fuzz;
 mod import;
 mod interop;
