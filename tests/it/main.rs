@@ -17,6 +17,7 @@ mod proactive;
 mod report;
 mod resume;
 mod trace;
+mod usage;
 mod training;
 mod whatif;
 mod workloads;
