@@ -11,9 +11,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = match forestall::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
-            return ExitCode::from(parse_error(&err, json_requested(std::env::args_os())))
-        }
+        Err(err) => return ExitCode::from(parse_error(&err, json_requested(std::env::args_os()))),
     };
     let json = cli.global.json;
     let level = match (cli.global.quiet, cli.global.verbose) {

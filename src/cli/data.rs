@@ -17,7 +17,7 @@ use super::output::print_stdout;
 use super::GlobalArgs;
 use crate::data::fetch::{
     check_images, checksums, default_data_dir, fetch_with, image_side, output_path, source_sized,
-    FetchOptions, FileChecksums, Fetched, ImageSplits, Origin, Source, SOURCES,
+    FetchOptions, Fetched, FileChecksums, ImageSplits, Origin, Source, SOURCES,
 };
 use crate::report::json;
 
@@ -246,11 +246,9 @@ fn report(s: &Source, done: &Fetched, from: &str, global: &GlobalArgs) -> anyhow
         _ => format!("{} rows", s.rows),
     };
     match done {
-        Fetched::Written(_) => print_stdout(&format!(
-            "{}: wrote {} ({what})",
-            s.name,
-            path.display()
-        )),
+        Fetched::Written(_) => {
+            print_stdout(&format!("{}: wrote {} ({what})", s.name, path.display()))
+        }
         Fetched::AlreadyThere(_) => print_stdout(&format!(
             "{}: {} is already there ({what}; --force fetches it again)",
             s.name,

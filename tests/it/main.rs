@@ -17,7 +17,7 @@ mod proactive;
 mod report;
 mod resume;
 mod trace;
-mod usage;
 mod training;
+mod usage;
 mod whatif;
 mod workloads;

@@ -46,7 +46,10 @@ fn completions_print_a_script_for_each_shell() {
         let o = forestall(&["completions", shell]);
         assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
         let script = text(&o.stdout);
-        assert!(script.contains(marker), "{shell}: no '{marker}' in the script");
+        assert!(
+            script.contains(marker),
+            "{shell}: no '{marker}' in the script"
+        );
         // every subcommand is completed
         for sub in ["run", "bench", "whatif", "completions"] {
             assert!(script.contains(sub), "{shell}: no '{sub}'");

@@ -51,10 +51,7 @@ impl ModelDefaults {
                 l2: DEFAULT_L2,
             },
             "cnn" => Self {
-                dataset: concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/data/pneumoniamnist.npz"
-                ),
+                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/pneumoniamnist.npz"),
                 label: "",
                 positive: "",
                 learning_rate: DEFAULT_CNN_LEARNING_RATE,
@@ -259,11 +256,13 @@ pub fn validate_with(
     }
     // An image file is recorded by checksum: which copy the job trains on.
     let checksums = if kind == "cnn" {
-        Some(
-            crate::data::fetch::checksums(&data_path).map_err(|e| {
-                cx.invalid("data", "path", format!("cannot read {}: {e}", data_path.display()))
-            })?,
-        )
+        Some(crate::data::fetch::checksums(&data_path).map_err(|e| {
+            cx.invalid(
+                "data",
+                "path",
+                format!("cannot read {}: {e}", data_path.display()),
+            )
+        })?)
     } else {
         None
     };
