@@ -5,10 +5,15 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use forestall::cli::output::{error_line, json_requested, parse_error, print_stdout};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = forestall::cli::Cli::parse();
+    let cli = match forestall::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return ExitCode::from(parse_error(&err, json_requested(std::env::args_os()))),
+    };
+    let json = cli.global.json;
     let level = match (cli.global.quiet, cli.global.verbose) {
         (q, _) if q > 0 => "error",
         (_, 0) => "warn",
@@ -32,7 +37,11 @@ fn main() -> ExitCode {
                     Some(forestall::run::RunError::Diverged { .. })
                 )
             });
-            ExitCode::from(if diverged { 3 } else { 2 })
+            let code = if diverged { 3 } else { 2 };
+            if json {
+                print_stdout(&error_line(&err, code));
+            }
+            ExitCode::from(code)
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod completions;
 pub mod data;
 pub mod import;
 pub mod launch;
@@ -17,9 +18,18 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `forestall --version`: the package version and the git revision it was
+/// built from (`-dirty` when the work tree had changes).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("FORESTALL_GIT_REVISION"),
+    ")"
+);
+
 /// Data-parallel training on timely dataflow that keeps stragglers from setting the pace.
 #[derive(Debug, Parser)]
-#[command(name = "forestall", version, about, long_about = None)]
+#[command(name = "forestall", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Flags every subcommand takes.
     #[command(flatten)]
@@ -33,6 +43,9 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Print JSON lines on stdout ({"type": …, "data": …}) and nothing else.
+    /// An error ends stdout with {"type": "error", "data": {"message": …,
+    /// "causes": […], "exit_code": …}} (usage errors too) and is also written
+    /// to stderr as text; exit codes are the same as without --json.
     #[arg(long, global = true)]
     pub json: bool,
     /// Less output: no progress bar, warnings and errors only (repeatable).
@@ -77,6 +90,8 @@ pub enum Command {
     /// Traces: synthesise one from an injection pattern.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// Print shell completions (bash, elvish, fish, powershell, zsh) on stdout.
+    Completions(completions::CompletionsArgs),
 }
 
 /// Runs the parsed command line.
@@ -91,5 +106,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Whatif(args) => whatif::run(args, &cli.global),
         Command::Report(args) => report::run(args, &cli.global),
         Command::Trace(command) => trace::run(command, &cli.global),
+        Command::Completions(args) => completions::run(&args, &cli.global),
     }
 }

@@ -148,6 +148,10 @@ pub struct DataConfig {
     pub drop: Vec<String>,
     /// Share of rows held out for testing, chosen by a seeded hash of the row index.
     pub test_fraction: f64,
+    /// MD5 and SHA-256 of an image file (`.npz`): which copy of the dataset
+    /// the job trains on (PneumoniaMNIST's own file or a derived copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksums: Option<fetch::FileChecksums>,
 }
 
 /// Labelled sparse rows with their train/test split: every workload's data.
@@ -396,6 +400,7 @@ mod tests {
             positive: "yes".into(),
             drop: Vec::new(),
             test_fraction: 0.25,
+            checksums: None,
         }
     }
 

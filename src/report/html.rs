@@ -277,11 +277,8 @@ pub fn render(
     sections: &[TraceSection],
     bench_md: Option<&str>,
 ) -> Result<(String, String), String> {
-    if !sections.is_empty() && !super::plot::font_registered() {
-        return Err(format!(
-            "no TrueType font for the plots' text: install fonts-dejavu-core or set FORESTALL_FONT (looked in {})",
-            super::plot::FONT_PATHS.join(", ")
-        ));
+    if !sections.is_empty() {
+        super::plot::ensure_font()?;
     }
     let mut md = format!("# {title}\n\n");
     let mut html = format!(

@@ -1,9 +1,9 @@
 //! Line plots (SVG and PNG) with plotters: one line per series, points marked;
 //! and bar plots, one bar per label.
 //!
-//! Text needs a TrueType font: the file named by `FORESTALL_FONT`, or the first
-//! of [`FONT_PATHS`] that exists (DejaVu Sans ships with Debian's
-//! fonts-dejavu-core). Without one no plot is drawn and the caller is told why.
+//! Text is set in DejaVu Sans, compiled into the binary (`assets/fonts/`, with
+//! its license): plotters' `ab_glyph` backend knows only the fonts registered
+//! with it, so no plot reads a system font.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -11,12 +11,12 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-/// Where a TrueType font for PNG text is looked for.
-pub const FONT_PATHS: &[&str] = &[
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
+/// DejaVu Sans 2.37 (Bitstream Vera license; see `assets/fonts/`).
+pub const EMBEDDED_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// The family every plot's text is set in: the embedded font, registered
+/// under this name.
+pub const FONT_FAMILY: &str = "sans-serif";
 
 /// One line of a plot.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,24 +40,15 @@ pub struct LinePlot {
     pub series: Vec<Series>,
 }
 
-pub(crate) fn font_registered() -> bool {
-    static DONE: OnceLock<bool> = OnceLock::new();
-    *DONE.get_or_init(|| {
-        let from_env = std::env::var("FORESTALL_FONT").ok();
-        let candidates = from_env
-            .iter()
-            .map(String::as_str)
-            .chain(FONT_PATHS.iter().copied());
-        for path in candidates {
-            if let Ok(bytes) = std::fs::read(path) {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return true;
-                }
-            }
-        }
-        false
+/// Registers [`EMBEDDED_FONT`] as [`FONT_FAMILY`] with plotters, once per
+/// process; every drawing calls this first.
+pub(crate) fn ensure_font() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        register_font(FONT_FAMILY, FontStyle::Normal, EMBEDDED_FONT)
+            .map_err(|_| "the embedded font (DejaVu Sans) is not a readable TrueType font".into())
     })
+    .clone()
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -92,7 +83,7 @@ fn draw<DB: DrawingBackend>(
     }
     let y1 = if y1 > 0.0 { y1 * 1.08 } else { 1.0 };
     let mut chart = ChartBuilder::on(&root)
-        .caption(&plot.title, ("sans-serif", 22))
+        .caption(&plot.title, (FONT_FAMILY, 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(56)
@@ -151,7 +142,7 @@ fn draw_bars<DB: DrawingBackend>(
     let top = plot.bars.iter().map(|b| b.1).fold(0.0f64, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
     let mut chart = ChartBuilder::on(&root)
-        .caption(&plot.title, ("sans-serif", 22))
+        .caption(&plot.title, (FONT_FAMILY, 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(56)
@@ -180,8 +171,7 @@ fn draw_bars<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
-/// Draws `plot` to `stem.svg` and (when a font is available) `stem.png`;
-/// returns the files written.
+/// Draws `plot` to `stem.svg` and `stem.png`; returns the files written.
 pub fn write_line_plot(stem: &Path, plot: &LinePlot) -> Result<Vec<PathBuf>, String> {
     write_both(stem, |root| draw(root, plot), |root| draw(root, plot))
 }
@@ -202,13 +192,7 @@ fn write_both(
     svg_draw: impl FnOnce(Area<'_, SVGBackend<'_>>) -> Result<(), String>,
     png_draw: impl FnOnce(Area<'_, BitMapBackend<'_>>) -> Result<(), String>,
 ) -> Result<Vec<PathBuf>, String> {
-    if !font_registered() {
-        return Err(format!(
-            "no TrueType font for plot text (looked in {}; set FORESTALL_FONT); {} not drawn",
-            FONT_PATHS.join(", "),
-            stem.display()
-        ));
-    }
+    ensure_font()?;
     let svg = stem.with_extension("svg");
     let png = stem.with_extension("png");
     let drawn = svg_draw(SVGBackend::new(&svg, (800, 500)).into_drawing_area())
@@ -256,5 +240,38 @@ mod tests {
         assert_eq!(files.len(), 2);
         let svg = std::fs::read_to_string(dir.path().join("b.svg")).unwrap();
         assert!(svg.contains("forestall"));
+    }
+
+    /// Text is drawn with the embedded font: a caption leaves dark pixels in
+    /// a PNG, and a family nobody registered is refused rather than looked up
+    /// on the system.
+    #[test]
+    fn text_is_set_in_the_embedded_font() {
+        ensure_font().expect("the embedded font parses");
+        let (w, h) = (200u32, 60u32);
+        let mut pixels = vec![0u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut pixels, (w, h)).into_drawing_area();
+            root.fill(&WHITE).expect("fill");
+            root.draw_text(
+                "forestall 42",
+                &(FONT_FAMILY, 24).into_font().color(&BLACK),
+                (5, 15),
+            )
+            .expect("the registered family draws");
+            root.present().expect("present");
+        }
+        let dark = pixels.chunks_exact(3).filter(|p| p[0] < 128).count();
+        assert!(dark > 100, "only {dark} dark pixels: no text was drawn");
+        let mut blank = vec![0u8; (w * h * 3) as usize];
+        let root = BitMapBackend::with_buffer(&mut blank, (w, h)).into_drawing_area();
+        let unregistered = root.draw_text(
+            "x",
+            &("no-such-family-on-any-system", 24)
+                .into_font()
+                .color(&BLACK),
+            (5, 15),
+        );
+        assert!(unregistered.is_err(), "an unregistered family drew text");
     }
 }

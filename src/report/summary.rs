@@ -74,6 +74,10 @@ pub struct RunSummary {
     /// from there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<u64>,
+    /// MD5 and SHA-256 of the image file trained on (which copy of the
+    /// dataset), as in the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<crate::data::fetch::FileChecksums>,
 }
 
 /// FlexRR's stopping rule: the first iteration `t ≥ window` whose training loss
@@ -161,6 +165,7 @@ impl RunSummary {
             converged_iteration: converged.map(|c| c.0),
             converged_s: converged.map(|c| c.1 as f64 / 1e6),
             resumed_from: (out.first_iteration > 0).then_some(out.first_iteration),
+            dataset: plan.data.checksums.clone(),
         }
     }
 
@@ -233,6 +238,9 @@ impl RunSummary {
                 s,
                 "resumed      from the checkpoint at iteration {c} (the wall time is this run's)"
             );
+        }
+        if let Some(d) = &self.dataset {
+            let _ = writeln!(s, "dataset      md5 {} sha256 {}", d.md5, d.sha256);
         }
         let _ = writeln!(s, "parameters   sha256 {}", self.params_sha256);
         let _ = writeln!(s, "output       {}", self.out_dir);

@@ -33,10 +33,9 @@ fn within(found: f64, expected: f64, relative: f64, what: &str) {
 }
 
 #[test]
+#[ignore = "needs ../shared"]
 fn bytedance_slowdowns_and_attributions_agree_with_the_authors() {
-    let Some(dir) = shared("traces/bytedance-stragglers") else {
-        return;
-    };
+    let dir = shared("traces/bytedance-stragglers");
     let out = tempfile::tempdir().expect("temp dir");
     let files = ["AR", "ST"].map(|t| dir.join(format!("trace-{t}.parquet")));
     let imported = forestall(&[
@@ -267,17 +266,27 @@ fn bad_input_is_refused_naming_the_culprit() {
         &["analyze", import.to_str().expect("test setup")],
         &["ops.parquet", "Parquet"],
     );
-    if let Some(st) = shared("traces/bytedance-stragglers/trace-ST.parquet") {
-        std::fs::copy(st, import.join("ops.parquet")).expect("test setup");
-        refused(
-            &["analyze", import.to_str().expect("test setup")],
-            &["not the same job"],
-        );
-    }
     let not_ops = root.join("notes.txt");
     std::fs::write(&not_ops, "hello").expect("test setup");
     refused(
         &["analyze", not_ops.to_str().expect("test setup")],
         &["notes.txt"],
+    );
+}
+
+/// Another job's operation file beside a trace is refused.
+#[test]
+#[ignore = "needs ../shared"]
+fn operations_of_another_job_are_refused() {
+    let st = shared("traces/bytedance-stragglers/trace-ST.parquet");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = dir.path().join("a");
+    run_in(&plan(STRAGGLER), &a);
+    let import = dir.path().join("import");
+    copy_dir(&a, &import.join("trace"));
+    std::fs::copy(st, import.join("ops.parquet")).expect("test setup");
+    refused(
+        &["analyze", import.to_str().expect("test setup")],
+        &["not the same job"],
     );
 }

@@ -84,22 +84,19 @@ workers = [3]
 factor = 4.0
 "#;
 
-/// A file under `../shared` (beside the project), or `None` with a note when it
-/// is missing — except under `CI`, where a missing file fails the test.
-pub fn shared(relative: &str) -> Option<PathBuf> {
+/// A file under `../shared` (the project's shared data, beside the checkout).
+/// Tests that call this are `#[ignore = "needs ../shared"]`; run with
+/// `--include-ignored` and without the file, they fail here saying so.
+pub fn shared(relative: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared")
         .join(relative);
-    if path.exists() {
-        return Some(path);
-    }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing: CI needs ../shared beside the project",
+        path.exists(),
+        "{} is missing: this test needs ../shared (the project's shared traces and datasets) beside the checkout",
         path.display()
     );
-    eprintln!("note: skipping, {} is missing", path.display());
-    None
+    path
 }
 
 /// Runs the built `forestall` binary with `args`.

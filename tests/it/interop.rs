@@ -1,9 +1,10 @@
 //! Python interop: a run's traces read with pyarrow (`notebooks/check_trace.py`)
 //! and the trace tour notebook executed headless with nbclient.
 //!
-//! These tests need `python3` with `notebooks/requirements.txt` installed. Without
-//! it they print a note to stderr and pass, except when the `CI` variable is set:
-//! then they fail and say what to install.
+//! These tests need `python3` with `notebooks/requirements.txt` installed, so
+//! they are `#[ignore = "needs python (…)"]`: `cargo test --release --
+//! --include-ignored` runs them, and without the packages they fail saying
+//! what to install.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -47,15 +48,14 @@ fn describe(o: &Output) -> String {
     )
 }
 
-/// Whether `python3` can import `modules`. If not, skips (returns false) with a
-/// note on stderr, or panics when `CI` is set.
-fn python_with(modules: &[&str]) -> bool {
+/// Fails the test, saying what to install, unless `python3` can import `modules`.
+fn require_python(modules: &[&str]) {
     let probe = Command::new("python3")
         .arg("-c")
         .arg(format!("import {}", modules.join(", ")))
         .output();
     let problem = match probe {
-        Ok(o) if o.status.success() => return true,
+        Ok(o) if o.status.success() => return,
         Ok(o) => {
             let err = text(&o.stderr);
             let last = err.lines().last().unwrap_or("").to_owned();
@@ -63,13 +63,10 @@ fn python_with(modules: &[&str]) -> bool {
         }
         Err(e) => format!("python3 is not available ({e})"),
     };
-    assert!(
-        std::env::var_os("CI").is_none(),
+    panic!(
         "{problem}: install Python 3.11 and run `{INSTALL}` (in {})",
         repo().display()
     );
-    eprintln!("note: skipping a Python interop test: {problem}; to run it, `{INSTALL}`");
-    false
 }
 
 /// A small run of the built binary, in a temp dir that lives as long as this.
@@ -120,10 +117,9 @@ fn check_trace(dir: &Path) -> Output {
 }
 
 #[test]
+#[ignore = "needs python (pyarrow)"]
 fn check_trace_accepts_a_fresh_run() {
-    if !python_with(&["pyarrow"]) {
-        return;
-    }
+    require_python(&["pyarrow"]);
     let run = SmallRun::new();
     let o = check_trace(&run.dir());
     assert!(o.status.success(), "check_trace.py: {}", describe(&o));
@@ -137,10 +133,9 @@ fn check_trace_accepts_a_fresh_run() {
 }
 
 #[test]
+#[ignore = "needs python (pyarrow)"]
 fn check_trace_skips_hidden_parts_like_forestall() {
-    if !python_with(&["pyarrow"]) {
-        return;
-    }
+    require_python(&["pyarrow"]);
     let run = SmallRun::new();
     // What a crash while writing a part leaves behind: readers skip it.
     std::fs::write(
@@ -153,10 +148,9 @@ fn check_trace_skips_hidden_parts_like_forestall() {
 }
 
 #[test]
+#[ignore = "needs python (pyarrow)"]
 fn check_trace_rejects_a_lost_part() {
-    if !python_with(&["pyarrow"]) {
-        return;
-    }
+    require_python(&["pyarrow"]);
     let run = SmallRun::new();
     std::fs::remove_file(run.part("units", "part-p000-00001.parquet")).expect("remove part");
     let o = check_trace(&run.dir());
@@ -170,10 +164,9 @@ fn check_trace_rejects_a_lost_part() {
 }
 
 #[test]
+#[ignore = "needs python (pyarrow)"]
 fn check_trace_rejects_a_missing_table() {
-    if !python_with(&["pyarrow"]) {
-        return;
-    }
+    require_python(&["pyarrow"]);
     let run = SmallRun::new();
     std::fs::remove_dir_all(run.dir().join("trace/iterations")).expect("remove table");
     let o = check_trace(&run.dir());
@@ -186,6 +179,7 @@ fn check_trace_rejects_a_missing_table() {
 }
 
 #[test]
+#[ignore = "needs python (pyarrow, pandas, matplotlib, jupyter nbclient)"]
 fn trace_tour_notebook_executes_on_a_fresh_run() {
     let modules = [
         "nbformat",
@@ -195,9 +189,7 @@ fn trace_tour_notebook_executes_on_a_fresh_run() {
         "pandas",
         "matplotlib",
     ];
-    if !python_with(&modules) {
-        return;
-    }
+    require_python(&modules);
     let run = SmallRun::new();
     // The kernel works in the temp dir, and the executed notebook stays in memory:
     // nothing is written into the repository.
@@ -249,14 +241,11 @@ fn trace_tour_notebook_is_stored_without_outputs() {
 /// import's trace and operations, a bench's raw.parquet — and its aggregates
 /// equal forestall's own numbers.
 #[test]
+#[ignore = "needs python (duckdb) and ../shared"]
 fn duckdb_reads_every_table_and_agrees_with_forestall() {
     use crate::common::{forestall, plan, run_in, shared, STRAGGLER};
-    if !python_with(&["duckdb"]) {
-        return;
-    }
-    let Some(ar) = shared("traces/bytedance-stragglers/trace-ST.parquet") else {
-        return;
-    };
+    require_python(&["duckdb"]);
+    let ar = shared("traces/bytedance-stragglers/trace-ST.parquet");
     let tmp = tempfile::tempdir().expect("temp dir");
     let run = tmp.path().join("run");
     run_in(&plan(STRAGGLER), &run.join("trace"));
@@ -327,14 +316,11 @@ fn duckdb_reads_every_table_and_agrees_with_forestall() {
 /// writes: a bench's raw.parquet, predictor scores on an imported real trace,
 /// and a what-if replay of it.
 #[test]
+#[ignore = "needs python (pandas, matplotlib, jupyter nbclient) and ../shared"]
 fn compare_predictors_and_whatif_notebooks_execute() {
     use crate::common::{forestall, shared};
-    if !python_with(&["pandas", "matplotlib", "nbformat", "nbclient", "ipykernel"]) {
-        return;
-    }
-    let Some(job) = shared("traces/alibaba-pai-minibatch/job_1_norm.csv") else {
-        return;
-    };
+    require_python(&["pandas", "matplotlib", "nbformat", "nbclient", "ipykernel"]);
+    let job = shared("traces/alibaba-pai-minibatch/job_1_norm.csv");
     let tmp = tempfile::tempdir().expect("temp dir");
     let imports = tmp.path().join("imports");
     let imported = forestall(&[

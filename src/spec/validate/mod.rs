@@ -51,10 +51,7 @@ impl ModelDefaults {
                 l2: DEFAULT_L2,
             },
             "cnn" => Self {
-                dataset: concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/../shared/datasets/pneumoniamnist.npz"
-                ),
+                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/pneumoniamnist.npz"),
                 label: "",
                 positive: "",
                 learning_rate: DEFAULT_CNN_LEARNING_RATE,
@@ -257,6 +254,18 @@ pub fn validate_with(
     if !data_path.is_file() {
         return Err(cx.invalid("data", "path", missing_dataset_message(&data_path)));
     }
+    // An image file is recorded by checksum: which copy the job trains on.
+    let checksums = if kind == "cnn" {
+        Some(crate::data::fetch::checksums(&data_path).map_err(|e| {
+            cx.invalid(
+                "data",
+                "path",
+                format!("cannot read {}: {e}", data_path.display()),
+            )
+        })?)
+    } else {
+        None
+    };
     let test_fraction = spec.data.test_fraction.unwrap_or(DEFAULT_TEST_FRACTION);
     if !(test_fraction > 0.0 && test_fraction < 1.0) {
         return Err(cx.invalid(
@@ -424,6 +433,7 @@ pub fn validate_with(
                 .unwrap_or_else(|| defaults.positive.into()),
             drop: spec.data.drop.clone().unwrap_or_default(),
             test_fraction,
+            checksums,
         },
         partitions,
         units_per_partition,
