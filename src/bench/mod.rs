@@ -2,6 +2,7 @@
 //! seeds, with raw results in Parquet and a markdown report that records the
 //! command, git revision and machine.
 
+pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod report;
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use kind::RunKind;
 pub use results::BenchRow;
 pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
@@ -162,7 +164,7 @@ pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
 /// The row of a reference loop (`plain`, `plain-burn`) timed outside timely.
 fn reference_row(
     base: &BenchRow,
-    kind: &str,
+    kind: RunKind,
     iteration_us: &[u64],
     load_us: u64,
     test_accuracy: f64,
@@ -172,8 +174,8 @@ fn reference_row(
     let total: f64 = walls.iter().sum();
     walls.sort_by(f64::total_cmp);
     BenchRow {
-        kind: kind.into(),
-        policy: kind.into(),
+        kind,
+        policy: kind.label(),
         workers: 1,
         time_per_iteration_ms: total / walls.len().max(1) as f64,
         load_ms: load_us as f64 / 1000.0,
@@ -223,7 +225,7 @@ pub fn run_pipeline(
         };
         let base = BenchRow {
             sweep: run.sweep.clone(),
-            kind: "timely".into(),
+            kind: RunKind::Timely,
             job: plan.name.clone(),
             workers: plan.workers,
             policy: plan.policy.as_str().to_owned(),
@@ -266,7 +268,7 @@ pub fn run_pipeline(
                 digest_matches: first_digest.get(&key).is_none_or(|d| *d == digest),
                 ..reference_row(
                     &base,
-                    "plain",
+                    RunKind::Plain,
                     &plain.iteration_us,
                     plain.load_us,
                     workload.evaluate(&plain.params).accuracy,
@@ -287,7 +289,7 @@ pub fn run_pipeline(
                 bsp_semantics: false,
                 ..reference_row(
                     &base,
-                    "plain-burn",
+                    RunKind::PlainBurn,
                     &burn.iteration_us,
                     burn.load_us,
                     burn.eval.accuracy,
@@ -315,7 +317,10 @@ pub fn run_pipeline(
                             sweep: run.sweep.clone(),
                             message: e.to_string(),
                         })?;
-                    let layout = format!("timely {processes}×{}", plan.workers / processes);
+                    let layout = RunKind::Launched {
+                        processes,
+                        threads: plan.workers / processes,
+                    };
                     (launched.output, layout, launched.recovery_s)
                 }
                 None => {
@@ -332,7 +337,7 @@ pub fn run_pipeline(
                                 sweep: run.sweep.clone(),
                                 source,
                             })?;
-                    (out, "timely".to_owned(), None)
+                    (out, RunKind::Timely, None)
                 }
             };
         let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());

@@ -12,13 +12,15 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
+use super::kind::RunKind;
+
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchRow {
     /// Sweep.
     pub sweep: String,
-    /// "timely" for the dataflow, "plain" for the loop without timely.
-    pub kind: String,
+    /// The dataflow (threads or processes) or a reference loop.
+    pub kind: RunKind,
     /// Job name.
     pub job: String,
     /// Workers.
@@ -111,7 +113,12 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
     };
     let columns: Vec<(&str, ArrayRef)> = vec![
         ("sweep", s(|r| &r.sweep)),
-        ("kind", s(|r| &r.kind)),
+        (
+            "kind",
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.kind.label()),
+            )),
+        ),
         ("job", s(|r| &r.job)),
         (
             "workers",
