@@ -6,10 +6,11 @@ pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod report;
+pub mod resume;
 pub mod results;
 pub mod spec;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -62,6 +63,24 @@ pub enum BenchError {
         sweep: String,
         /// What happened.
         message: String,
+    },
+    /// A job's trace directory could not be cleared.
+    #[error("cannot clear {path}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A job's rows could not be written.
+    #[error("cannot write {path}")]
+    Results {
+        /// The part file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: parquet::errors::ParquetError,
     },
     /// A run failed.
     #[error("sweep '{sweep}': {source}")]
@@ -187,11 +206,16 @@ fn reference_row(
 }
 
 /// Runs every planned run in order, writing each run's trace under
-/// `out_dir/traces/<sweep>/<index>`; `progress` is called after each run.
+/// `out_dir/traces/<sweep>/<index>` and its rows to
+/// [`resume::part_path`] as soon as it finishes; `progress` is called after
+/// each row. The jobs in `done` (rows of an interrupted bench, by index) are
+/// not run again: their rows take their place, and the digest checks of later
+/// runs compare with them as with rows just measured.
 pub fn run_pipeline(
     runs: &[(RunSpec, JobPlan)],
     out_dir: &Path,
     git_revision: &str,
+    done: &BTreeMap<usize, Vec<BenchRow>>,
     mut progress: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>, BenchError> {
     // Runs on the same data and model share one loaded workload.
@@ -199,6 +223,26 @@ pub fn run_pipeline(
     let mut first_digest: HashMap<String, String> = HashMap::new();
     let mut rows = Vec::new();
     for (i, (run, plan)) in runs.iter().enumerate() {
+        if let Some(finished) = done.get(&i) {
+            let key = plan.math_hash();
+            for row in finished {
+                // As below: the plain loop's digest and BSP timely runs' are
+                // the ones later runs of the same math must match.
+                let sets_digest = match row.kind {
+                    RunKind::Plain => true,
+                    RunKind::PlainBurn => false,
+                    RunKind::Timely | RunKind::Launched { .. } => row.bsp_semantics,
+                };
+                if sets_digest {
+                    first_digest
+                        .entry(key.clone())
+                        .or_insert(row.params_sha256.clone());
+                }
+            }
+            rows.extend(finished.iter().cloned());
+            continue;
+        }
+        let job_start = rows.len();
         let data_key = format!("{:?} {:?}", plan.data, plan.model);
         let workload = match workloads.get(&data_key) {
             Some(w) => Arc::clone(w),
@@ -303,6 +347,13 @@ pub fn run_pipeline(
             .join("traces")
             .join(&run.sweep)
             .join(format!("{i:04}"));
+        if trace_dir.exists() {
+            // what an interrupted bench left of this job
+            std::fs::remove_dir_all(&trace_dir).map_err(|source| BenchError::Write {
+                path: trace_dir.clone(),
+                source,
+            })?;
+        }
         let stamp = TraceStamp {
             job_id: format!("{}-{}-{i}", plan.name, run.sweep),
             git_revision: git_revision.to_owned(),
@@ -387,6 +438,9 @@ pub fn run_pipeline(
         }
         progress(&row);
         rows.push(row);
+        let part = resume::part_path(out_dir, i);
+        resume::write_part(out_dir, i, &rows[job_start..])
+            .map_err(|source| BenchError::Results { path: part, source })?;
     }
     Ok(rows)
 }

@@ -1,4 +1,5 @@
-//! `forestall bench PIPELINE.toml`: run a sweep, write raw results and a report.
+//! `forestall bench PIPELINE.toml`: run a sweep, write raw results and a
+//! report; resume an interrupted one.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use clap::Args;
 use super::output::{print_stdout, progress_bar};
 use super::run::GIT_REVISION;
 use super::GlobalArgs;
+use crate::bench::resume::{self, pipeline_hash, start_in, BenchManifest, Start};
 use crate::bench::{
     machine::this_machine, plan_pipeline, report, results::write_rows, run_pipeline,
 };
@@ -21,7 +23,10 @@ use crate::report::json;
 pub struct BenchArgs {
     /// The pipeline file (TOML), e.g. pipelines/baseline.toml.
     pub pipeline: PathBuf,
-    /// Results directory (default: runs/<date>-<host>-<name> beside the pipeline).
+    /// Results directory (default: runs/<date>-<host>-<name> beside the
+    /// pipeline). Each job's rows are written there as it finishes; the same
+    /// command run again into the same directory skips the jobs already
+    /// complete (same pipeline, jobs and git revision, else it refuses).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -31,31 +36,64 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (spec, runs) = plan_pipeline(&args.pipeline)?;
     let machine = this_machine();
     let date = utc_date(SystemTime::now());
+    let manifest = BenchManifest {
+        pipeline: spec.bench.name.clone(),
+        pipeline_hash: pipeline_hash(&runs),
+        git_revision: GIT_REVISION.to_owned(),
+        date: crate::bench::machine::utc_time(SystemTime::now()),
+        runs: runs.len(),
+        machine: machine.clone(),
+    };
     let out_dir = match &args.out {
         Some(dir) => dir.clone(),
-        None => fresh_dir(
-            &args
+        None => {
+            let base = args
                 .pipeline
                 .parent()
                 .unwrap_or_else(|| Path::new("."))
                 .join("runs")
-                .join(format!("{date}-{}-{}", machine.host, spec.bench.name)),
-        ),
+                .join(format!("{date}-{}-{}", machine.host, spec.bench.name));
+            // today's unfinished run of this bench continues; anything else
+            // gets a directory of its own
+            let unfinished =
+                !base.join("raw.parquet").exists() && start_in(&base, &manifest).is_ok();
+            if unfinished {
+                base
+            } else {
+                fresh_dir(&base)
+            }
+        }
     };
-    if crate::fsutil::is_non_empty_dir(&out_dir) {
-        anyhow::bail!(
-            "results directory {} already holds files; choose another --out",
-            out_dir.display()
-        );
-    }
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let command: Vec<String> = std::env::args().collect();
-    let command = command.join(" ");
-    write_atomic(
-        &out_dir.join("README.md"),
-        report::readme(&spec, &command, GIT_REVISION, &date, &machine, runs.len()).as_bytes(),
-    )?;
+    let done = match start_in(&out_dir, &manifest)? {
+        Start::Fresh => {
+            std::fs::create_dir_all(&out_dir)
+                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let command: Vec<String> = std::env::args().collect();
+            let command = command.join(" ");
+            write_atomic(
+                &out_dir.join("README.md"),
+                report::readme(&spec, &command, GIT_REVISION, &date, &machine, runs.len())
+                    .as_bytes(),
+            )?;
+            let json = serde_json::to_vec_pretty(&manifest).context("cannot encode bench.json")?;
+            write_atomic(&out_dir.join(resume::MANIFEST), &json)?;
+            Default::default()
+        }
+        Start::Resume { done, unreadable } => {
+            for e in &unreadable {
+                eprintln!("warning: {e:#}; its job runs again");
+            }
+            if !global.json && global.quiet == 0 {
+                eprintln!(
+                    "resuming {}: {} of {} jobs complete, running the rest",
+                    out_dir.display(),
+                    done.len(),
+                    runs.len()
+                );
+            }
+            done
+        }
+    };
     if !global.json && global.quiet == 0 {
         eprintln!(
             "bench {}: {} runs → {}",
@@ -71,8 +109,18 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let bar = progress_bar(global, runs.len() as u64, "runs");
-    let rows = run_pipeline(&runs, &out_dir, GIT_REVISION, |row| {
-        bar.inc(1);
+    // the ETA counts the jobs still to run
+    bar.set_position(done.len() as u64);
+    bar.reset_eta();
+    if global.json {
+        for row in done.values().flatten() {
+            print_stdout(&json::line("run", row));
+        }
+    }
+    let rows = run_pipeline(&runs, &out_dir, GIT_REVISION, &done, |row| {
+        if row.kind.is_timely() {
+            bar.inc(1);
+        }
         bar.set_message(format!(
             "{} {} w={} delay={} seed={}: {:.1} ms/iteration",
             row.sweep,

@@ -186,3 +186,113 @@ fn every_shipped_pipeline_plans() {
     }
     assert!(planned > 0, "no pipeline planned");
 }
+
+/// A small pipeline of the tiny job: two policies × `seeds`, 6 iterations.
+fn write_small_pipeline(dir: &Path, name: &str, seeds: &str) {
+    write_pipeline_of(dir, name, seeds, 6);
+}
+
+fn write_pipeline_of(dir: &Path, name: &str, seeds: &str, iterations: u64) {
+    write_job(dir);
+    std::fs::write(
+        dir.join(format!("{name}.toml")),
+        format!(
+            "[bench]\nname = \"{name}\"\n[[sweep]]\nname = \"sw\"\njob = \"job.toml\"\npattern = \"slow-worker\"\nprobability = [0.5]\ndelay_percent = [100]\npolicies = [\"bsp\", \"rapid-reassign\"]\nseeds = {seeds}\npace_ns_per_row = 2000\niterations = {iterations}\n"
+        ),
+    )
+    .expect("write pipeline");
+}
+
+fn rows_of(path: &Path) -> Vec<forestall::bench::BenchRow> {
+    forestall::bench::results::read_rows(path).expect("readable results")
+}
+
+#[test]
+fn an_interrupted_bench_resumes_and_ends_as_an_uninterrupted_one() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1, 2]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "whole"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = rows_of(&dir.join("whole/raw.parquet"));
+    assert_eq!(whole.len(), 4);
+    assert!(dir.join("whole/bench.json").is_file());
+
+    // Interrupted after two jobs: the results of the other two, the final
+    // table and the plots were never written.
+    let cut = dir.join("cut");
+    std::fs::create_dir_all(cut.join("parts")).expect("mkdir");
+    for f in ["README.md", "bench.json", "parts/0000.parquet", "parts/0001.parquet"] {
+        std::fs::copy(dir.join("whole").join(f), cut.join(f)).expect("copy");
+    }
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("2 of 4 jobs complete, running the rest"), "{err}");
+    let resumed = rows_of(&cut.join("raw.parquet"));
+    assert_eq!(resumed.len(), whole.len());
+    for (i, (a, b)) in whole.iter().zip(&resumed).enumerate() {
+        if i < 2 {
+            // not run again: the very rows the first bench measured
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "job {i}");
+        } else {
+            // run again: the same run, measured anew
+            assert_eq!(
+                (&a.sweep, a.kind, &a.policy, a.workers, a.seed),
+                (&b.sweep, b.kind, &b.policy, b.workers, b.seed)
+            );
+            assert_eq!(a.params_sha256, b.params_sha256, "job {i}");
+            assert_eq!(a.test_accuracy, b.test_accuracy, "job {i}");
+            assert_eq!(a.digest_matches, b.digest_matches, "job {i}");
+        }
+    }
+    assert!(cut.join("summary.md").is_file());
+    // run again when finished: nothing is computed, the results stay
+    let before = std::fs::read(cut.join("parts/0003.parquet")).expect("part");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4 of 4 jobs complete"));
+    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+
+    // the same directory with other runs (other seeds): refused, untouched
+    write_small_pipeline(dir, "small", "[1, 2, 3]");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds a bench 'small' of other runs (4 jobs") && err.contains("choose another --out"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+}
+
+#[test]
+fn a_killed_bench_resumes_from_its_finished_jobs() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    // long enough jobs (40 iterations) that the kill comes before the end
+    write_pipeline_of(dir, "small", "[1, 2, 3]", 40);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(["-q", "bench", "small.toml", "--out", "res"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bench starts");
+    let first = dir.join("res/parts/0000.parquet");
+    let start = std::time::Instant::now();
+    while !first.exists() && start.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(first.exists(), "the first job's results are written as it finishes");
+    assert!(!dir.join("res/raw.parquet").exists(), "killed before the end");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "res"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("resuming"), "{err}");
+    let rows = rows_of(&dir.join("res/raw.parquet"));
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r.digest_matches));
+}
