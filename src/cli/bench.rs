@@ -81,7 +81,7 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
         Start::Resume { done, unreadable } => {
             for e in &unreadable {
-                eprintln!("warning: {e:#}; its job runs again");
+                super::runs::warn(global, &format!("{e:#}; its job runs again"));
             }
             if !global.json && global.quiet == 0 {
                 eprintln!(

@@ -10,6 +10,7 @@ pub mod output;
 pub mod predictor;
 pub mod report;
 pub mod run;
+pub mod runs;
 pub mod trace;
 pub mod whatif;
 
@@ -77,6 +78,10 @@ pub enum Command {
     /// Traces: synthesise one from an injection pattern.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// List the runs under a directory (default runs/) and the rows of bench
+    /// results: job, workload, policy, pattern, W, iterations, time,
+    /// accuracy, digest, date; crashed or unfinished runs are marked.
+    Runs(runs::RunsArgs),
 }
 
 /// Runs the parsed command line.
@@ -91,5 +96,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Whatif(args) => whatif::run(args, &cli.global),
         Command::Report(args) => report::run(args, &cli.global),
         Command::Trace(command) => trace::run(command, &cli.global),
+        Command::Runs(args) => runs::run(args, &cli.global),
     }
 }

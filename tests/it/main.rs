@@ -15,6 +15,7 @@ mod predictor;
 mod proactive;
 mod report;
 mod resume;
+mod runs;
 mod trace;
 mod training;
 mod whatif;
