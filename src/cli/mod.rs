@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod compare;
 pub mod data;
 pub mod import;
 pub mod launch;
@@ -82,6 +83,10 @@ pub enum Command {
     /// results: job, workload, policy, pattern, W, iterations, time,
     /// accuracy, digest, date; crashed or unfinished runs are marked.
     Runs(runs::RunsArgs),
+    /// Put runs side by side: their summary fields as a table, their loss,
+    /// accuracy and iteration-time curves overlaid on one page; warns when
+    /// they come from different machines or git revisions.
+    Compare(compare::CompareArgs),
 }
 
 /// Runs the parsed command line.
@@ -97,5 +102,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args, &cli.global),
         Command::Trace(command) => trace::run(command, &cli.global),
         Command::Runs(args) => runs::run(args, &cli.global),
+        Command::Compare(args) => compare::run(args, &cli.global),
     }
 }

@@ -3,9 +3,11 @@
 //! runs side by side with their curves overlaid ([`compare`]).
 
 pub mod catalogue;
+pub mod compare;
 pub mod origin;
 
 pub use catalogue::{list_runs, RunEntry, RunState};
+pub use compare::{compare_runs, Comparison};
 pub use origin::{RunOrigin, ORIGIN_FILE};
 
 /// Errors of the run catalogue and of comparisons.

@@ -145,6 +145,103 @@ fn runs_lists_finished_and_crashed_runs_by_date() {
 }
 
 #[test]
+fn compare_puts_runs_side_by_side_and_overlays_their_curves() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let d = tmp.path();
+    run(d, "a", &[]);
+    run(d, "b", &["--policy", "rapid-reassign"]);
+
+    let o = forestall_in(d, &["compare", "a", "b", "--out", "cmp.html"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("| field | a | b |"), "{out}");
+    assert!(out.contains("| policy | bsp | rapid-reassign |"), "{out}");
+    assert!(out.contains("cmp.html"), "{out}");
+    // same machine, same binary: nothing to warn about
+    assert!(!text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+    let html = std::fs::read_to_string(d.join("cmp.html")).expect("page");
+    for id in ["loss", "accuracy", "iteration-time"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} plot");
+    }
+    let loss = &html[html.find("id=\"loss\"").expect("loss")..];
+    assert!(
+        loss.contains(">\na\n<") && loss.contains(">\nb\n<"),
+        "both runs in the legend"
+    );
+
+    // another machine and another revision: warned about, on stderr and as
+    // JSON lines
+    let origin = d.join("b/machine.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&origin).expect("machine.json")).expect("json");
+    v["machine"]["cpu"] = "Imaginary CPU 9000".into();
+    v["git_revision"] = "0123456789ab".into();
+    std::fs::write(&origin, v.to_string()).expect("write");
+    let o = forestall_in(d, &["compare", "a", "b", "--out", "cmp.html"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("different machines") && err.contains("Imaginary CPU 9000 (b)"),
+        "{err}"
+    );
+    assert!(err.contains("different git revisions"), "{err}");
+    let o = forestall_in(d, &["--json", "compare", "a", "b", "--out", "cmp.html"]);
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "warning").count(), 2, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run").count(), 2, "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"compare"));
+    let run_a = lines.iter().find(|l| l["type"] == "run").expect("run line");
+    assert_eq!(run_a["data"]["summary"]["iterations"], 6);
+}
+
+#[test]
+fn compare_says_what_is_not_comparable_and_refuses_what_is_not_a_run() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let d = tmp.path();
+    run(d, "a", &[]);
+    // The same run relabelled as another job of another workload: compare
+    // reads the job and workload from the run's files.
+    copy_dir(&d.join("a"), &d.join("other"));
+    for file in ["summary.json", "machine.json"] {
+        let path = d.join("other").join(file);
+        let t = std::fs::read_to_string(&path).expect("read");
+        let t = t
+            .replace("\"quickstart\"", "\"mnist\"")
+            .replace("\"logistic\"", "\"softmax\"");
+        std::fs::write(&path, t).expect("write");
+    }
+    let o = forestall_in(d, &["compare", "a", "other", "--out", "cmp.html"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("note: the runs are of different jobs"), "{out}");
+    assert!(
+        out.contains("note: the runs train different workloads: logistic (a); softmax (other)"),
+        "{out}"
+    );
+    assert!(out.contains("curves (iteration-time)"), "{out}");
+    let html = std::fs::read_to_string(d.join("cmp.html")).expect("page");
+    assert!(html.contains("id=\"iteration-time\"") && !html.contains("id=\"loss\""));
+
+    // not a run, no run at all, a missing directory: exit 2, named
+    std::fs::create_dir_all(d.join("empty")).expect("mkdir");
+    for (args, needle) in [
+        (vec!["compare", "a", "empty"], "empty is not a run directory"),
+        (vec!["compare", "a", "missing"], "missing is not a directory"),
+        (vec!["compare"], "required"),
+    ] {
+        let o = forestall_in(d, &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{needle:?} in {err}");
+    }
+    assert!(!d.join("compare.html").exists(), "nothing written on bad input");
+}
+
+#[test]
 fn a_runs_report_has_loss_accuracy_and_iteration_time_curves() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let d = tmp.path();
