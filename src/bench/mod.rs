@@ -2,6 +2,7 @@
 //! seeds, with raw results in Parquet and a markdown report that records the
 //! command, git revision and machine.
 
+pub mod baseline;
 pub mod dir;
 pub mod kind;
 pub mod launched;

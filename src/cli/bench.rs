@@ -1,5 +1,5 @@
 //! `forestall bench PIPELINE.toml`: run a sweep, write raw results and a
-//! report; resume an interrupted one.
+//! report; resume an interrupted one; compare with a baseline.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +11,7 @@ use clap::Args;
 use super::output::{print_stdout, progress_bar};
 use super::run::GIT_REVISION;
 use super::GlobalArgs;
+use crate::bench::baseline::{self, compare_with_baseline};
 use crate::bench::resume::{self, pipeline_hash, start_in, BenchManifest, Start};
 use crate::bench::{
     machine::this_machine, plan_pipeline, report, results::write_rows, run_pipeline,
@@ -29,12 +30,91 @@ pub struct BenchArgs {
     /// complete (same pipeline, jobs and git revision, else it refuses).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// An earlier results directory of the same pipeline to compare with:
+    /// a row (the runs that differ only in their seed) moved when its mean
+    /// time per iteration or test accuracy changed by more than the larger
+    /// range (max − min) between seeds in either bench, and at least 2 % of
+    /// the baseline's time or 0.005 of accuracy. Exit 1 when a row got slower
+    /// or less accurate beyond that; warns when the machine (CPU model) or the
+    /// git revision differs. Written to baseline.md.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+}
+
+/// The rows of the `--baseline` directory, refusing one that is not a
+/// finished bench of `pipeline`, with a warning for each way its origin
+/// differs from this bench's.
+fn read_baseline(
+    dir: &Path,
+    pipeline: &str,
+    machine: &crate::bench::machine::Machine,
+    global: &GlobalArgs,
+) -> anyhow::Result<Vec<crate::bench::BenchRow>> {
+    use crate::bench::dir::{bench_origin, bench_rows, is_bench_dir};
+    if !dir.is_dir() {
+        anyhow::bail!("--baseline {}: not a directory", dir.display());
+    }
+    if !is_bench_dir(dir) {
+        anyhow::bail!(
+            "--baseline {}: not a bench results directory (no bench.json, no raw.parquet with README.md)",
+            dir.display()
+        );
+    }
+    let origin = bench_origin(dir);
+    match &origin.name {
+        Some(name) if name == pipeline => {}
+        Some(name) => anyhow::bail!(
+            "--baseline {}: results of the bench '{name}', not of '{pipeline}'",
+            dir.display()
+        ),
+        None => anyhow::bail!(
+            "--baseline {}: cannot tell which bench it holds (no bench.json, no title in README.md)",
+            dir.display()
+        ),
+    }
+    let (rows, finished) = bench_rows(dir)
+        .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", dir.display()))?;
+    if !finished {
+        anyhow::bail!(
+            "--baseline {}: an unfinished bench (no raw.parquet); finish it by running its command again",
+            dir.display()
+        );
+    }
+    match &origin.cpu {
+        Some(cpu) if *cpu != machine.cpu => super::runs::warn(
+            global,
+            &format!(
+                "the baseline {} ran on another machine (CPU {cpu}; this one: {}): its times are not comparable",
+                dir.display(),
+                machine.cpu
+            ),
+        ),
+        Some(_) => {}
+        None => super::runs::warn(
+            global,
+            &format!("the baseline {} does not record its CPU model", dir.display()),
+        ),
+    }
+    if let Some(rev) = origin.git_revision.as_deref().filter(|r| *r != GIT_REVISION) {
+        super::runs::warn(
+            global,
+            &format!(
+                "the baseline {} comes from git revision {rev}, this bench from {GIT_REVISION}",
+                dir.display()
+            ),
+        );
+    }
+    Ok(rows)
 }
 
 /// Runs `forestall bench`.
 pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (spec, runs) = plan_pipeline(&args.pipeline)?;
     let machine = this_machine();
+    let baseline_rows = match &args.baseline {
+        Some(dir) => Some(read_baseline(dir, &spec.bench.name, &machine, global)?),
+        None => None,
+    };
     let date = utc_date(SystemTime::now());
     let manifest = BenchManifest {
         pipeline: spec.bench.name.clone(),
@@ -147,11 +227,37 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
     }
     write_atomic(&out_dir.join("summary.md"), summary.as_bytes())?;
+    let compared = baseline_rows
+        .as_ref()
+        .map(|b| compare_with_baseline(&rows, b));
+    if let (Some(c), Some(dir)) = (&compared, &args.baseline) {
+        let md = baseline::to_markdown(c, &dir.display().to_string(), true);
+        write_atomic(&out_dir.join("baseline.md"), md.as_bytes())?;
+    }
     if global.json {
         #[derive(serde::Serialize)]
         struct Done {
             out_dir: String,
             runs: usize,
+        }
+        if let Some(c) = &compared {
+            for m in &c.rows {
+                print_stdout(&json::line("baseline", m));
+            }
+            #[derive(serde::Serialize)]
+            struct Only<'a> {
+                only_new: &'a [baseline::RowKey],
+                only_baseline: &'a [baseline::RowKey],
+                regressed: bool,
+            }
+            print_stdout(&json::line(
+                "baseline_summary",
+                &Only {
+                    only_new: &c.only_new,
+                    only_baseline: &c.only_baseline,
+                    regressed: c.regressed(),
+                },
+            ));
         }
         print_stdout(&json::line(
             "summary",
@@ -162,11 +268,19 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         ));
     } else {
         print_stdout(summary.trim_end());
+        if let (Some(c), Some(dir)) = (&compared, &args.baseline) {
+            print_stdout("");
+            print_stdout(baseline::to_markdown(c, &dir.display().to_string(), false).trim_end());
+        }
         print_stdout(&format!("\nresults in {}", out_dir.display()));
     }
     let all_equal = rows.iter().all(|r| r.digest_matches);
     if !all_equal {
         eprintln!("error: some runs with the same math produced different parameters");
+        return Ok(ExitCode::from(1));
+    }
+    if compared.as_ref().is_some_and(|c| c.regressed()) {
+        eprintln!("error: some rows got slower or less accurate than the baseline beyond the spread between seeds");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

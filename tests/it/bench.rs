@@ -296,3 +296,113 @@ fn a_killed_bench_resumes_from_its_finished_jobs() {
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().all(|r| r.digest_matches));
 }
+
+#[test]
+fn a_bench_against_its_baseline_flags_rows_beyond_the_seed_spread() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1, 2]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "before"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = forestall(
+        dir,
+        &["--json", "bench", "small.toml", "--out", "after", "--baseline", "before"],
+    );
+    // exit 1 only when a row regressed; the machine is shared, so either
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let compared: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "baseline")
+        .map(|l| &l["data"])
+        .collect();
+    assert_eq!(compared.len(), 2 * 2, "two rows (policies), two measures each");
+    let mut regressed = false;
+    for m in &compared {
+        let (mean, base, allowed) = (
+            m["mean"].as_f64().expect("mean"),
+            m["baseline_mean"].as_f64().expect("baseline"),
+            m["allowed"].as_f64().expect("allowed"),
+        );
+        assert_eq!(m["seeds"], serde_json::json!([2, 2]));
+        let verdict = m["verdict"].as_str().expect("verdict");
+        assert_eq!(verdict == "within", (mean - base).abs() <= allowed, "{m}");
+        if m["measure"] == "test_accuracy" {
+            assert_eq!(verdict, "within", "the same seeds train the same model");
+            assert_eq!(mean, base);
+        } else {
+            assert!(allowed >= 0.02 * base - 1e-12, "the floor: {m}");
+        }
+        regressed |= verdict == "regressed";
+    }
+    assert_eq!(o.status.code(), Some(if regressed { 1 } else { 0 }), "{err}");
+    assert!(dir.join("after/baseline.md").is_file());
+    assert!(!err.contains("another machine"), "same machine: {err}");
+
+    // another machine and revision recorded in the baseline: warned about
+    let manifest = dir.join("before/bench.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("bench.json")).expect("json");
+    v["machine"]["cpu"] = "Imaginary CPU 9000".into();
+    v["git_revision"] = "0123456789ab".into();
+    std::fs::write(&manifest, v.to_string()).expect("write");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "again", "--baseline", "before"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ran on another machine (CPU Imaginary CPU 9000"),
+        "{err}"
+    );
+    assert!(err.contains("comes from git revision 0123456789ab"), "{err}");
+
+    // a baseline of another pipeline, or no bench at all: refused before
+    // anything runs
+    write_small_pipeline(dir, "other", "[1]");
+    std::fs::create_dir_all(dir.join("plain-dir")).expect("mkdir");
+    for (baseline, pipeline, needle) in [
+        ("before", "other.toml", "--baseline before: results of the bench 'small', not of 'other'"),
+        ("plain-dir", "small.toml", "--baseline plain-dir: not a bench results directory"),
+        ("nowhere", "small.toml", "--baseline nowhere: not a directory"),
+    ] {
+        let o = forestall(dir, &["bench", pipeline, "--out", "refused", "--baseline", baseline]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{needle:?} in {err}");
+        assert!(!dir.join("refused").exists(), "nothing written");
+    }
+}
+
+#[test]
+fn runs_lists_the_rows_of_a_bench() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = forestall(dir, &["--json", "runs", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = crate::common::json_data(&o.stdout);
+    assert_eq!(data.len(), 2, "one entry per row");
+    for v in &data {
+        assert_eq!(v["bench"], "small");
+        assert_eq!(v["sweep"], "sw");
+        assert_eq!(v["state"], "complete");
+        assert_eq!(v["iterations"], 6);
+    }
+    // unfinished: its rows so far, and the bench marked incomplete
+    std::fs::remove_file(dir.join("res/raw.parquet")).expect("rm");
+    std::fs::remove_file(dir.join("res/parts/0001.parquet")).expect("rm");
+    let o = forestall(dir, &["--json", "runs", "res"]);
+    let data = crate::common::json_data(&o.stdout);
+    assert_eq!(data.len(), 2);
+    assert_eq!(data[1]["state"], "incomplete");
+    assert!(
+        data[1]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("1 of 2 jobs complete")),
+        "{data:?}"
+    );
+}
