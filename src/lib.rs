@@ -20,6 +20,7 @@
 //! 7. [`report`]: summaries for people (text) and machines (JSON lines).
 //! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!    and a report that records the command, git revision and machine.
+//!    [`runs`]: the runs and benches under a directory, listed and compared.
 //! 9. [`import`]: real public traces turned into the trace schema.
 //! 10. [`predict`]: straggler predictors over worker histories, and their scores.
 //! 11. [`whatif`]: the policies' agents replayed over recorded timings.
@@ -39,6 +40,7 @@ pub mod ops;
 pub mod policy;
 pub mod predict;
 pub mod report;
+pub mod runs;
 pub mod rng;
 pub mod run;
 pub mod spec;

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 /// Where and with what a benchmark ran.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
     /// Host name.
     pub host: String,
@@ -25,6 +25,25 @@ fn first_line(path: &str, key: &str) -> Option<String> {
         .find(|l| l.starts_with(key))
         .and_then(|l| l.split(':').nth(1))
         .map(|v| v.trim().to_owned())
+}
+
+/// `t` as `YYYY-MM-DD HH:MM:SS` (UTC): when a bench or a run started.
+pub fn utc_time(t: std::time::SystemTime) -> String {
+    let s = crate::fsutil::utc_stamp(t);
+    format!(
+        "{}-{}-{} {}:{}:{}",
+        &s[0..4],
+        &s[4..6],
+        &s[6..8],
+        &s[9..11],
+        &s[11..13],
+        &s[13..15]
+    )
+}
+
+/// This machine's CPU model (`model name` of /proc/cpuinfo), or "unknown".
+pub fn cpu_model() -> String {
+    first_line("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown".into())
 }
 
 /// Describes this machine.
@@ -49,7 +68,7 @@ pub fn this_machine() -> Machine {
         .unwrap_or_else(|| "unknown".into());
     Machine {
         host,
-        cpu: first_line("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown".into()),
+        cpu: cpu_model(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_gib,
         rustc,

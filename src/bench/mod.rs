@@ -2,16 +2,21 @@
 //! seeds, with raw results in Parquet and a markdown report that records the
 //! command, git revision and machine.
 
+pub mod baseline;
+pub mod dir;
+pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod report;
+pub mod resume;
 pub mod results;
 pub mod spec;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use kind::RunKind;
 pub use results::BenchRow;
 pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
@@ -60,6 +65,24 @@ pub enum BenchError {
         sweep: String,
         /// What happened.
         message: String,
+    },
+    /// A job's trace directory could not be cleared.
+    #[error("cannot clear {path}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A job's rows could not be written.
+    #[error("cannot write {path}")]
+    Results {
+        /// The part file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: parquet::errors::ParquetError,
     },
     /// A run failed.
     #[error("sweep '{sweep}': {source}")]
@@ -162,7 +185,7 @@ pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
 /// The row of a reference loop (`plain`, `plain-burn`) timed outside timely.
 fn reference_row(
     base: &BenchRow,
-    kind: &str,
+    kind: RunKind,
     iteration_us: &[u64],
     load_us: u64,
     test_accuracy: f64,
@@ -172,8 +195,8 @@ fn reference_row(
     let total: f64 = walls.iter().sum();
     walls.sort_by(f64::total_cmp);
     BenchRow {
-        kind: kind.into(),
-        policy: kind.into(),
+        kind,
+        policy: kind.label(),
         workers: 1,
         time_per_iteration_ms: total / walls.len().max(1) as f64,
         load_ms: load_us as f64 / 1000.0,
@@ -185,11 +208,16 @@ fn reference_row(
 }
 
 /// Runs every planned run in order, writing each run's trace under
-/// `out_dir/traces/<sweep>/<index>`; `progress` is called after each run.
+/// `out_dir/traces/<sweep>/<index>` and its rows to
+/// [`resume::part_path`] as soon as it finishes; `progress` is called after
+/// each row. The jobs in `done` (rows of an interrupted bench, by index) are
+/// not run again: their rows take their place, and the digest checks of later
+/// runs compare with them as with rows just measured.
 pub fn run_pipeline(
     runs: &[(RunSpec, JobPlan)],
     out_dir: &Path,
     git_revision: &str,
+    done: &BTreeMap<usize, Vec<BenchRow>>,
     mut progress: impl FnMut(&BenchRow),
 ) -> Result<Vec<BenchRow>, BenchError> {
     // Runs on the same data and model share one loaded workload.
@@ -197,6 +225,26 @@ pub fn run_pipeline(
     let mut first_digest: HashMap<String, String> = HashMap::new();
     let mut rows = Vec::new();
     for (i, (run, plan)) in runs.iter().enumerate() {
+        if let Some(finished) = done.get(&i) {
+            let key = plan.math_hash();
+            for row in finished {
+                // As below: the plain loop's digest and BSP timely runs' are
+                // the ones later runs of the same math must match.
+                let sets_digest = match row.kind {
+                    RunKind::Plain => true,
+                    RunKind::PlainBurn => false,
+                    RunKind::Timely | RunKind::Launched { .. } => row.bsp_semantics,
+                };
+                if sets_digest {
+                    first_digest
+                        .entry(key.clone())
+                        .or_insert(row.params_sha256.clone());
+                }
+            }
+            rows.extend(finished.iter().cloned());
+            continue;
+        }
+        let job_start = rows.len();
         let data_key = format!("{:?} {:?}", plan.data, plan.model);
         let workload = match workloads.get(&data_key) {
             Some(w) => Arc::clone(w),
@@ -223,7 +271,7 @@ pub fn run_pipeline(
         };
         let base = BenchRow {
             sweep: run.sweep.clone(),
-            kind: "timely".into(),
+            kind: RunKind::Timely,
             job: plan.name.clone(),
             workers: plan.workers,
             policy: plan.policy.as_str().to_owned(),
@@ -266,7 +314,7 @@ pub fn run_pipeline(
                 digest_matches: first_digest.get(&key).is_none_or(|d| *d == digest),
                 ..reference_row(
                     &base,
-                    "plain",
+                    RunKind::Plain,
                     &plain.iteration_us,
                     plain.load_us,
                     workload.evaluate(&plain.params).accuracy,
@@ -287,7 +335,7 @@ pub fn run_pipeline(
                 bsp_semantics: false,
                 ..reference_row(
                     &base,
-                    "plain-burn",
+                    RunKind::PlainBurn,
                     &burn.iteration_us,
                     burn.load_us,
                     burn.eval.accuracy,
@@ -301,6 +349,13 @@ pub fn run_pipeline(
             .join("traces")
             .join(&run.sweep)
             .join(format!("{i:04}"));
+        if trace_dir.exists() {
+            // what an interrupted bench left of this job
+            std::fs::remove_dir_all(&trace_dir).map_err(|source| BenchError::Write {
+                path: trace_dir.clone(),
+                source,
+            })?;
+        }
         let stamp = TraceStamp {
             job_id: format!("{}-{}-{i}", plan.name, run.sweep),
             git_revision: git_revision.to_owned(),
@@ -315,7 +370,10 @@ pub fn run_pipeline(
                             sweep: run.sweep.clone(),
                             message: e.to_string(),
                         })?;
-                    let layout = format!("timely {processes}×{}", plan.workers / processes);
+                    let layout = RunKind::Launched {
+                        processes,
+                        threads: plan.workers / processes,
+                    };
                     (launched.output, layout, launched.recovery_s)
                 }
                 None => {
@@ -332,7 +390,7 @@ pub fn run_pipeline(
                                 sweep: run.sweep.clone(),
                                 source,
                             })?;
-                    (out, "timely".to_owned(), None)
+                    (out, RunKind::Timely, None)
                 }
             };
         let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());
@@ -382,6 +440,9 @@ pub fn run_pipeline(
         }
         progress(&row);
         rows.push(row);
+        let part = resume::part_path(out_dir, i);
+        resume::write_part(out_dir, i, &rows[job_start..])
+            .map_err(|source| BenchError::Results { path: part, source })?;
     }
     Ok(rows)
 }

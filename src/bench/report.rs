@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use std::path::{Path, PathBuf};
 
+use super::kind::RunKind;
 use super::machine::Machine;
 use super::results::BenchRow;
 use super::spec::{PipelineSpec, SweepSpec};
@@ -67,7 +68,7 @@ pub fn readme(
 /// Runs that differ only in their seed.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct GroupKey {
-    kind: String,
+    kind: RunKind,
     policy: String,
     workers: u32,
     probability: u64,
@@ -80,7 +81,7 @@ fn group<'a>(rows: &[&'a BenchRow]) -> BTreeMap<GroupKey, Vec<&'a BenchRow>> {
     for r in rows {
         groups
             .entry(GroupKey {
-                kind: r.kind.clone(),
+                kind: r.kind,
                 policy: r.policy.clone(),
                 workers: r.workers,
                 probability: r.probability.to_bits(),
@@ -97,19 +98,13 @@ fn mean_of(rows: &[&BenchRow], f: impl Fn(&BenchRow) -> f64) -> f64 {
     mean_sd(&rows.iter().map(|r| f(r)).collect::<Vec<_>>()).0
 }
 
-/// Whether a row is a timely run (threads in the bench, or launched
-/// processes: kind `timely N×T`), not a reference loop.
-fn is_timely(kind: &str) -> bool {
-    kind.starts_with("timely")
-}
-
 /// The time per iteration a sweep's rows of `kind` are compared with, for
 /// `workers`: the same kind's runs of the baseline policy, or the timely runs
 /// of the baseline sweep.
 fn baseline(
     sweep: &SweepSpec,
     rows: &[BenchRow],
-    kind: &str,
+    kind: RunKind,
     workers: u32,
 ) -> Option<(String, f64)> {
     let (label, chosen): (String, Vec<&BenchRow>) = if let Some(p) = &sweep.relative_to_policy {
@@ -125,14 +120,14 @@ fn baseline(
             format!("`{name}`"),
             rows.iter()
                 .filter(|r| &r.sweep == name)
-                .filter(|r| is_timely(&r.kind) && r.workers == workers)
+                .filter(|r| r.kind.is_timely() && r.workers == workers)
                 .collect(),
         )
     } else if sweep.reference.is_some() {
         (
             "plain loop".to_owned(),
             rows.iter()
-                .filter(|r| r.sweep == sweep.name && r.kind == "plain")
+                .filter(|r| r.sweep == sweep.name && r.kind == RunKind::Plain)
                 .collect(),
         )
     } else {
@@ -156,7 +151,7 @@ fn mitigation(groups: &BTreeMap<GroupKey, Vec<&BenchRow>>, key: &GroupKey, t: f6
             .map(|g| mean_of(g, |r| r.time_per_iteration_ms))
     };
     let (bsp, ideal) = (of("bsp")?, of("ideal")?);
-    (is_timely(&key.kind) && bsp - ideal > 0.02 * ideal).then(|| 1.0 - (t - ideal) / (bsp - ideal))
+    (key.kind.is_timely() && bsp - ideal > 0.02 * ideal).then(|| 1.0 - (t - ideal) / (bsp - ideal))
 }
 
 /// summary.md: one table per sweep, with ratios where the pipeline asks.
@@ -186,7 +181,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         );
         let label = mine
             .first()
-            .and_then(|r| baseline(sweep, rows, &r.kind, r.workers))
+            .and_then(|r| baseline(sweep, rows, r.kind, r.workers))
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
@@ -202,8 +197,8 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             let (mean, sd) = mean_sd(&t);
             let mitigation = mitigation(&groups, key, mean)
                 .map_or("—".to_owned(), |m| format!("{:.0} %", 100.0 * m));
-            let ratio = baseline(sweep, rows, &key.kind, key.workers)
-                .filter(|_| is_timely(&key.kind) || sweep.relative_to_policy.is_none())
+            let ratio = baseline(sweep, rows, key.kind, key.workers)
+                .filter(|_| key.kind.is_timely() || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
             let vs = |bound: fn(&BenchRow) -> Option<f64>| {
                 let bounds: Vec<f64> = group.iter().copied().filter_map(bound).collect();
@@ -295,19 +290,19 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
 fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf> {
     let mine: Vec<&BenchRow> = rows
         .iter()
-        .filter(|r| r.sweep == sweep.name && is_timely(&r.kind))
+        .filter(|r| r.sweep == sweep.name && r.kind.is_timely())
         .collect();
     let mut by_policy: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut relative = false;
     for r in &mine {
-        let y = match baseline(sweep, rows, &r.kind, r.workers) {
+        let y = match baseline(sweep, rows, r.kind, r.workers) {
             Some((_, b)) => {
                 relative = true;
                 r.time_per_iteration_ms / b
             }
             None => r.time_per_iteration_ms,
         };
-        let label = match r.kind.strip_prefix("timely ") {
+        let label = match r.kind.layout() {
             Some(layout) => format!("{} {layout}", r.policy),
             None => r.policy.clone(),
         };
@@ -348,13 +343,13 @@ pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf>
         }
         let mine: Vec<&BenchRow> = rows
             .iter()
-            .filter(|r| r.sweep == sweep.name && is_timely(&r.kind))
+            .filter(|r| r.sweep == sweep.name && r.kind.is_timely())
             .collect();
         let mut lines: BTreeMap<(String, u32), Vec<(f64, f64)>> = BTreeMap::new();
         let mut relative = false;
         for (key, group) in &group(&mine) {
             let mean = mean_of(group, |r| r.time_per_iteration_ms);
-            let y = match baseline(sweep, rows, &key.kind, key.workers) {
+            let y = match baseline(sweep, rows, key.kind, key.workers) {
                 Some((_, b)) => {
                     relative = true;
                     mean / b

@@ -1,24 +1,29 @@
-//! One row per benchmark run, and the Parquet file that holds them.
+//! One row per benchmark run, and the Parquet file that holds them: written
+//! by [`write_rows`], read back by [`read_rows`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
 };
 use arrow_schema::{Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
+
+use super::kind::RunKind;
 
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BenchRow {
     /// Sweep.
     pub sweep: String,
-    /// "timely" for the dataflow, "plain" for the loop without timely.
-    pub kind: String,
+    /// The dataflow (threads or processes) or a reference loop.
+    pub kind: RunKind,
     /// Job name.
     pub job: String,
     /// Workers.
@@ -111,7 +116,12 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
     };
     let columns: Vec<(&str, ArrayRef)> = vec![
         ("sweep", s(|r| &r.sweep)),
-        ("kind", s(|r| &r.kind)),
+        (
+            "kind",
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.kind.label()),
+            )),
+        ),
         ("job", s(|r| &r.job)),
         (
             "workers",
@@ -193,4 +203,239 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
     writer.close()?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+/// Why a results file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResultsError {
+    /// The file could not be opened.
+    #[error("cannot open {path}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not readable Parquet.
+    #[error("{path} is not readable Parquet")]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// The file is Parquet but not bench results.
+    #[error("{path}: {message}")]
+    Column {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or malformed.
+        message: String,
+    },
+}
+
+/// Reads the rows [`write_rows`] wrote. Columns added to [`BenchRow`] after
+/// a file was written read as their empty value (0, none, false), so the
+/// results of older benches stay readable; the identifying columns (`sweep`,
+/// `kind`, `job`, `workers`, `seed`, `time_per_iteration_ms`) must be there.
+pub fn read_rows(path: &Path) -> Result<Vec<BenchRow>, ResultsError> {
+    let parquet = |source| ResultsError::Parquet {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(|source| ResultsError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(parquet)?
+        .build()
+        .map_err(parquet)?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| parquet(e.into()))?;
+        rows.extend(decode(&batch).map_err(|message| ResultsError::Column {
+            path: path.to_owned(),
+            message,
+        })?);
+    }
+    Ok(rows)
+}
+
+fn column<'a, A: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<Option<&'a A>, String> {
+    match batch.column_by_name(name) {
+        None => Ok(None),
+        Some(c) => c
+            .as_any()
+            .downcast_ref::<A>()
+            .map(Some)
+            .ok_or_else(|| format!("column {name} has type {}", c.data_type())),
+    }
+}
+
+fn required<'a, A: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a A, String> {
+    column(batch, name)?.ok_or_else(|| format!("no column {name}: not bench results"))
+}
+
+fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
+    let string = |name: &str| required::<StringArray>(batch, name);
+    let opt_string = |name: &str| column::<StringArray>(batch, name);
+    let f64s = |name: &str| column::<Float64Array>(batch, name);
+    let u64s = |name: &str| column::<UInt64Array>(batch, name);
+    let u32s = |name: &str| column::<UInt32Array>(batch, name);
+    let bools = |name: &str| column::<BooleanArray>(batch, name);
+    let (sweep, kind, job) = (string("sweep")?, string("kind")?, string("job")?);
+    let (policy, pattern) = (opt_string("policy")?, opt_string("pattern")?);
+    let workers = required::<UInt32Array>(batch, "workers")?;
+    let seed = required::<UInt64Array>(batch, "seed")?;
+    let time = required::<Float64Array>(batch, "time_per_iteration_ms")?;
+    let (delay, probability, alpha) = (f64s("delay_percent")?, f64s("probability")?, f64s("alpha")?);
+    let (pace, iterations) = (u64s("pace_ns_per_row")?, u64s("iterations")?);
+    let (load, median, bound, unit_bound) = (
+        f64s("load_ms")?,
+        f64s("median_iteration_ms")?,
+        f64s("bound_iteration_ms")?,
+        f64s("unit_bound_iteration_ms")?,
+    );
+    let (wait, reassigned, cloned) = (
+        f64s("barrier_wait_s")?,
+        f64s("work_reassigned")?,
+        f64s("work_cloned")?,
+    );
+    let (converged_iteration, converged_s) = (u64s("converged_iteration")?, f64s("converged_s")?);
+    let (accuracy, target, to_target) = (
+        f64s("test_accuracy")?,
+        f64s("target_accuracy")?,
+        f64s("time_to_accuracy_s")?,
+    );
+    let (workload, digest) = (opt_string("workload")?, opt_string("params_sha256")?);
+    let (processes, every, recovery) = (
+        u32s("processes")?,
+        u64s("checkpoint_every")?,
+        f64s("recovery_s")?,
+    );
+    let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
+    fn get<A: Array, T>(a: Option<&A>, i: usize, f: impl Fn(&A, usize) -> T) -> Option<T> {
+        a.filter(|a| a.is_valid(i)).map(|a| f(a, i))
+    }
+    let f = |a: Option<&Float64Array>, i| get(a, i, Float64Array::value);
+    let u = |a: Option<&UInt64Array>, i| get(a, i, UInt64Array::value);
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let label = kind.value(i);
+        let kind = super::kind::RunKind::parse(label)
+            .ok_or_else(|| format!("row {i}: unknown kind '{label}'"))?;
+        rows.push(BenchRow {
+            sweep: sweep.value(i).to_owned(),
+            kind,
+            job: job.value(i).to_owned(),
+            workers: workers.value(i),
+            policy: get(policy, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            pattern: get(pattern, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            delay_percent: f(delay, i).unwrap_or(0.0),
+            probability: f(probability, i).unwrap_or(0.0),
+            alpha: f(alpha, i).unwrap_or(0.0),
+            seed: seed.value(i),
+            pace_ns_per_row: u(pace, i).unwrap_or(0),
+            iterations: u(iterations, i).unwrap_or(0),
+            time_per_iteration_ms: time.value(i),
+            load_ms: f(load, i).unwrap_or(0.0),
+            median_iteration_ms: f(median, i).unwrap_or(0.0),
+            bound_iteration_ms: f(bound, i),
+            unit_bound_iteration_ms: f(unit_bound, i),
+            barrier_wait_s: f(wait, i).unwrap_or(0.0),
+            work_reassigned: f(reassigned, i).unwrap_or(0.0),
+            work_cloned: f(cloned, i).unwrap_or(0.0),
+            converged_iteration: u(converged_iteration, i),
+            converged_s: f(converged_s, i),
+            test_accuracy: f(accuracy, i).unwrap_or(0.0),
+            workload: get(workload, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            target_accuracy: f(target, i),
+            time_to_accuracy_s: f(to_target, i),
+            params_sha256: get(digest, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            digest_matches: get(matches, i, BooleanArray::value).unwrap_or(true),
+            bsp_semantics: get(bsp, i, BooleanArray::value).unwrap_or(false),
+            processes: get(processes, i, UInt32Array::value).unwrap_or(1),
+            checkpoint_every: u(every, i).unwrap_or(0),
+            recovery_s: f(recovery, i),
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seed: u64, kind: RunKind) -> BenchRow {
+        BenchRow {
+            sweep: "s".into(),
+            kind,
+            job: "j".into(),
+            workers: 4,
+            policy: "bsp".into(),
+            pattern: "slow-worker".into(),
+            delay_percent: 400.0,
+            probability: 0.1,
+            alpha: 0.0,
+            seed,
+            pace_ns_per_row: 0,
+            iterations: 10,
+            time_per_iteration_ms: 1.0 / 3.0 + seed as f64,
+            load_ms: 2.5,
+            median_iteration_ms: f64::NAN,
+            bound_iteration_ms: Some(0.1),
+            unit_bound_iteration_ms: None,
+            barrier_wait_s: 0.01,
+            work_reassigned: 0.0,
+            work_cloned: 0.0,
+            converged_iteration: Some(7),
+            converged_s: None,
+            test_accuracy: 0.8,
+            workload: "logistic".into(),
+            target_accuracy: None,
+            time_to_accuracy_s: Some(1e-300),
+            params_sha256: "ab".into(),
+            digest_matches: true,
+            bsp_semantics: true,
+            processes: 1,
+            checkpoint_every: 0,
+            recovery_s: None,
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_bit_for_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.parquet");
+        let rows = vec![
+            row(1, RunKind::Timely),
+            row(
+                2,
+                RunKind::Launched {
+                    processes: 2,
+                    threads: 2,
+                },
+            ),
+            row(3, RunKind::Plain),
+        ];
+        write_rows(&path, &rows).unwrap();
+        let back = read_rows(&path).unwrap();
+        assert_eq!(back.len(), 3);
+        for (a, b) in rows.iter().zip(&back) {
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        }
+    }
+
+    #[test]
+    fn other_parquet_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.parquet");
+        std::fs::write(&path, b"not parquet").unwrap();
+        let e = read_rows(&path).unwrap_err().to_string();
+        assert!(e.contains("x.parquet is not readable Parquet"), "{e}");
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod compare;
 pub mod completions;
 pub mod data;
 pub mod import;
@@ -11,6 +12,7 @@ pub mod output;
 pub mod predictor;
 pub mod report;
 pub mod run;
+pub mod runs;
 pub mod trace;
 pub mod whatif;
 
@@ -90,6 +92,14 @@ pub enum Command {
     /// Traces: synthesise one from an injection pattern.
     #[command(subcommand)]
     Trace(trace::TraceCommand),
+    /// List the runs under a directory (default runs/) and the rows of bench
+    /// results: job, workload, policy, pattern, W, iterations, time,
+    /// accuracy, digest, date; crashed or unfinished runs are marked.
+    Runs(runs::RunsArgs),
+    /// Put runs side by side: their summary fields as a table, their loss,
+    /// accuracy and iteration-time curves overlaid on one page; warns when
+    /// they come from different machines or git revisions.
+    Compare(compare::CompareArgs),
     /// Print shell completions (bash, elvish, fish, powershell, zsh) on stdout.
     Completions(completions::CompletionsArgs),
 }
@@ -106,6 +116,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Whatif(args) => whatif::run(args, &cli.global),
         Command::Report(args) => report::run(args, &cli.global),
         Command::Trace(command) => trace::run(command, &cli.global),
+        Command::Runs(args) => runs::run(args, &cli.global),
+        Command::Compare(args) => compare::run(args, &cli.global),
         Command::Completions(args) => completions::run(&args, &cli.global),
     }
 }

@@ -1,5 +1,6 @@
 //! `forestall report DIR`: one self-contained `report.html` and its twin
-//! `report.md` for a run, a bench or an analysed trace.
+//! `report.md` for a run, a bench or an analysed trace, with each trace's
+//! loss, accuracy and iteration-time curves.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ use super::output::print_stdout;
 use super::GlobalArgs;
 use crate::analyze::find_traces;
 use crate::fsutil::write_atomic;
+use crate::report::curves::RunCurves;
 use crate::report::html::{heatmap, render, TraceSection};
 use crate::report::json;
 
@@ -59,11 +61,14 @@ pub fn run(args: ReportArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             .enumerate()
             .filter_map(|(i, l)| l.map(|w| (i as u64, w)))
             .collect();
+        let curves = RunCurves::read(dir)
+            .with_context(|| format!("cannot read the iterations of {}", dir.display()))?;
         sections.push(TraceSection {
             analysis,
             heatmap: grid,
             bin,
             laggards,
+            curves,
         });
     }
     let title = format!("forestall report: {}", args.dir.display());

@@ -1,10 +1,13 @@
 //! One self-contained page (and the same content in Markdown) for a run, a
-//! bench or an analysed trace: the summary table, a worker × iteration heatmap
-//! of time per unit, the laggard timeline, and a bench's policy comparison.
+//! bench or an analysed trace: the summary table, the loss, accuracy and
+//! iteration-time curves, a worker × iteration heatmap of time per unit, the
+//! laggard timeline, and a bench's policy comparison.
 //! Plots are inline SVG drawn with plotters; the page loads nothing else.
 
 use plotters::prelude::*;
 
+use super::curves::{curve_svg, Curve, RunCurves};
+use super::plot::Series;
 use crate::analyze::{Analysis, Observed, MISSING};
 
 /// Most worker rows and iteration columns a heatmap draws; larger traces are
@@ -23,6 +26,8 @@ pub struct TraceSection {
     pub bin: (usize, usize),
     /// (iteration's position in the trace, laggard) of each iteration with one.
     pub laggards: Vec<(u64, u32)>,
+    /// Its loss, accuracy and iteration-time curves.
+    pub curves: RunCurves,
 }
 
 /// Busy time of every (worker, iteration), binned, as a ratio to each
@@ -271,6 +276,35 @@ pub fn trace_summary(a: &Analysis) -> String {
     )
 }
 
+/// The curves in Markdown: first and last value of each, and the best
+/// accuracy.
+pub fn curves_md(c: &RunCurves) -> String {
+    if c.is_empty() {
+        return String::new();
+    }
+    let ends = |p: &[(f64, f64)], digits: usize| match (p.first(), p.last()) {
+        (Some(a), Some(b)) => format!(
+            "{:.digits$} at iteration {} → {:.digits$} at iteration {}",
+            a.1, a.0, b.1, b.0
+        ),
+        _ => "—".to_owned(),
+    };
+    let best = c
+        .accuracy
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or("—".to_owned(), |(i, a)| format!("{a:.4} at iteration {i}"));
+    let times: Vec<f64> = c.iteration_ms.iter().map(|p| p.1).collect();
+    let [median, p95] = super::summary::quantiles(&times, [0.5, 0.95]);
+    format!(
+        "\n| curve | values |\n|---|---|\n| training loss | {} |\n| test accuracy | {} (best {best}) |\n| iteration time ms | median {median:.2}, p95 {p95:.2} over {} iterations |\n",
+        ends(&c.loss, 4),
+        ends(&c.accuracy, 4),
+        times.len()
+    )
+}
+
 /// The page and its Markdown twin.
 pub fn render(
     title: &str,
@@ -300,10 +334,32 @@ pub fn render(
         md.push_str(&trace_summary(a));
         md.push('\n');
         md.push_str(&worker_table(a));
-        md.push_str("\n(The page report.html holds the heatmap and the laggard timeline.)\n\n");
+        md.push_str(&curves_md(&s.curves));
+        md.push_str(
+            "\n(The page report.html holds the curves, the heatmap and the laggard timeline.)\n\n",
+        );
         html.push_str(&format!("<section><h2>Trace {}</h2>\n", escape(&a.trace)));
         html.push_str(&markdown_to_html(&trace_summary(a)));
         html.push_str(&markdown_to_html(&worker_table(a)));
+        for curve in Curve::ALL {
+            let points = curve.of(&s.curves);
+            if points.is_empty() {
+                continue;
+            }
+            let series = [Series {
+                label: a.trace.clone(),
+                points: points.to_vec(),
+            }];
+            let id = if k == 0 {
+                curve.id().to_owned()
+            } else {
+                format!("{}-{k}", curve.id())
+            };
+            html.push_str(&format!(
+                "<div class=\"curve\" id=\"{id}\">{}</div>\n",
+                curve_svg(curve, &series)?
+            ));
+        }
         let id = if k == 0 {
             "heatmap".to_owned()
         } else {

@@ -188,3 +188,223 @@ fn every_shipped_pipeline_plans() {
     }
     assert!(planned > 0, "no pipeline planned");
 }
+
+/// A small pipeline of the tiny job: two policies × `seeds`, 6 iterations.
+fn write_small_pipeline(dir: &Path, name: &str, seeds: &str) {
+    write_pipeline_of(dir, name, seeds, 6);
+}
+
+fn write_pipeline_of(dir: &Path, name: &str, seeds: &str, iterations: u64) {
+    write_job(dir);
+    std::fs::write(
+        dir.join(format!("{name}.toml")),
+        format!(
+            "[bench]\nname = \"{name}\"\n[[sweep]]\nname = \"sw\"\njob = \"job.toml\"\npattern = \"slow-worker\"\nprobability = [0.5]\ndelay_percent = [100]\npolicies = [\"bsp\", \"rapid-reassign\"]\nseeds = {seeds}\npace_ns_per_row = 2000\niterations = {iterations}\n"
+        ),
+    )
+    .expect("write pipeline");
+}
+
+fn rows_of(path: &Path) -> Vec<forestall::bench::BenchRow> {
+    forestall::bench::results::read_rows(path).expect("readable results")
+}
+
+#[test]
+fn an_interrupted_bench_resumes_and_ends_as_an_uninterrupted_one() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1, 2]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "whole"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = rows_of(&dir.join("whole/raw.parquet"));
+    assert_eq!(whole.len(), 4);
+    assert!(dir.join("whole/bench.json").is_file());
+
+    // Interrupted after two jobs: the results of the other two, the final
+    // table and the plots were never written.
+    let cut = dir.join("cut");
+    std::fs::create_dir_all(cut.join("parts")).expect("mkdir");
+    for f in ["README.md", "bench.json", "parts/0000.parquet", "parts/0001.parquet"] {
+        std::fs::copy(dir.join("whole").join(f), cut.join(f)).expect("copy");
+    }
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("2 of 4 jobs complete, running the rest"), "{err}");
+    let resumed = rows_of(&cut.join("raw.parquet"));
+    assert_eq!(resumed.len(), whole.len());
+    for (i, (a, b)) in whole.iter().zip(&resumed).enumerate() {
+        if i < 2 {
+            // not run again: the very rows the first bench measured
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "job {i}");
+        } else {
+            // run again: the same run, measured anew
+            assert_eq!(
+                (&a.sweep, a.kind, &a.policy, a.workers, a.seed),
+                (&b.sweep, b.kind, &b.policy, b.workers, b.seed)
+            );
+            assert_eq!(a.params_sha256, b.params_sha256, "job {i}");
+            assert_eq!(a.test_accuracy, b.test_accuracy, "job {i}");
+            assert_eq!(a.digest_matches, b.digest_matches, "job {i}");
+        }
+    }
+    assert!(cut.join("summary.md").is_file());
+    // run again when finished: nothing is computed, the results stay
+    let before = std::fs::read(cut.join("parts/0003.parquet")).expect("part");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4 of 4 jobs complete"));
+    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+
+    // the same directory with other runs (other seeds): refused, untouched
+    write_small_pipeline(dir, "small", "[1, 2, 3]");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds a bench 'small' of other runs (4 jobs") && err.contains("choose another --out"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+}
+
+#[test]
+fn a_killed_bench_resumes_from_its_finished_jobs() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    // long enough jobs (40 iterations) that the kill comes before the end
+    write_pipeline_of(dir, "small", "[1, 2, 3]", 40);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(["-q", "bench", "small.toml", "--out", "res"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bench starts");
+    let first = dir.join("res/parts/0000.parquet");
+    let start = std::time::Instant::now();
+    while !first.exists() && start.elapsed() < std::time::Duration::from_secs(120) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(first.exists(), "the first job's results are written as it finishes");
+    assert!(!dir.join("res/raw.parquet").exists(), "killed before the end");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "res"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("resuming"), "{err}");
+    let rows = rows_of(&dir.join("res/raw.parquet"));
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r.digest_matches));
+}
+
+#[test]
+fn a_bench_against_its_baseline_flags_rows_beyond_the_seed_spread() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1, 2]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "before"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = forestall(
+        dir,
+        &["--json", "bench", "small.toml", "--out", "after", "--baseline", "before"],
+    );
+    // exit 1 only when a row regressed; the machine is shared, so either
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let compared: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "baseline")
+        .map(|l| &l["data"])
+        .collect();
+    assert_eq!(compared.len(), 2 * 2, "two rows (policies), two measures each");
+    let mut regressed = false;
+    for m in &compared {
+        let (mean, base, allowed) = (
+            m["mean"].as_f64().expect("mean"),
+            m["baseline_mean"].as_f64().expect("baseline"),
+            m["allowed"].as_f64().expect("allowed"),
+        );
+        assert_eq!(m["seeds"], serde_json::json!([2, 2]));
+        let verdict = m["verdict"].as_str().expect("verdict");
+        assert_eq!(verdict == "within", (mean - base).abs() <= allowed, "{m}");
+        if m["measure"] == "test_accuracy" {
+            assert_eq!(verdict, "within", "the same seeds train the same model");
+            assert_eq!(mean, base);
+        } else {
+            assert!(allowed >= 0.02 * base - 1e-12, "the floor: {m}");
+        }
+        regressed |= verdict == "regressed";
+    }
+    assert_eq!(o.status.code(), Some(if regressed { 1 } else { 0 }), "{err}");
+    assert!(dir.join("after/baseline.md").is_file());
+    assert!(!err.contains("another machine"), "same machine: {err}");
+
+    // another machine and revision recorded in the baseline: warned about
+    let manifest = dir.join("before/bench.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("bench.json")).expect("json");
+    v["machine"]["cpu"] = "Imaginary CPU 9000".into();
+    v["git_revision"] = "0123456789ab".into();
+    std::fs::write(&manifest, v.to_string()).expect("write");
+    let o = forestall(dir, &["bench", "small.toml", "--out", "again", "--baseline", "before"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ran on another machine (CPU Imaginary CPU 9000"),
+        "{err}"
+    );
+    assert!(err.contains("comes from git revision 0123456789ab"), "{err}");
+
+    // a baseline of another pipeline, or no bench at all: refused before
+    // anything runs
+    write_small_pipeline(dir, "other", "[1]");
+    std::fs::create_dir_all(dir.join("plain-dir")).expect("mkdir");
+    for (baseline, pipeline, needle) in [
+        ("before", "other.toml", "--baseline before: results of the bench 'small', not of 'other'"),
+        ("plain-dir", "small.toml", "--baseline plain-dir: not a bench results directory"),
+        ("nowhere", "small.toml", "--baseline nowhere: not a directory"),
+    ] {
+        let o = forestall(dir, &["bench", pipeline, "--out", "refused", "--baseline", baseline]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{needle:?} in {err}");
+        assert!(!dir.join("refused").exists(), "nothing written");
+    }
+}
+
+#[test]
+fn runs_lists_the_rows_of_a_bench() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "small", "[1]");
+    let o = forestall(dir, &["-q", "bench", "small.toml", "--out", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = forestall(dir, &["--json", "runs", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = crate::common::json_data(&o.stdout);
+    assert_eq!(data.len(), 2, "one entry per row");
+    for v in &data {
+        assert_eq!(v["bench"], "small");
+        assert_eq!(v["sweep"], "sw");
+        assert_eq!(v["state"], "complete");
+        assert_eq!(v["iterations"], 6);
+    }
+    // unfinished: its rows so far, and the bench marked incomplete
+    std::fs::remove_file(dir.join("res/raw.parquet")).expect("rm");
+    std::fs::remove_file(dir.join("res/parts/0001.parquet")).expect("rm");
+    let o = forestall(dir, &["--json", "runs", "res"]);
+    let data = crate::common::json_data(&o.stdout);
+    assert_eq!(data.len(), 2);
+    assert_eq!(data[1]["state"], "incomplete");
+    assert!(
+        data[1]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("1 of 2 jobs complete")),
+        "{data:?}"
+    );
+}

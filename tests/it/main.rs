@@ -17,6 +17,7 @@ mod predictor;
 mod proactive;
 mod report;
 mod resume;
+mod runs;
 mod trace;
 mod training;
 mod usage;
