@@ -1,5 +1,6 @@
 //! A whole trace replayed under one policy: the predictive policies'
-//! predictor learns online from the replayed iterations, as in a run.
+//! predictor learns online from the replayed iterations, and they decide
+//! before each one with [`crate::policy::decide`], as in a run.
 
 use std::borrow::Cow;
 
@@ -8,10 +9,9 @@ use serde::Serialize;
 use super::lanes::{replay_iteration_with, Scratch};
 use super::source::Timings;
 use super::{replay_agents, Clock, IterationTimings, Planned, WhatIfError};
-use crate::policy::proactive::within_budget;
-use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
+use crate::policy::boundary::Action;
+use crate::policy::{decide, ControlKind, Known, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
-use crate::predict::DEFAULT_STRAGGLER_THRESHOLD;
 
 /// What a policy's replay came to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -75,48 +75,15 @@ fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f6
     crate::run::bound::fluid_and_whole(rows as f64, units, &speeds)
 }
 
-/// Moves the plan's units before the iteration: from the end of each giver's
-/// list to the end of its receiver's, at the receiver's speed. Returns the
-/// units moved.
-fn apply_plan(
-    t: &mut Planned<'_>,
-    history: &OnlineHistory,
-    predictor: &OnlinePredictor,
-    config: &crate::policy::ProactiveConfig,
-) -> u64 {
-    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
-    let own: Vec<u32> = (0..t.workers()).map(|w| t.own(w).len() as u32).collect();
-    plan_moves(&own, &predicted, config)
-        .into_iter()
-        .map(|m| u64::from(t.move_units(m.from as usize, m.to as usize, m.count)))
-        .sum()
-}
-
-/// The clones a `proactive-clone` plan sends as the iteration begins: the
-/// plan's moves within the budget, as `Clone` messages.
-fn clone_plan(
-    t: &IterationTimings,
-    history: &OnlineHistory,
-    predictor: &OnlinePredictor,
-    config: &crate::policy::ProactiveConfig,
-    budget: f64,
-) -> Vec<(u32, u32, ControlKind)> {
-    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
-    let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
-    let total: u32 = own.iter().sum();
-    let moves = plan_moves(&own, &predicted, config);
-    within_budget(&moves, (f64::from(total) * budget).floor() as u32)
-        .into_iter()
-        .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
-        .collect()
-}
-
 /// What every range of a replay shares.
 struct Setup<'a> {
     timings: &'a Timings,
     workers: u32,
-    plan: Option<(&'a crate::policy::ProactiveConfig, &'a OnlinePredictor)>,
-    clones: Option<f64>,
+    policy: &'a PolicyPlan,
+    /// The predictor of a policy that plans.
+    plan: Option<&'a OnlinePredictor>,
+    /// Whether the plan's moves are clones.
+    clones: bool,
     latency_us: u64,
 }
 
@@ -141,9 +108,9 @@ impl Setup<'_> {
         alone: bool,
     ) -> Partial {
         let workers = self.workers;
-        let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
+        let peerless = agents.iter().all(Option::is_none) && !self.clones;
         let mut history = match self.plan {
-            Some((_, predictor)) => OnlineHistory::new(workers).judged_for(predictor),
+            Some(predictor) => OnlineHistory::new(workers).judged_for(predictor),
             None => OnlineHistory::new(workers),
         };
         // Alone on the machine, a range splits large iterations between two
@@ -158,6 +125,8 @@ impl Setup<'_> {
         // the range starts at the first iteration and runs on from there.
         let clock = self.timings.clock();
         let mut clock_us = clock.map_or(0, Clock::start_us);
+        // Iterations replayed, as the history numbers them.
+        let mut replayed = 0u64;
         for i in range {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
             let t = &*recorded;
@@ -172,19 +141,35 @@ impl Setup<'_> {
             out.bounds.push(bound + t.overhead_us as f64);
             out.unit_bounds.push(unit_bound + t.overhead_us as f64);
             let mut sends = Vec::new();
-            if let Some((config, predictor)) = self.plan {
-                match self.clones {
-                    None => out.planned += apply_plan(&mut lists, &history, predictor, config),
-                    Some(budget) => {
-                        sends = clone_plan(t, &history, predictor, config, budget);
-                        out.planned += sends
-                            .iter()
-                            .map(|s| match s.2 {
-                                ControlKind::Clone { count } => u64::from(count),
-                                _ => 0,
-                            })
-                            .sum::<u64>();
+            if let Some(predictor) = self.plan {
+                let own: Vec<u32> = (0..lists.workers())
+                    .map(|w| lists.own(w).len() as u32)
+                    .collect();
+                let known = Known {
+                    history: &history,
+                    predictor,
+                    iteration: replayed,
+                    own: &own,
+                };
+                match decide(self.policy, &known).action {
+                    // Before the iteration: from the end of each giver's
+                    // list to the end of its receiver's, at the receiver's
+                    // speed.
+                    Action::Move(moves) => {
+                        for m in moves {
+                            let moved = lists.move_units(m.from as usize, m.to as usize, m.count);
+                            out.planned += u64::from(moved);
+                        }
                     }
+                    // Sent as the iteration begins.
+                    Action::Clone(moves) => {
+                        out.planned += moves.iter().map(|m| u64::from(m.count)).sum::<u64>();
+                        sends = moves
+                            .into_iter()
+                            .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
+                            .collect();
+                    }
+                    Action::Keep | Action::Substitute { .. } => {}
                 }
             }
             let (makespan, finish, units) = if peerless && clock.is_none() {
@@ -215,6 +200,7 @@ impl Setup<'_> {
             };
             out.per_iteration.push((makespan + t.overhead_us) as f64);
             clock_us += makespan + t.overhead_us;
+            replayed += 1;
             if self.plan.is_some() {
                 let timings: Vec<Timing> = units
                     .iter()
@@ -259,7 +245,7 @@ pub fn replay_policy_on(
     }
     let workers = timings.workers() as u32;
     let plan = match (policy.proactive(), predictor) {
-        (Some(config), Some(p)) => Some((config, p)),
+        (Some(_), Some(p)) => Some(p),
         (Some(_), None) => return Err(WhatIfError::NoPredictor(policy.as_str())),
         _ => None,
     };
@@ -274,13 +260,11 @@ pub fn replay_policy_on(
             other => replay_agents(other, workers),
         }
     };
-    let clones = match policy {
-        PolicyPlan::ProactiveClone { budget, .. } => Some(*budget),
-        _ => None,
-    };
+    let clones = matches!(policy, PolicyPlan::ProactiveClone { .. });
     let setup = Setup {
         timings,
         workers,
+        policy,
         plan,
         clones,
         latency_us,
