@@ -19,10 +19,12 @@
 //! | `ideal` | — | the same job with injection off: the yardstick |
 //!
 //! The predictive policies decide at an iteration's start in one function,
-//! [`boundary::decide`], which the run and the what-if replay both call.
+//! [`boundary::decide`], which the run and the what-if replay both call; a
+//! worker gives, clones and cancels units as [`handover`] says, in both.
 
 pub mod boundary;
 pub mod broker;
+pub mod handover;
 pub mod proactive;
 pub mod reassign;
 pub mod speculate;

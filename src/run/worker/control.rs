@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::epoch::{Epoch, Given};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
+use crate::policy::handover::{self, Cancelled};
 use crate::policy::ControlKind;
 use crate::predict::Timing;
 use crate::run::holdings::Holdings;
@@ -181,26 +182,19 @@ impl ComputeState {
                 }
             }
             ControlKind::Done => {
-                // A peer finished these first: skip our copies.
+                // A peer finished these first: skip our copies. Unit keys
+                // repeat every iteration: a notice about an earlier one
+                // touches only that iteration's copies.
                 for key in &message.units {
-                    let before = epoch.own.len() + epoch.given_to_me.len();
-                    // Unit keys repeat every iteration: a notice about an
-                    // earlier one never touches this iteration's own units.
-                    if !older {
-                        epoch.own.retain(|u| u.key != *key);
-                    }
-                    let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
-                    epoch.given_to_me.retain(|g| {
-                        !(g.rows.key == *key
-                            && g.action == UnitAction::Clone
-                            && g.from == message.from
-                            && g.iteration == message.iteration)
-                    });
-                    let skipped = epoch.own.len() + epoch.given_to_me.len() < before;
-                    if skipped {
+                    let mut lists = Lists {
+                        epoch: &mut *epoch,
+                        iteration: message.iteration,
+                    };
+                    let cancelled = handover::done(&mut lists, message.from, *key);
+                    if cancelled != Cancelled::Nothing {
                         epoch.units_cancelled += 1;
                     }
-                    if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
+                    if cancelled == Cancelled::Own {
                         if let Some(agent) = agent.as_mut() {
                             epoch.observe(agent, self.cx.now_us());
                             let out = agent.on_own_unit_done(epoch.unit_us());
@@ -283,7 +277,8 @@ pub(super) fn send_done(
 
 /// Sends the agent's messages. An `Assign` takes its units from the end of the
 /// worker's own list first, so they are no longer this worker's to compute; a
-/// `Clone` names units from the end that are not cloned yet and keeps them.
+/// `Clone` names units from the end that are not cloned yet, last first, and
+/// keeps them (see [`crate::policy::handover`]).
 ///
 /// Units go with their rows unless the receiver is a settled holder of them.
 pub(super) fn send_all(
@@ -294,38 +289,27 @@ pub(super) fn send_all(
     emit: &mut Emit<'_>,
 ) {
     for (to, kind) in out {
-        let units: Vec<UnitRows> = match kind {
+        let iteration = epoch.iteration;
+        let mut lists = Lists {
+            epoch: &mut *epoch,
+            iteration,
+        };
+        let mut units: Vec<UnitRows> = Vec::new();
+        let handed = match kind {
             ControlKind::Assign { count } | ControlKind::Planned { count } => {
-                let mut taken: Vec<UnitRows> =
-                    (0..count).filter_map(|_| epoch.own.pop_back()).collect();
-                taken.reverse();
-                epoch.units_given += taken.len() as u32;
-                if taken.is_empty() {
-                    continue;
-                }
-                taken
+                Some(handover::give(&mut lists, count, &mut units))
             }
             ControlKind::Clone { count } => {
-                let mut picked: Vec<UnitRows> = epoch
-                    .own
-                    .iter()
-                    .rev()
-                    .filter(|u| !epoch.cloned_out.contains_key(&u.key))
-                    .take(count as usize)
-                    .cloned()
-                    .collect();
-                picked.reverse();
-                for u in &picked {
-                    epoch.cloned_out.insert(u.key, to);
-                }
-                epoch.units_given += picked.len() as u32;
-                if picked.is_empty() {
-                    continue;
-                }
-                picked
+                Some(handover::clone_out(&mut lists, to, count, &mut units))
             }
-            _ => Vec::new(),
+            _ => None,
         };
+        if let Some(handed) = handed {
+            epoch.units_given += handed as u32;
+            if handed == 0 {
+                continue;
+            }
+        }
         let rows = units
             .iter()
             .filter(|u| !holdings.settled_holder(u.key.partition, to))
@@ -341,5 +325,77 @@ pub(super) fn send_all(
         };
         epoch.control.count(&message);
         (emit.control)(&epoch.caps.control, message);
+    }
+}
+
+/// An iteration's lists as a message of `iteration` sees them: a message
+/// about an earlier iteration reaches only the copies of that iteration
+/// (unit keys repeat every iteration).
+struct Lists<'a> {
+    epoch: &'a mut Epoch,
+    iteration: u64,
+}
+
+impl Lists<'_> {
+    fn current(&self) -> bool {
+        self.iteration == self.epoch.iteration
+    }
+}
+
+impl handover::Lists for Lists<'_> {
+    type Unit = UnitRows;
+
+    fn key(unit: &UnitRows) -> UnitKey {
+        unit.key
+    }
+
+    fn own(&self) -> impl DoubleEndedIterator<Item = &UnitRows> {
+        let own = if self.current() { 0.. } else { self.epoch.own.len().. };
+        self.epoch.own.range(own)
+    }
+
+    fn pop_own(&mut self) -> Option<UnitRows> {
+        if !self.current() {
+            return None;
+        }
+        self.epoch.own.pop_back()
+    }
+
+    fn cloned_to(&self, key: UnitKey) -> Option<u32> {
+        if !self.current() {
+            return None;
+        }
+        self.epoch.cloned_out.get(&key).copied()
+    }
+
+    fn set_cloned(&mut self, key: UnitKey, to: Option<u32>) {
+        if !self.current() {
+            return;
+        }
+        match to {
+            Some(to) => self.epoch.cloned_out.insert(key, to),
+            None => self.epoch.cloned_out.remove(&key),
+        };
+    }
+
+    fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool {
+        let iteration = self.iteration;
+        let before = self.epoch.given_to_me.len();
+        self.epoch.given_to_me.retain(|g| {
+            !(g.rows.key == key
+                && g.action == UnitAction::Clone
+                && g.from == from
+                && g.iteration == iteration)
+        });
+        self.epoch.given_to_me.len() < before
+    }
+
+    fn skip_own(&mut self, key: UnitKey) -> bool {
+        if !self.current() {
+            return false;
+        }
+        let before = self.epoch.own.len();
+        self.epoch.own.retain(|u| u.key != key);
+        self.epoch.own.len() < before
     }
 }
