@@ -145,7 +145,11 @@ mod tests {
             let timings: Vec<Timing> = (0..4)
                 .map(|w| Timing {
                     units: 20,
-                    busy_us: if w == 3 && slow_in(i) { 2000 * slow } else { 2000 },
+                    busy_us: if w == 3 && slow_in(i) {
+                        2000 * slow
+                    } else {
+                        2000
+                    },
                 })
                 .collect();
             h.record_next(&timings);

@@ -195,7 +195,13 @@ mod tests {
     fn done_drops_a_copy_or_skips_an_own_unit_cloned_to_the_sender() {
         let mut l = lists(4);
         clone_out(&mut l, 1, 2, &mut Vec::new());
-        l.copies.push((UnitKey { partition: 7, unit: 0 }, 2));
+        l.copies.push((
+            UnitKey {
+                partition: 7,
+                unit: 0,
+            },
+            2,
+        ));
         // Peer 1 finished its copy of unit 3 first.
         assert_eq!(done(&mut l, 1, unit(3)), Cancelled::Own);
         assert_eq!(units(&l.own), [0, 1, 2]);
@@ -208,7 +214,10 @@ mod tests {
         assert_eq!(done(&mut l, 1, unit(2)), Cancelled::Nothing);
         assert_eq!(l.cloned_to(unit(2)), None);
         // Peer 2's unit, cloned here, finished there first.
-        let theirs = UnitKey { partition: 7, unit: 0 };
+        let theirs = UnitKey {
+            partition: 7,
+            unit: 0,
+        };
         assert_eq!(done(&mut l, 2, theirs), Cancelled::Copy);
         assert_eq!(done(&mut l, 2, theirs), Cancelled::Nothing);
     }

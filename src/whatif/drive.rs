@@ -99,6 +99,23 @@ struct Partial {
     wasted: u64,
 }
 
+impl Partial {
+    /// The ranges' outcomes `parts`, in order, as one.
+    fn joined(parts: Vec<Partial>) -> Partial {
+        let mut all = Partial::default();
+        for p in parts {
+            all.per_iteration.extend(p.per_iteration);
+            all.bounds.extend(p.bounds);
+            all.unit_bounds.extend(p.unit_bounds);
+            all.moved += p.moved;
+            all.planned += p.planned;
+            all.messages += p.messages;
+            all.wasted += p.wasted;
+        }
+        all
+    }
+}
+
 impl Setup<'_> {
     /// Replays iterations `range` in order with `agents`.
     fn replay_range(
@@ -140,38 +157,12 @@ impl Setup<'_> {
             };
             out.bounds.push(bound + t.overhead_us as f64);
             out.unit_bounds.push(unit_bound + t.overhead_us as f64);
-            let mut sends = Vec::new();
-            if let Some(predictor) = self.plan {
-                let own: Vec<u32> = (0..lists.workers())
-                    .map(|w| lists.own(w).len() as u32)
-                    .collect();
-                let known = Known {
-                    history: &history,
-                    predictor,
-                    iteration: replayed,
-                    own: &own,
-                };
-                match decide(self.policy, &known).action {
-                    // Before the iteration: from the end of each giver's
-                    // list to the end of its receiver's, at the receiver's
-                    // speed.
-                    Action::Move(moves) => {
-                        for m in moves {
-                            let moved = lists.move_units(m.from as usize, m.to as usize, m.count);
-                            out.planned += u64::from(moved);
-                        }
-                    }
-                    // Sent as the iteration begins.
-                    Action::Clone(moves) => {
-                        out.planned += moves.iter().map(|m| u64::from(m.count)).sum::<u64>();
-                        sends = moves
-                            .into_iter()
-                            .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
-                            .collect();
-                    }
-                    Action::Keep | Action::Substitute { .. } => {}
+            let sends = match self.plan {
+                Some(predictor) => {
+                    self.plan_iteration(&mut lists, &history, predictor, replayed, &mut out)
                 }
-            }
+                None => Vec::new(),
+            };
             let (makespan, finish, units) = if peerless && clock.is_none() {
                 // Nobody hands work over: each worker computes its own list.
                 let finish: Vec<u64> = (0..lists.workers())
@@ -211,6 +202,107 @@ impl Setup<'_> {
             }
         }
         out
+    }
+
+    /// Replays every iteration on `threads` threads (`None`: one per core,
+    /// up to 8), each range of iterations with agents from `make_agents`;
+    /// returns the ranges' outcomes in order.
+    fn replay_all(
+        &self,
+        threads: Option<usize>,
+        make_agents: &dyn Fn() -> Result<Vec<Option<PeerAgent>>, WhatIfError>,
+    ) -> Result<Vec<Partial>, WhatIfError> {
+        let timings = self.timings;
+        // Without a plan, an iteration's replay does not depend on the ones
+        // before it (each begins every agent afresh and ends with every message
+        // delivered): contiguous ranges replay on separate threads, each with its
+        // own agents, and are joined in order, so the outcome is the same.
+        // One thread asked for: no lanes either.
+        let split = threads.is_none_or(|n| n > 1);
+        // A plan learns from the iterations before, and slowdowns that follow
+        // the clock meet each iteration when the ones before have ended: one
+        // range, in order.
+        let sequential = self.plan.is_some() || timings.clock().is_some();
+        let threads = match (sequential, threads) {
+            (true, _) => 1,
+            (false, Some(n)) => n.max(1),
+            (false, None) if timings.len() >= 64 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(8),
+            (false, None) => 1,
+        };
+        let len = timings.len();
+        if threads <= 1 {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            return Ok(vec![self.replay_range(
+                0..len,
+                make_agents()?,
+                cores > 1 && split,
+            )]);
+        }
+        let chunk = len.div_ceil(threads);
+        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
+            .map(|k| k * chunk..((k + 1) * chunk).min(len))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let agents = ranges
+            .iter()
+            .map(|_| make_agents())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = ranges
+                .into_iter()
+                .zip(agents)
+                .map(|(range, agents)| scope.spawn(move || self.replay_range(range, agents, false)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a replay thread does not panic"))
+                .collect()
+        }))
+    }
+
+    /// The policy's decision before an iteration of `lists`, the
+    /// `replayed`-th, from `history`: moves are made on `lists`, clones
+    /// returned as the messages that leave as the iteration begins. Counts
+    /// the units planned in `out`.
+    fn plan_iteration(
+        &self,
+        lists: &mut Planned<'_>,
+        history: &OnlineHistory,
+        predictor: &OnlinePredictor,
+        replayed: u64,
+        out: &mut Partial,
+    ) -> Vec<(u32, u32, ControlKind)> {
+        let own: Vec<u32> = (0..lists.workers())
+            .map(|w| lists.own(w).len() as u32)
+            .collect();
+        let known = Known {
+            history,
+            predictor,
+            iteration: replayed,
+            own: &own,
+        };
+        match decide(self.policy, &known).action {
+            // Before the iteration: from the end of each giver's list to the
+            // end of its receiver's, at the receiver's speed.
+            Action::Move(moves) => {
+                for m in moves {
+                    let moved = lists.move_units(m.from as usize, m.to as usize, m.count);
+                    out.planned += u64::from(moved);
+                }
+                Vec::new()
+            }
+            // Sent as the iteration begins.
+            Action::Clone(moves) => {
+                out.planned += moves.iter().map(|m| u64::from(m.count)).sum::<u64>();
+                moves
+                    .into_iter()
+                    .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
+                    .collect()
+            }
+            Action::Keep | Action::Substitute { .. } => Vec::new(),
+        }
     }
 }
 
@@ -269,63 +361,7 @@ pub fn replay_policy_on(
         clones,
         latency_us,
     };
-    // Without a plan, an iteration's replay does not depend on the ones
-    // before it (each begins every agent afresh and ends with every message
-    // delivered): contiguous ranges replay on separate threads, each with its
-    // own agents, and are joined in order, so the outcome is the same.
-    // One thread asked for: no lanes either.
-    let split = threads.is_none_or(|n| n > 1);
-    // A plan learns from the iterations before, and slowdowns that follow
-    // the clock meet each iteration when the ones before have ended: one
-    // range, in order.
-    let sequential = plan.is_some() || timings.clock().is_some();
-    let threads = match (sequential, threads) {
-        (true, _) => 1,
-        (false, Some(n)) => n.max(1),
-        (false, None) if timings.len() >= 64 => std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8),
-        (false, None) => 1,
-    };
-    let len = timings.len();
-    let parts: Vec<Partial> = if threads <= 1 {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        vec![setup.replay_range(0..len, make_agents()?, cores > 1 && split)]
-    } else {
-        let chunk = len.div_ceil(threads);
-        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
-            .map(|k| k * chunk..((k + 1) * chunk).min(len))
-            .filter(|r| !r.is_empty())
-            .collect();
-        let agents = ranges
-            .iter()
-            .map(|_| make_agents())
-            .collect::<Result<Vec<_>, _>>()?;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = ranges
-                .into_iter()
-                .zip(agents)
-                .map(|(range, agents)| {
-                    let setup = &setup;
-                    scope.spawn(move || setup.replay_range(range, agents, false))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a replay thread does not panic"))
-                .collect()
-        })
-    };
-    let mut all = Partial::default();
-    for p in parts {
-        all.per_iteration.extend(p.per_iteration);
-        all.bounds.extend(p.bounds);
-        all.unit_bounds.extend(p.unit_bounds);
-        all.moved += p.moved;
-        all.planned += p.planned;
-        all.messages += p.messages;
-        all.wasted += p.wasted;
-    }
+    let all = Partial::joined(setup.replay_all(threads, &make_agents)?);
     let total: f64 = all.per_iteration.iter().sum();
     let bound: f64 = all.bounds.iter().sum();
     let unit_bound: f64 = all.unit_bounds.iter().sum();

@@ -529,9 +529,12 @@ impl Replay<'_> {
                 ControlKind::Assign { count } | ControlKind::Planned { count } => {
                     Some(handover::give(&mut lists, count, &mut self.carried))
                 }
-                ControlKind::Clone { count } => {
-                    Some(handover::clone_out(&mut lists, to, count, &mut self.carried))
-                }
+                ControlKind::Clone { count } => Some(handover::clone_out(
+                    &mut lists,
+                    to,
+                    count,
+                    &mut self.carried,
+                )),
                 _ => None,
             };
             if handed == Some(0) {

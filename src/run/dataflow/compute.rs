@@ -38,7 +38,10 @@ pub(super) fn build<'s>(
     sink: &Sender<SinkEvent>,
     clock: Option<Rc<RefCell<OperatorClock>>>,
     params: Stream<'s, u64, Vec<ShardParams>>,
-) -> (Stream<'s, u64, Vec<GradSlice>>, Stream<'s, u64, Vec<Progress>>) {
+) -> (
+    Stream<'s, u64, Vec<GradSlice>>,
+    Stream<'s, u64, Vec<Progress>>,
+) {
     let mut builder = OperatorBuilder::new("forestall-compute".to_owned(), scope);
     let info = builder.operator_info();
     if let Some(clock) = &clock {

@@ -166,7 +166,12 @@ fn shard_reducer(cx: &JobContext, index: u32) -> ShardReducer {
         reducer = reducer.with_substitution();
     }
     if let Some(c) = &cx.resume {
-        reducer = reducer.resume_at(c.iteration, &c.m[range.clone()], &c.v[range.clone()], c.steps);
+        reducer = reducer.resume_at(
+            c.iteration,
+            &c.m[range.clone()],
+            &c.v[range.clone()],
+            c.steps,
+        );
     }
     reducer
 }

@@ -69,26 +69,7 @@ impl ComputeState {
         }
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {
-            // A report from a later iteration (SSP) also says the peer is done
-            // with ours: it is ahead, and may take units of this iteration.
-            if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
-                (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
-            {
-                let total = agent.own_total_hint();
-                let ahead = ControlKind::Progress {
-                    done: total,
-                    total,
-                    queued: 0,
-                    unit_us: *unit_us,
-                };
-                let left = epoch.own.len();
-                epoch.observe(agent, self.cx.now_us());
-                let out = agent.on_message(message.from, &ahead, left);
-                send_all(self.worker, epoch, &self.holdings, out, emit);
-            }
-            if !self.finished {
-                self.early_control.push(message);
-            }
+            self.on_later(message, emit);
             return;
         }
         let older = current != Some(message.iteration);
@@ -111,110 +92,148 @@ impl ComputeState {
         {
             return; // a report or offer about an iteration this worker has left
         }
-        let Some(epoch) = self.epoch.as_mut() else {
-            return;
-        };
         let closed = self.latest.as_ref().map_or(0, |l| l.version);
-        if message.iteration < closed {
+        if self.epoch.is_none() || message.iteration < closed {
             // Units of an iteration already reduced (a clone that lost the
             // race in flight): nothing to compute, nobody to tell.
             return;
         }
-        let mut agent = self.agent.as_mut();
         match message.kind {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
             | ControlKind::Planned { .. } => {
-                let action = match message.kind {
-                    ControlKind::Clone { .. } => UnitAction::Clone,
-                    _ => UnitAction::Reassigned,
-                };
-                let payload = (!message.rows.is_empty()).then(|| {
-                    epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
-                    Arc::new(LocalRows::from_rows(&message.rows))
-                });
-                for key in &message.units {
-                    let rows = self.cx.unit_rows(message.iteration, *key);
-                    // Rows held here are read from the store; the message
-                    // carries only the rows of units this worker does not hold.
-                    let held = self.holdings.holds(key.partition);
-                    if !held {
-                        assert!(
-                            payload
-                                .as_ref()
-                                .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
-                            "worker {} was handed unit {key:?} without its rows",
-                            self.worker
-                        );
-                        // From the next iteration on, hold the partition: its
-                        // rows travel once, as diffs of the placement.
-                        if self.holdings.request(key.partition) {
-                            (emit.placement)(
-                                &epoch.caps.placement,
-                                ((key.partition, self.worker), epoch.iteration + 1, 1),
-                            );
-                        }
-                    }
-                    // Planned units join the receiver's own list, but only
-                    // in their own iteration: a receiver already ahead
-                    // (SSP) computes them as given units of that iteration.
-                    let planned = !older && matches!(message.kind, ControlKind::Planned { .. });
-                    if planned && held {
-                        epoch.own.push_back(rows);
-                        continue;
-                    }
-                    let given = Given {
-                        rows,
-                        payload: if held { None } else { payload.clone() },
-                        action,
-                        from: message.from,
-                        iteration: message.iteration,
-                    };
-                    if planned {
-                        epoch.planned_in.push_back(given);
-                    } else {
-                        epoch.given_to_me.push_back(given);
-                    }
-                }
-                epoch.idle_reported = false;
+                self.receive_units(&message, older, emit);
                 if older {
                     return;
                 }
             }
             ControlKind::Done => {
-                // A peer finished these first: skip our copies. Unit keys
-                // repeat every iteration: a notice about an earlier one
-                // touches only that iteration's copies.
-                for key in &message.units {
-                    let mut lists = Lists {
-                        epoch: &mut *epoch,
-                        iteration: message.iteration,
-                    };
-                    let cancelled = handover::done(&mut lists, message.from, *key);
-                    if cancelled != Cancelled::Nothing {
-                        epoch.units_cancelled += 1;
-                    }
-                    if cancelled == Cancelled::Own {
-                        if let Some(agent) = agent.as_mut() {
-                            epoch.observe(agent, self.cx.now_us());
-                            let out = agent.on_own_unit_done(epoch.unit_us());
-                            send_all(self.worker, epoch, &self.holdings, out, emit);
-                        }
-                    }
-                }
+                self.on_done(&message, emit);
                 return;
             }
             _ => {}
         }
-        let left = epoch.own_left();
-        let Some(agent) = agent else {
+        let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
             return;
         };
+        let left = epoch.own_left();
         epoch.observe(agent, self.cx.now_us());
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
+        }
+    }
+
+    /// A message of an iteration this worker has not begun: kept until it
+    /// begins it. A report from a later iteration (SSP) also says the peer
+    /// is done with ours: it is ahead, and may take units of this iteration.
+    fn on_later(&mut self, message: Control, emit: &mut Emit<'_>) {
+        if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
+            (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
+        {
+            let total = agent.own_total_hint();
+            let ahead = ControlKind::Progress {
+                done: total,
+                total,
+                queued: 0,
+                unit_us: *unit_us,
+            };
+            let left = epoch.own.len();
+            epoch.observe(agent, self.cx.now_us());
+            let out = agent.on_message(message.from, &ahead, left);
+            send_all(self.worker, epoch, &self.holdings, out, emit);
+        }
+        if !self.finished {
+            self.early_control.push(message);
+        }
+    }
+
+    /// Units a peer handed over (`Assign`, `Clone`, `Planned`) join the
+    /// lists; rows that came with them are kept for them, and their
+    /// partitions are held from the next iteration on. `older`: the message
+    /// is of an iteration before the current one.
+    fn receive_units(&mut self, message: &Control, older: bool, emit: &mut Emit<'_>) {
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        let action = match message.kind {
+            ControlKind::Clone { .. } => UnitAction::Clone,
+            _ => UnitAction::Reassigned,
+        };
+        let payload = (!message.rows.is_empty()).then(|| {
+            epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
+            Arc::new(LocalRows::from_rows(&message.rows))
+        });
+        for key in &message.units {
+            let rows = self.cx.unit_rows(message.iteration, *key);
+            // Rows held here are read from the store; the message
+            // carries only the rows of units this worker does not hold.
+            let held = self.holdings.holds(key.partition);
+            if !held {
+                assert!(
+                    payload
+                        .as_ref()
+                        .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
+                    "worker {} was handed unit {key:?} without its rows",
+                    self.worker
+                );
+                // From the next iteration on, hold the partition: its
+                // rows travel once, as diffs of the placement.
+                if self.holdings.request(key.partition) {
+                    (emit.placement)(
+                        &epoch.caps.placement,
+                        ((key.partition, self.worker), epoch.iteration + 1, 1),
+                    );
+                }
+            }
+            // Planned units join the receiver's own list, but only
+            // in their own iteration: a receiver already ahead
+            // (SSP) computes them as given units of that iteration.
+            let planned = !older && matches!(message.kind, ControlKind::Planned { .. });
+            if planned && held {
+                epoch.own.push_back(rows);
+                continue;
+            }
+            let given = Given {
+                rows,
+                payload: if held { None } else { payload.clone() },
+                action,
+                from: message.from,
+                iteration: message.iteration,
+            };
+            if planned {
+                epoch.planned_in.push_back(given);
+            } else {
+                epoch.given_to_me.push_back(given);
+            }
+        }
+        epoch.idle_reported = false;
+    }
+
+    /// A peer finished these units first: skip our copies. Unit keys repeat
+    /// every iteration: a notice about an earlier one touches only that
+    /// iteration's copies.
+    fn on_done(&mut self, message: &Control, emit: &mut Emit<'_>) {
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        for key in &message.units {
+            let mut lists = Lists {
+                epoch: &mut *epoch,
+                iteration: message.iteration,
+            };
+            let cancelled = handover::done(&mut lists, message.from, *key);
+            if cancelled != Cancelled::Nothing {
+                epoch.units_cancelled += 1;
+            }
+            if cancelled == Cancelled::Own {
+                if let Some(agent) = self.agent.as_mut() {
+                    epoch.observe(agent, self.cx.now_us());
+                    let out = agent.on_own_unit_done(epoch.unit_us());
+                    send_all(self.worker, epoch, &self.holdings, out, emit);
+                }
+            }
         }
     }
 
@@ -350,7 +369,11 @@ impl handover::Lists for Lists<'_> {
     }
 
     fn own(&self) -> impl DoubleEndedIterator<Item = &UnitRows> {
-        let own = if self.current() { 0.. } else { self.epoch.own.len().. };
+        let own = if self.current() {
+            0..
+        } else {
+            self.epoch.own.len()..
+        };
         self.epoch.own.range(own)
     }
 
