@@ -13,7 +13,7 @@ use crate::predict::lstm::{Base, TrainedOn};
 use crate::predict::{
     evaluate, tail_start, worker_series, Auto, CalibratedLstm, Ewma, Last, LinearLags,
     LstmPredictor, LstmSettings, Median, Predictor, Scores, Sustained, SvmStraggler, WorkerSeries,
-    DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
+    DEFAULT_EWMA_ALPHA, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
 use crate::report::json;
 use crate::trace::read_trace_dir;
@@ -98,7 +98,7 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = DEFAULT_LAGS)]
     pub lags: usize,
     /// Weight of the newest observation in `ewma`.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = DEFAULT_EWMA_ALPHA)]
     pub ewma_alpha: f64,
     /// A model directory from `forestall predictor train` to score beside the others.
     #[arg(long)]

@@ -17,8 +17,14 @@
 //! | `forestall` | [`proactive`], [`reassign`] | `proactive`, with `rapid-reassign` catching what the predictor missed |
 //! | `forestall-ssp` | [`proactive`], [`reassign`] | `forestall` with SSP's slack, without the broker: not BSP semantics (changes the math, as `flexrr` does) |
 //! | `ideal` | — | the same job with injection off: the yardstick |
+//!
+//! The predictive policies decide at an iteration's start in one function,
+//! [`boundary::decide`], which the run and the what-if replay both call; a
+//! worker gives, clones and cancels units as [`handover`] says, in both.
 
+pub mod boundary;
 pub mod broker;
+pub mod handover;
 pub mod proactive;
 pub mod reassign;
 pub mod speculate;
@@ -26,6 +32,7 @@ pub mod substitute;
 
 use serde::{Deserialize, Serialize};
 
+pub use boundary::{decide, Decision, Known};
 pub use proactive::{lists_after, order_for_gifts, plan_moves, Move, ProactiveConfig};
 pub use reassign::{ControlKind, ReassignAgent, ReassignConfig};
 pub use speculate::{SpeculateAgent, SpeculateConfig};

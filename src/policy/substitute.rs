@@ -27,20 +27,37 @@ pub fn substitution(
     floor: f64,
     threshold: f64,
 ) -> Option<Vec<u32>> {
+    let slow = stragglers(predicted, own_units, threshold);
+    slow.get(worker as usize)
+        .copied()
+        .unwrap_or(false)
+        .then(|| kept_partitions(partitions, floor))
+}
+
+/// Which workers are predicted to straggle, by worker (see
+/// [`substitution`]): a predicted completion time over `threshold` × the
+/// lower median of the known ones.
+pub fn stragglers(predicted: &[Option<f64>], own_units: &[u32], threshold: f64) -> Vec<bool> {
     let finish = |w: usize| {
         let unit_us = predicted.get(w).copied().flatten()?;
         Some(unit_us * f64::from(*own_units.get(w)?))
     };
-    let mine = finish(worker as usize)?;
     let mut known: Vec<f64> = (0..predicted.len()).filter_map(finish).collect();
     known.sort_by(f64::total_cmp);
-    let median = *known.get(known.len().saturating_sub(1) / 2)?;
-    if !(median > 0.0 && mine > threshold * median) {
-        return None;
-    }
+    let Some(&median) = known.get(known.len().saturating_sub(1) / 2) else {
+        return vec![false; predicted.len()];
+    };
+    (0..predicted.len())
+        .map(|w| finish(w).is_some_and(|mine| median > 0.0 && mine > threshold * median))
+        .collect()
+}
+
+/// The partitions a straggler keeps: the first `floor` share of
+/// `partitions` (at least one).
+pub fn kept_partitions(partitions: &[u32], floor: f64) -> Vec<u32> {
     let keep =
         ((partitions.len() as f64 * floor).ceil() as usize).clamp(1, partitions.len().max(1));
-    Some(partitions[..keep.min(partitions.len())].to_vec())
+    partitions[..keep.min(partitions.len())].to_vec()
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod context;
 pub mod dataflow;
 pub mod detect;
 pub mod holdings;
+mod job;
 pub mod messages;
 pub mod oplog;
 pub mod placement;
@@ -18,11 +19,10 @@ pub mod reduce;
 pub mod sink;
 pub mod worker;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
@@ -32,11 +32,8 @@ pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
 use crate::checkpoint::Checkpoint;
-
-use crate::inject::{CpuDisruptor, Pattern};
-use crate::spec::{hex, DisruptorMode, JobPlan};
-use crate::trace::writer::Kept;
-use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter, WorkerRecord};
+use crate::spec::{hex, JobPlan};
+use crate::trace::{IterationRecord, TraceError, TraceStamp};
 use crate::workload::{Evaluation, Workload};
 
 /// Why a run failed.
@@ -146,17 +143,6 @@ pub struct RunOutput {
     pub first_iteration: u64,
 }
 
-/// Raises its flag when dropped during a panic.
-struct RaiseOnPanic<'a>(&'a AtomicBool);
-
-impl Drop for RaiseOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
 /// SHA-256 (hex) of parameters as little-endian `f64` bytes.
 pub fn params_digest(params: &[f64]) -> String {
     let mut h = Sha256::new();
@@ -203,168 +189,35 @@ pub fn run_job_in_cluster(
         resume,
         quota,
     } = options;
-    let predictor =
-        context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
-    let mut context = JobContext::new(plan.clone(), Arc::clone(&workload), predictor);
-    if let Some(c) = cluster {
-        if c.workers() != plan.workers {
-            return Err(RunError::Timely(format!(
-                "the cluster has {} processes × {} threads = {} workers, the plan {}",
-                c.processes(),
-                c.threads,
-                c.workers(),
-                plan.workers
-            )));
-        }
-        c.check_own_port().map_err(RunError::Timely)?;
-        // Across processes every worker owns a shard: a process that owns
-        // none would not stop with the others when the training diverges
-        // (measured: the job hung), so fewer shards stay single-process.
-        if let Some(shards) = plan.shards.filter(|&s| s < plan.workers) {
-            return Err(RunError::ShardsAcrossProcesses {
-                shards,
-                workers: plan.workers,
-            });
-        }
-        context.shards = context::even_shards(context.dims, plan.workers);
-        context.threads_per_process = c.threads;
-        if let Some(epoch) = c.epoch_us {
-            // One job clock for all processes: the launcher's origin, read
-            // through each process's wall clock (on one host the same clock;
-            // across hosts as close as their clocks are synchronised).
-            context.start = cluster::instant_of_epoch(epoch);
-        }
-    }
-    if let Some(checkpoint) = resume {
-        context = context.resuming(checkpoint);
-    }
-    let cx = Arc::new(context);
+    let cx = Arc::new(job::context_for(plan, &workload, cluster, resume)?);
     let process = cluster.map_or(0, |c| c.process);
-    let first = cx.first_iteration();
-    let plan_hash = plan.hash();
-    let (writer, kept_rows) = if cx.resume.is_some() {
-        let processes = cluster.map_or(1, ClusterSpec::processes);
-        TraceWriter::resume(trace_dir, (process, processes), stamp, first)?
-    } else {
-        (
-            TraceWriter::try_new(trace_dir, process, stamp)?,
-            Kept::default(),
-        )
-    };
+    let (writer, kept_rows) = job::open_trace(&cx, trace_dir, stamp, cluster)?;
     let writer = writer.with_quota(quota.clone());
     if let Some(out) = &checkpoint_dir {
-        crate::checkpoint::store::remove_after(out, first)?;
+        crate::checkpoint::store::remove_after(out, cx.first_iteration())?;
     }
-    let threads = cx.threads_per_process;
-    let sink_config = sink::SinkConfig {
-        iterations: plan.iterations,
-        eval_every: plan.eval_every,
-        part_iterations: plan.part_iterations,
-        rows_per_iteration: cx.partitioning.rows_per_iteration(),
-        units_per_iteration: plan.partitions * plan.units_per_partition,
-        first_iteration: first,
-        pace_ns_per_row: plan.pace_ns_per_row,
-        job_start: cx.start,
-        checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
-            out,
-            every: plan.checkpoint_every,
-            plan_hash: plan_hash.clone(),
-            process,
-            processes: plan.workers / threads,
-            workers: plan.workers,
-            shards: cx.shards.len() as u32,
-            local: process * threads..(process + 1) * threads,
-            slack: plan.policy.slack(),
-            quota,
-        }),
-    };
+    let sink_config = job::sink_config(&cx, process, checkpoint_dir, quota);
     // A worker that panics, or a sink that cannot write, must not leave the
     // others waiting forever: it raises the flag, and every worker then drops
     // the dataflow and stops.
     let failed = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
-    let sink_workload = Arc::clone(&workload);
-    let sink_failed = Arc::clone(&failed);
-    let sink_thread = std::thread::Builder::new()
-        .name("forestall-sink".into())
-        .spawn(move || {
-            sink::run_sink(
-                receiver,
-                writer,
-                sink_workload,
-                sink_config,
-                observer,
-                &sink_failed,
-            )
-        })
-        .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
-
-    // Real disruptors: one CPU-burning thread per emulated machine, burning
-    // while its machine is disrupted (on top of the emulated slowdown).
-    let disruptors: Vec<CpuDisruptor> = match (&plan.pattern, plan.disruptor) {
-        (
-            Pattern::DisruptedMachine {
-                workers_per_machine,
-                ..
-            },
-            DisruptorMode::Cpu,
-        ) => (0..plan.workers.div_ceil(*workers_per_machine))
-            // Each process burns for the machines whose first worker it
-            // hosts, so a disrupted machine's CPU load lands in its process.
-            .filter(|machine| cx.process_of(machine * workers_per_machine) == process)
-            .map(|machine| CpuDisruptor::start(cx.schedule.clone(), machine, cx.start, 1))
-            .collect(),
-        _ => Vec::new(),
-    };
-
-    let config = match cluster {
-        Some(c) => c.timely_config(),
-        None if plan.workers == 1 => timely::Config::thread(),
-        None => timely::Config::process(plan.workers as usize),
-    };
+    let sink_thread = job::spawn_sink(
+        receiver,
+        writer,
+        Arc::clone(&workload),
+        sink_config,
+        observer,
+        Arc::clone(&failed),
+    )?;
+    let disruptors = job::start_disruptors(&cx, process);
     let started = Instant::now();
-    let worker_cx = Arc::clone(&cx);
-
-    let check_plans = cluster.is_some();
-    let mismatch: Arc<std::sync::Mutex<Option<(usize, String)>>> = Arc::default();
-    let worker_mismatch = Arc::clone(&mismatch);
-    let connected = Arc::new(AtomicBool::new(false));
-    if let Some(c) = cluster {
-        cluster::watch_connection(c, Arc::clone(&connected));
-    }
-    let result = timely::execute(config, move |worker| {
-        // Workers start once timely has connected every process.
-        connected.store(true, Ordering::Relaxed);
-        let _flag = RaiseOnPanic(&failed);
-        if check_plans {
-            if let Some(other) = cluster::first_other_plan(worker, &plan_hash) {
-                if let Ok(mut slot) = worker_mismatch.lock() {
-                    slot.get_or_insert(other);
-                }
-                return;
-            }
-        }
-        dataflow::build_training_dataflow(worker, Arc::clone(&worker_cx), sender.clone());
-        while worker.has_dataflows() && !failed.load(Ordering::Relaxed) {
-            worker.step_or_park(Some(Duration::from_millis(20)));
-        }
-        if failed.load(Ordering::Relaxed) {
-            for id in worker.installed_dataflows() {
-                worker.drop_dataflow(id);
-            }
-        }
-    })
-    .and_then(|guards| {
-        guards
-            .join()
-            .into_iter()
-            .collect::<Result<Vec<()>, String>>()
-    });
+    let executed = job::execute(&cx, cluster, sender, failed);
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {
         d.stop();
     }
-    if let Some((worker, found)) = mismatch.lock().ok().and_then(|mut m| m.take()) {
+    if let Some((worker, found)) = executed.mismatch {
         let _ = sink_thread.join();
         let expected = plan.hash();
         return Err(RunError::PlanMismatch {
@@ -380,47 +233,9 @@ pub fn run_job_in_cluster(
     if let Some((iteration, what)) = sink_output.diverged {
         return Err(RunError::Diverged { iteration, what });
     }
-    result.map_err(RunError::Timely)?;
+    executed.result.map_err(RunError::Timely)?;
     if process != 0 {
         return Ok(None);
     }
-    // The iterations before the checkpoint come from the trace, with their
-    // ideal time and bound estimated as the sink estimates them.
-    let mut kept_workers: BTreeMap<u64, Vec<WorkerRecord>> = BTreeMap::new();
-    for w in &kept_rows.workers {
-        kept_workers.entry(w.iteration).or_default().push(w.clone());
-    }
-    let (mut kept_ideal_us, mut kept_bound_us, mut kept_unit_bound_us) = (0u64, 0u64, 0u64);
-    for it in &kept_rows.iterations {
-        let workers = kept_workers
-            .get(&it.iteration)
-            .map_or(&[][..], Vec::as_slice);
-        kept_ideal_us += bound::iteration_ideal_us(workers, it.start_us);
-        let b = bound::iteration_bounds(workers, it.start_us, plan.pace_ns_per_row);
-        kept_bound_us += b.fluid_us;
-        kept_unit_bound_us += b.units_us;
-    }
-    let mut iterations = kept_rows.iterations;
-    iterations.extend(sink_output.iterations);
-    let params = sink_output
-        .final_params
-        .ok_or(RunError::Incomplete)?
-        .to_vec();
-    let eval = sink_output.final_eval.ok_or(RunError::Incomplete)?;
-    Ok(Some(RunOutput {
-        iterations,
-        checkpoints: sink_output.checkpoints,
-        first_iteration: first,
-        digest: params_digest(&params),
-        params,
-        eval,
-        wall_us,
-        parts: sink_output.parts,
-        ideal_us: kept_ideal_us + sink_output.ideal_us,
-        bound_us: kept_bound_us + sink_output.bound_us,
-        unit_bound_us: kept_unit_bound_us + sink_output.unit_bound_us,
-        units_total: sink_output.units_total,
-        units_reassigned: sink_output.units_reassigned,
-        units_cloned: sink_output.units_cloned,
-    }))
+    job::output(&cx, kept_rows, sink_output, wall_us).map(Some)
 }

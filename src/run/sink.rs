@@ -14,7 +14,9 @@ use std::sync::Arc;
 use super::detect::LaggardReport;
 use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
 use crate::fsutil::Quota;
-use crate::trace::{IterationRecord, TraceError, TraceWriter, UnitRecord, WorkerRecord};
+use crate::trace::{
+    IterationRecord, TraceError, TraceWriter, UnitAction, UnitRecord, WorkerRecord,
+};
 use crate::workload::{Evaluation, Workload};
 
 /// What workers tell the sink.
@@ -216,6 +218,32 @@ impl Cuts {
         cuts
     }
 
+    /// Worker `worker` began `iteration` (with, at a checkpoint iteration,
+    /// worker 0's predictor history and its partitions' holders).
+    fn on_began(
+        &mut self,
+        worker: u32,
+        iteration: u64,
+        job_us: u64,
+        history: Option<Vec<f64>>,
+        placement: Option<Vec<(u32, u32)>>,
+    ) {
+        if let Some(mut pairs) = placement {
+            self.placement
+                .entry(iteration)
+                .or_default()
+                .append(&mut pairs);
+        }
+        let local = self.cfg.local.clone();
+        if let Some(b) = self.began.get_mut((worker - local.start) as usize) {
+            *b = (*b).max(iteration);
+        }
+        if worker == 0 && self.next.is_some_and(|c| c <= iteration) {
+            self.begun
+                .insert(iteration, (job_us, history.unwrap_or_default()));
+        }
+    }
+
     /// The first checkpoint version after `version`.
     fn after(&self, version: u64) -> Option<u64> {
         let every = self.cfg.every;
@@ -285,79 +313,105 @@ pub fn run_sink(
 
 fn sink_loop(
     events: Receiver<SinkEvent>,
-    mut writer: TraceWriter,
+    writer: TraceWriter,
     workload: Arc<dyn Workload>,
     config: SinkConfig,
-    mut observer: Option<Observer>,
+    observer: Option<Observer>,
     stop: &AtomicBool,
 ) -> Result<SinkOutput, SinkError> {
-    let mut out = SinkOutput {
-        iterations: Vec::new(),
-        final_params: None,
-        final_eval: None,
-        parts: Vec::new(),
-        ideal_us: 0,
-        bound_us: 0,
-        unit_bound_us: 0,
-        units_total: 0,
-        units_reassigned: 0,
-        units_cloned: 0,
-        diverged: None,
-        checkpoints: Vec::new(),
-    };
-    let mut cuts = config
-        .checkpoints
-        .clone()
-        .map(|c| Cuts::new(c, config.iterations, config.first_iteration));
-    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
-    let mut units: Vec<UnitRecord> = Vec::new();
-    let mut workers: Vec<WorkerRecord> = Vec::new();
-    // out.iterations[written..] are the rows not yet in a part.
-    let mut written = 0usize;
-    let mut next_row = config.first_iteration;
-    let mut part_end =
-        (config.first_iteration / config.part_iterations + 1) * config.part_iterations;
-    let wants_eval = |t: u64| t.is_multiple_of(config.eval_every) || t + 1 == config.iterations;
-
+    let mut sink = Sink::new(writer, workload, config, observer, stop);
     for event in events {
+        sink.take(event)?;
+        sink.assemble_rows()?;
+        sink.cut_due_checkpoints()?;
+    }
+    sink.finish()
+}
+
+/// The sink's state between events.
+struct Sink<'a> {
+    writer: TraceWriter,
+    workload: Arc<dyn Workload>,
+    config: SinkConfig,
+    observer: Option<Observer>,
+    stop: &'a AtomicBool,
+    out: SinkOutput,
+    cuts: Option<Cuts>,
+    /// Iteration rows waiting for their parts, by iteration.
+    pending: BTreeMap<u64, Pending>,
+    /// Records not yet in a part.
+    units: Vec<UnitRecord>,
+    workers: Vec<WorkerRecord>,
+    /// `out.iterations[written..]` are the rows not yet in a part.
+    written: usize,
+    /// The next row to assemble.
+    next_row: u64,
+    /// The iteration the current part ends before.
+    part_end: u64,
+}
+
+impl<'a> Sink<'a> {
+    fn new(
+        writer: TraceWriter,
+        workload: Arc<dyn Workload>,
+        config: SinkConfig,
+        observer: Option<Observer>,
+        stop: &'a AtomicBool,
+    ) -> Self {
+        let cuts = config
+            .checkpoints
+            .clone()
+            .map(|c| Cuts::new(c, config.iterations, config.first_iteration));
+        let first = config.first_iteration;
+        let part_end = (first / config.part_iterations + 1) * config.part_iterations;
+        Self {
+            writer,
+            workload,
+            observer,
+            stop,
+            out: SinkOutput {
+                iterations: Vec::new(),
+                final_params: None,
+                final_eval: None,
+                parts: Vec::new(),
+                ideal_us: 0,
+                bound_us: 0,
+                unit_bound_us: 0,
+                units_total: 0,
+                units_reassigned: 0,
+                units_cloned: 0,
+                diverged: None,
+                checkpoints: Vec::new(),
+            },
+            cuts,
+            pending: BTreeMap::new(),
+            units: Vec::new(),
+            workers: Vec::new(),
+            written: 0,
+            next_row: first,
+            part_end,
+            config,
+        }
+    }
+
+    /// Whether iteration `t`'s row carries an evaluation.
+    fn wants_eval(&self, t: u64) -> bool {
+        t.is_multiple_of(self.config.eval_every) || t + 1 == self.config.iterations
+    }
+
+    /// Takes one event from the workers.
+    fn take(&mut self, event: SinkEvent) -> Result<(), SinkError> {
         match event {
-            SinkEvent::Units(mut batch) => {
-                out.units_total += batch.len() as u64;
-                out.units_reassigned += batch
-                    .iter()
-                    .filter(|u| u.action == crate::trace::UnitAction::Reassigned)
-                    .count() as u64;
-                out.units_cloned += batch
-                    .iter()
-                    .filter(|u| u.action == crate::trace::UnitAction::Clone)
-                    .count() as u64;
-                units.append(&mut batch);
-            }
-            SinkEvent::Iteration {
-                workers: mut w,
-                report,
-            } => {
-                let t = w.first().map_or(0, |r| r.iteration);
-                let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
-                out.ideal_us += crate::run::bound::iteration_ideal_us(&w, report.start_us);
-                let bound = crate::run::bound::iteration_bounds(
-                    &w,
-                    report.start_us,
-                    config.pace_ns_per_row,
-                );
-                out.bound_us += bound.fluid_us;
-                out.unit_bound_us += bound.units_us;
-                workers.append(&mut w);
-                pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
-            }
+            SinkEvent::Units(batch) => self.on_units(batch),
+            SinkEvent::Iteration { workers, report } => self.on_iteration(workers, report),
             SinkEvent::Dropped {
                 iteration,
                 partitions,
             } => {
-                pending.entry(iteration).or_default().dropped = partitions;
+                self.pending.entry(iteration).or_default().dropped = partitions;
             }
             SinkEvent::TrainLoss { iteration, loss } => {
-                pending.entry(iteration).or_default().loss = Some(loss);
+                self.pending.entry(iteration).or_default().loss = Some(loss);
             }
             SinkEvent::Began {
                 worker,
@@ -366,25 +420,12 @@ fn sink_loop(
                 history,
                 placement,
             } => {
-                if let Some(cuts) = cuts.as_mut() {
-                    if let Some(mut pairs) = placement {
-                        cuts.placement
-                            .entry(iteration)
-                            .or_default()
-                            .append(&mut pairs);
-                    }
-                    let local = cuts.cfg.local.clone();
-                    if let Some(b) = cuts.began.get_mut((worker - local.start) as usize) {
-                        *b = (*b).max(iteration);
-                    }
-                    if worker == 0 && cuts.next.is_some_and(|c| c <= iteration) {
-                        cuts.begun
-                            .insert(iteration, (job_us, history.unwrap_or_default()));
-                    }
+                if let Some(cuts) = self.cuts.as_mut() {
+                    cuts.on_began(worker, iteration, job_us, history, placement);
                 }
             }
             SinkEvent::Shard(state) => {
-                if let Some(cuts) = cuts.as_mut() {
+                if let Some(cuts) = self.cuts.as_mut() {
                     store::write_shard(
                         &cuts.cfg.out,
                         &state,
@@ -395,116 +436,152 @@ fn sink_loop(
                 }
             }
             SinkEvent::Diverged { iteration, what } => {
-                out.diverged.get_or_insert((iteration, what));
-                stop.store(true, Ordering::Relaxed);
+                self.out.diverged.get_or_insert((iteration, what));
+                self.stop.store(true, Ordering::Relaxed);
             }
             SinkEvent::Params { version, values } => {
-                if version >= config.iterations {
-                    out.final_eval = Some(workload.evaluate(&values));
-                    out.final_params = Some(values);
-                } else if wants_eval(version) {
-                    pending.entry(version).or_default().eval = Some(workload.evaluate(&values));
+                if version >= self.config.iterations {
+                    self.out.final_eval = Some(self.workload.evaluate(&values));
+                    self.out.final_params = Some(values);
+                } else if self.wants_eval(version) {
+                    let eval = self.workload.evaluate(&values);
+                    self.pending.entry(version).or_default().eval = Some(eval);
                 }
             }
         }
-        // Assemble every row that is complete, in order.
-        while let Some(p) = pending.get(&next_row) {
+        Ok(())
+    }
+
+    /// A worker's unit rows.
+    fn on_units(&mut self, mut batch: Vec<UnitRecord>) {
+        let count = |action: UnitAction| batch.iter().filter(|u| u.action == action).count() as u64;
+        self.out.units_total += batch.len() as u64;
+        self.out.units_reassigned += count(UnitAction::Reassigned);
+        self.out.units_cloned += count(UnitAction::Clone);
+        self.units.append(&mut batch);
+    }
+
+    /// Every worker's row of an iteration, with its laggard report.
+    fn on_iteration(&mut self, mut w: Vec<WorkerRecord>, report: LaggardReport) {
+        let t = w.first().map_or(0, |r| r.iteration);
+        let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
+        self.out.ideal_us += crate::run::bound::iteration_ideal_us(&w, report.start_us);
+        let bound =
+            crate::run::bound::iteration_bounds(&w, report.start_us, self.config.pace_ns_per_row);
+        self.out.bound_us += bound.fluid_us;
+        self.out.unit_bound_us += bound.units_us;
+        self.workers.append(&mut w);
+        self.pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
+    }
+
+    /// Assembles every row that is complete, in order, and writes a part
+    /// whenever one is full.
+    fn assemble_rows(&mut self) -> Result<(), SinkError> {
+        while let Some(p) = self.pending.get(&self.next_row) {
             let ready = p.timing.is_some()
                 && p.loss.is_some()
-                && (!wants_eval(next_row) || p.eval.is_some());
+                && (!self.wants_eval(self.next_row) || p.eval.is_some());
             if !ready {
                 break;
             }
-            let p = pending.remove(&next_row).unwrap_or_default();
-            let Some((barrier_wait_us, report)) = p.timing else {
+            let p = self.pending.remove(&self.next_row).unwrap_or_default();
+            let Some(row) = self.row(self.next_row, p) else {
                 break;
             };
-            let row = IterationRecord {
-                iteration: next_row,
-                workload: workload.kind().to_owned(),
-                start_us: report.start_us,
-                end_us: report.end_us,
-                wall_us: report.end_us.saturating_sub(report.start_us),
-                train_loss: p.loss.unwrap_or(f64::NAN),
-                test_loss: p.eval.as_ref().map(|e| e.log_loss),
-                test_accuracy: p.eval.as_ref().map(|e| e.accuracy),
-                test_metrics: p.eval.map(|e| e.metrics).unwrap_or_default(),
-                laggard: report.laggard,
-                lag_us: report.lag_us,
-                median_busy_us: report.median_busy_us,
-                barrier_wait_us,
-                units: config.units_per_iteration,
-                rows: config.rows_per_iteration,
-                dropped_partitions: p
-                    .dropped
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-            };
-            if let Some(observer) = observer.as_mut() {
+            if let Some(observer) = self.observer.as_mut() {
                 observer(&row);
             }
-            out.iterations.push(row);
-            next_row += 1;
-            if next_row >= part_end {
+            self.out.iterations.push(row);
+            self.next_row += 1;
+            if self.next_row >= self.part_end {
                 // A part never straddles a checkpoint's cut.
-                let end = cuts
+                let end = self
+                    .cuts
                     .as_ref()
                     .and_then(|c| c.next)
-                    .map_or(part_end, |c| c.min(part_end));
-                flush(
-                    &mut writer,
-                    &mut out,
-                    &mut units,
-                    &mut workers,
-                    &mut written,
-                    end,
-                )?;
-                part_end += config.part_iterations;
+                    .map_or(self.part_end, |c| c.min(self.part_end));
+                self.flush(end)?;
+                self.part_end += self.config.part_iterations;
             }
         }
-        // A checkpoint's cut: this process's records before it are committed.
-        while let Some(c) = cuts.as_ref().and_then(|cuts| cuts.due(next_row)) {
-            flush(
-                &mut writer,
-                &mut out,
-                &mut units,
-                &mut workers,
-                &mut written,
-                c,
-            )?;
-            let cuts = cuts.as_mut().expect("due");
+        Ok(())
+    }
+
+    /// Iteration `iteration`'s row from what arrived of it (none without its
+    /// timing).
+    fn row(&self, iteration: u64, p: Pending) -> Option<IterationRecord> {
+        let (barrier_wait_us, report) = p.timing?;
+        Some(IterationRecord {
+            iteration,
+            workload: self.workload.kind().to_owned(),
+            start_us: report.start_us,
+            end_us: report.end_us,
+            wall_us: report.end_us.saturating_sub(report.start_us),
+            train_loss: p.loss.unwrap_or(f64::NAN),
+            test_loss: p.eval.as_ref().map(|e| e.log_loss),
+            test_accuracy: p.eval.as_ref().map(|e| e.accuracy),
+            test_metrics: p.eval.map(|e| e.metrics).unwrap_or_default(),
+            laggard: report.laggard,
+            lag_us: report.lag_us,
+            median_busy_us: report.median_busy_us,
+            barrier_wait_us,
+            units: self.config.units_per_iteration,
+            rows: self.config.rows_per_iteration,
+            dropped_partitions: p
+                .dropped
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        })
+    }
+
+    /// Writes the cut of every checkpoint that is due: this process's
+    /// records before it are committed first.
+    fn cut_due_checkpoints(&mut self) -> Result<(), SinkError> {
+        while let Some(c) = self.cuts.as_ref().and_then(|cuts| cuts.due(self.next_row)) {
+            self.flush(c)?;
+            let cuts = self.cuts.as_mut().expect("due");
             let job_us = cuts.begun.get(&c).map_or(0, |b| b.0);
             cuts.write_cut(c, job_us)?;
-            out.checkpoints.push(c);
+            self.out.checkpoints.push(c);
         }
+        Ok(())
     }
-    flush(
-        &mut writer,
-        &mut out,
-        &mut units,
-        &mut workers,
-        &mut written,
-        u64::MAX,
-    )?;
-    // The checkpoints left (the final one; under SSP those near the end) are
-    // complete once every record is committed, if the run got that far.
-    if let Some(cuts) = cuts.as_mut().filter(|_| out.diverged.is_none()) {
-        let local = cuts.cfg.local_shards();
-        while let Some(c) = cuts.next {
-            if cuts.shards.get(&c).copied().unwrap_or(0) < local {
-                break;
+
+    /// Every sender is gone: writes the records left and the checkpoints
+    /// left (the final one; under SSP those near the end), which are
+    /// complete once every record is committed, if the run got that far.
+    fn finish(mut self) -> Result<SinkOutput, SinkError> {
+        self.flush(u64::MAX)?;
+        if let Some(cuts) = self.cuts.as_mut().filter(|_| self.out.diverged.is_none()) {
+            let local = cuts.cfg.local_shards();
+            while let Some(c) = cuts.next {
+                if cuts.shards.get(&c).copied().unwrap_or(0) < local {
+                    break;
+                }
+                let job_us = cuts.begun.get(&c).map_or_else(
+                    || self.config.job_start.elapsed().as_micros() as u64,
+                    |b| b.0,
+                );
+                cuts.write_cut(c, job_us)?;
+                self.out.checkpoints.push(c);
             }
-            let job_us = cuts
-                .begun
-                .get(&c)
-                .map_or_else(|| config.job_start.elapsed().as_micros() as u64, |b| b.0);
-            cuts.write_cut(c, job_us)?;
-            out.checkpoints.push(c);
         }
+        Ok(self.out)
     }
-    Ok(out)
+
+    /// Writes every buffered record of iterations before `end` ([`flush`]).
+    fn flush(&mut self, end: u64) -> Result<(), TraceError> {
+        flush(
+            &mut self.writer,
+            &mut self.out,
+            &mut self.units,
+            &mut self.workers,
+            &mut self.written,
+            end,
+        )
+    }
 }
 
 /// Writes every buffered record of iterations before `end` as one part per table.

@@ -186,9 +186,6 @@ pub enum PredictorPlan {
 /// Predictors a job can name.
 pub const PREDICTORS: &[&str] = &["last", "ewma", "sustained", "median", "lstm", "auto"];
 
-/// ewma's weight of the newest observation when a job does not set it.
-pub const DEFAULT_EWMA_ALPHA: f64 = 0.5;
-
 /// A validated job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobPlan {

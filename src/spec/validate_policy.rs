@@ -321,7 +321,7 @@ pub(super) fn validate_predictor(
             Ok(Some(PredictorPlan::Median { window }))
         }
         "ewma" => {
-            let alpha = s.alpha.unwrap_or(DEFAULT_EWMA_ALPHA);
+            let alpha = s.alpha.unwrap_or(crate::predict::DEFAULT_EWMA_ALPHA);
             if !(alpha > 0.0 && alpha <= 1.0) {
                 return Err(cx.invalid(
                     "predictor",

@@ -1,5 +1,6 @@
 //! A whole trace replayed under one policy: the predictive policies'
-//! predictor learns online from the replayed iterations, as in a run.
+//! predictor learns online from the replayed iterations, and they decide
+//! before each one with [`crate::policy::decide`], as in a run.
 
 use std::borrow::Cow;
 
@@ -8,10 +9,9 @@ use serde::Serialize;
 use super::lanes::{replay_iteration_with, Scratch};
 use super::source::Timings;
 use super::{replay_agents, Clock, IterationTimings, Planned, WhatIfError};
-use crate::policy::proactive::within_budget;
-use crate::policy::{plan_moves, ControlKind, PeerAgent, PolicyPlan};
+use crate::policy::boundary::Action;
+use crate::policy::{decide, ControlKind, Known, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
-use crate::predict::DEFAULT_STRAGGLER_THRESHOLD;
 
 /// What a policy's replay came to.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -75,48 +75,15 @@ fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f6
     crate::run::bound::fluid_and_whole(rows as f64, units, &speeds)
 }
 
-/// Moves the plan's units before the iteration: from the end of each giver's
-/// list to the end of its receiver's, at the receiver's speed. Returns the
-/// units moved.
-fn apply_plan(
-    t: &mut Planned<'_>,
-    history: &OnlineHistory,
-    predictor: &OnlinePredictor,
-    config: &crate::policy::ProactiveConfig,
-) -> u64 {
-    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
-    let own: Vec<u32> = (0..t.workers()).map(|w| t.own(w).len() as u32).collect();
-    plan_moves(&own, &predicted, config)
-        .into_iter()
-        .map(|m| u64::from(t.move_units(m.from as usize, m.to as usize, m.count)))
-        .sum()
-}
-
-/// The clones a `proactive-clone` plan sends as the iteration begins: the
-/// plan's moves within the budget, as `Clone` messages.
-fn clone_plan(
-    t: &IterationTimings,
-    history: &OnlineHistory,
-    predictor: &OnlinePredictor,
-    config: &crate::policy::ProactiveConfig,
-    budget: f64,
-) -> Vec<(u32, u32, ControlKind)> {
-    let predicted = history.lasting(&history.predict(predictor), DEFAULT_STRAGGLER_THRESHOLD);
-    let own: Vec<u32> = t.own.iter().map(|o| o.len() as u32).collect();
-    let total: u32 = own.iter().sum();
-    let moves = plan_moves(&own, &predicted, config);
-    within_budget(&moves, (f64::from(total) * budget).floor() as u32)
-        .into_iter()
-        .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
-        .collect()
-}
-
 /// What every range of a replay shares.
 struct Setup<'a> {
     timings: &'a Timings,
     workers: u32,
-    plan: Option<(&'a crate::policy::ProactiveConfig, &'a OnlinePredictor)>,
-    clones: Option<f64>,
+    policy: &'a PolicyPlan,
+    /// The predictor of a policy that plans.
+    plan: Option<&'a OnlinePredictor>,
+    /// Whether the plan's moves are clones.
+    clones: bool,
     latency_us: u64,
 }
 
@@ -132,6 +99,23 @@ struct Partial {
     wasted: u64,
 }
 
+impl Partial {
+    /// The ranges' outcomes `parts`, in order, as one.
+    fn joined(parts: Vec<Partial>) -> Partial {
+        let mut all = Partial::default();
+        for p in parts {
+            all.per_iteration.extend(p.per_iteration);
+            all.bounds.extend(p.bounds);
+            all.unit_bounds.extend(p.unit_bounds);
+            all.moved += p.moved;
+            all.planned += p.planned;
+            all.messages += p.messages;
+            all.wasted += p.wasted;
+        }
+        all
+    }
+}
+
 impl Setup<'_> {
     /// Replays iterations `range` in order with `agents`.
     fn replay_range(
@@ -141,9 +125,9 @@ impl Setup<'_> {
         alone: bool,
     ) -> Partial {
         let workers = self.workers;
-        let peerless = agents.iter().all(Option::is_none) && self.clones.is_none();
+        let peerless = agents.iter().all(Option::is_none) && !self.clones;
         let mut history = match self.plan {
-            Some((_, predictor)) => OnlineHistory::new(workers).judged_for(predictor),
+            Some(predictor) => OnlineHistory::new(workers).judged_for(predictor),
             None => OnlineHistory::new(workers),
         };
         // Alone on the machine, a range splits large iterations between two
@@ -158,6 +142,8 @@ impl Setup<'_> {
         // the range starts at the first iteration and runs on from there.
         let clock = self.timings.clock();
         let mut clock_us = clock.map_or(0, Clock::start_us);
+        // Iterations replayed, as the history numbers them.
+        let mut replayed = 0u64;
         for i in range {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
             let t = &*recorded;
@@ -171,22 +157,12 @@ impl Setup<'_> {
             };
             out.bounds.push(bound + t.overhead_us as f64);
             out.unit_bounds.push(unit_bound + t.overhead_us as f64);
-            let mut sends = Vec::new();
-            if let Some((config, predictor)) = self.plan {
-                match self.clones {
-                    None => out.planned += apply_plan(&mut lists, &history, predictor, config),
-                    Some(budget) => {
-                        sends = clone_plan(t, &history, predictor, config, budget);
-                        out.planned += sends
-                            .iter()
-                            .map(|s| match s.2 {
-                                ControlKind::Clone { count } => u64::from(count),
-                                _ => 0,
-                            })
-                            .sum::<u64>();
-                    }
+            let sends = match self.plan {
+                Some(predictor) => {
+                    self.plan_iteration(&mut lists, &history, predictor, replayed, &mut out)
                 }
-            }
+                None => Vec::new(),
+            };
             let (makespan, finish, units) = if peerless && clock.is_none() {
                 // Nobody hands work over: each worker computes its own list.
                 let finish: Vec<u64> = (0..lists.workers())
@@ -215,6 +191,7 @@ impl Setup<'_> {
             };
             out.per_iteration.push((makespan + t.overhead_us) as f64);
             clock_us += makespan + t.overhead_us;
+            replayed += 1;
             if self.plan.is_some() {
                 let timings: Vec<Timing> = units
                     .iter()
@@ -225,6 +202,107 @@ impl Setup<'_> {
             }
         }
         out
+    }
+
+    /// Replays every iteration on `threads` threads (`None`: one per core,
+    /// up to 8), each range of iterations with agents from `make_agents`;
+    /// returns the ranges' outcomes in order.
+    fn replay_all(
+        &self,
+        threads: Option<usize>,
+        make_agents: &dyn Fn() -> Result<Vec<Option<PeerAgent>>, WhatIfError>,
+    ) -> Result<Vec<Partial>, WhatIfError> {
+        let timings = self.timings;
+        // Without a plan, an iteration's replay does not depend on the ones
+        // before it (each begins every agent afresh and ends with every message
+        // delivered): contiguous ranges replay on separate threads, each with its
+        // own agents, and are joined in order, so the outcome is the same.
+        // One thread asked for: no lanes either.
+        let split = threads.is_none_or(|n| n > 1);
+        // A plan learns from the iterations before, and slowdowns that follow
+        // the clock meet each iteration when the ones before have ended: one
+        // range, in order.
+        let sequential = self.plan.is_some() || timings.clock().is_some();
+        let threads = match (sequential, threads) {
+            (true, _) => 1,
+            (false, Some(n)) => n.max(1),
+            (false, None) if timings.len() >= 64 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(8),
+            (false, None) => 1,
+        };
+        let len = timings.len();
+        if threads <= 1 {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            return Ok(vec![self.replay_range(
+                0..len,
+                make_agents()?,
+                cores > 1 && split,
+            )]);
+        }
+        let chunk = len.div_ceil(threads);
+        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
+            .map(|k| k * chunk..((k + 1) * chunk).min(len))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let agents = ranges
+            .iter()
+            .map(|_| make_agents())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = ranges
+                .into_iter()
+                .zip(agents)
+                .map(|(range, agents)| scope.spawn(move || self.replay_range(range, agents, false)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a replay thread does not panic"))
+                .collect()
+        }))
+    }
+
+    /// The policy's decision before an iteration of `lists`, the
+    /// `replayed`-th, from `history`: moves are made on `lists`, clones
+    /// returned as the messages that leave as the iteration begins. Counts
+    /// the units planned in `out`.
+    fn plan_iteration(
+        &self,
+        lists: &mut Planned<'_>,
+        history: &OnlineHistory,
+        predictor: &OnlinePredictor,
+        replayed: u64,
+        out: &mut Partial,
+    ) -> Vec<(u32, u32, ControlKind)> {
+        let own: Vec<u32> = (0..lists.workers())
+            .map(|w| lists.own(w).len() as u32)
+            .collect();
+        let known = Known {
+            history,
+            predictor,
+            iteration: replayed,
+            own: &own,
+        };
+        match decide(self.policy, &known).action {
+            // Before the iteration: from the end of each giver's list to the
+            // end of its receiver's, at the receiver's speed.
+            Action::Move(moves) => {
+                for m in moves {
+                    let moved = lists.move_units(m.from as usize, m.to as usize, m.count);
+                    out.planned += u64::from(moved);
+                }
+                Vec::new()
+            }
+            // Sent as the iteration begins.
+            Action::Clone(moves) => {
+                out.planned += moves.iter().map(|m| u64::from(m.count)).sum::<u64>();
+                moves
+                    .into_iter()
+                    .map(|m| (m.from, m.to, ControlKind::Clone { count: m.count }))
+                    .collect()
+            }
+            Action::Keep | Action::Substitute { .. } => Vec::new(),
+        }
     }
 }
 
@@ -259,7 +337,7 @@ pub fn replay_policy_on(
     }
     let workers = timings.workers() as u32;
     let plan = match (policy.proactive(), predictor) {
-        (Some(config), Some(p)) => Some((config, p)),
+        (Some(_), Some(p)) => Some(p),
         (Some(_), None) => return Err(WhatIfError::NoPredictor(policy.as_str())),
         _ => None,
     };
@@ -274,74 +352,16 @@ pub fn replay_policy_on(
             other => replay_agents(other, workers),
         }
     };
-    let clones = match policy {
-        PolicyPlan::ProactiveClone { budget, .. } => Some(*budget),
-        _ => None,
-    };
+    let clones = matches!(policy, PolicyPlan::ProactiveClone { .. });
     let setup = Setup {
         timings,
         workers,
+        policy,
         plan,
         clones,
         latency_us,
     };
-    // Without a plan, an iteration's replay does not depend on the ones
-    // before it (each begins every agent afresh and ends with every message
-    // delivered): contiguous ranges replay on separate threads, each with its
-    // own agents, and are joined in order, so the outcome is the same.
-    // One thread asked for: no lanes either.
-    let split = threads.is_none_or(|n| n > 1);
-    // A plan learns from the iterations before, and slowdowns that follow
-    // the clock meet each iteration when the ones before have ended: one
-    // range, in order.
-    let sequential = plan.is_some() || timings.clock().is_some();
-    let threads = match (sequential, threads) {
-        (true, _) => 1,
-        (false, Some(n)) => n.max(1),
-        (false, None) if timings.len() >= 64 => std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(8),
-        (false, None) => 1,
-    };
-    let len = timings.len();
-    let parts: Vec<Partial> = if threads <= 1 {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        vec![setup.replay_range(0..len, make_agents()?, cores > 1 && split)]
-    } else {
-        let chunk = len.div_ceil(threads);
-        let ranges: Vec<std::ops::Range<usize>> = (0..threads)
-            .map(|k| k * chunk..((k + 1) * chunk).min(len))
-            .filter(|r| !r.is_empty())
-            .collect();
-        let agents = ranges
-            .iter()
-            .map(|_| make_agents())
-            .collect::<Result<Vec<_>, _>>()?;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = ranges
-                .into_iter()
-                .zip(agents)
-                .map(|(range, agents)| {
-                    let setup = &setup;
-                    scope.spawn(move || setup.replay_range(range, agents, false))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a replay thread does not panic"))
-                .collect()
-        })
-    };
-    let mut all = Partial::default();
-    for p in parts {
-        all.per_iteration.extend(p.per_iteration);
-        all.bounds.extend(p.bounds);
-        all.unit_bounds.extend(p.unit_bounds);
-        all.moved += p.moved;
-        all.planned += p.planned;
-        all.messages += p.messages;
-        all.wasted += p.wasted;
-    }
+    let all = Partial::joined(setup.replay_all(threads, &make_agents)?);
     let total: f64 = all.per_iteration.iter().sum();
     let bound: f64 = all.bounds.iter().sum();
     let unit_bound: f64 = all.unit_bounds.iter().sum();

@@ -7,6 +7,7 @@ use super::fifo::Fifo;
 
 use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
+use crate::policy::handover::{self, Cancelled};
 use crate::policy::{ControlKind, PeerAgent};
 
 /// What a replayed iteration came to.
@@ -441,35 +442,22 @@ impl Replay<'_> {
     /// A peer finished these units first: skip our copies (own or clones).
     fn on_done(&mut self, w: u32, from: u32, units: std::ops::Range<usize>, now: u64) {
         for i in units {
-            let unit = self.carried[i];
-            let worker = &mut self.workers[(w - self.lo) as usize];
-            let before = worker.given.len();
-            worker
-                .given
-                .retain(|g| !(g.0.key == unit.key && g.1 == from && g.2));
-            if worker.given.len() < before {
-                self.out.wasted += 1;
-                continue;
-            }
-            let was_out = worker
-                .cloned_out
-                .iter()
-                .any(|c| c.0 == unit.key && c.1 == from);
-            if !was_out {
-                continue;
-            }
-            worker.cloned_out.retain(|c| c.0 != unit.key);
-            let pending = self.flat[worker.head..worker.tail]
-                .iter()
-                .any(|u| u.key == unit.key);
-            if pending {
-                worker.skip.push(unit.key);
-                self.out.wasted += 1;
-                let unit_us = worker.unit_us();
-                // Its own unit is done, by the clone.
-                if let Some(agent) = self.observed(w, now) {
-                    let sends = agent.on_own_unit_done(unit_us);
-                    self.send_all(w, sends, now);
+            let key = self.carried[i].key;
+            let mut lists = LaneLists {
+                worker: &mut self.workers[(w - self.lo) as usize],
+                flat: &self.flat,
+            };
+            match handover::done(&mut lists, from, key) {
+                Cancelled::Nothing => {}
+                Cancelled::Copy => self.out.wasted += 1,
+                Cancelled::Own => {
+                    self.out.wasted += 1;
+                    let unit_us = self.workers[(w - self.lo) as usize].unit_us();
+                    // Its own unit is done, by the clone.
+                    if let Some(agent) = self.observed(w, now) {
+                        let sends = agent.on_own_unit_done(unit_us);
+                        self.send_all(w, sends, now);
+                    }
                 }
             }
         }
@@ -523,7 +511,8 @@ impl Replay<'_> {
 
     /// Sends the agent's messages; an `Assign` takes its units from the end of
     /// the sender's list before it leaves, as in the timely run; a `Clone`
-    /// copies the last ones not cloned yet (the sender keeps them).
+    /// copies the last ones not cloned yet, last first (the sender keeps
+    /// them; see [`crate::policy::handover`]).
     fn send_all(
         &mut self,
         from: u32,
@@ -531,43 +520,31 @@ impl Replay<'_> {
         now: u64,
     ) {
         for (to, kind) in sends {
-            let units = match kind {
-                ControlKind::Assign { count } => {
-                    let giver = &mut self.workers[(from - self.lo) as usize];
-                    let take = (count as usize).min(giver.tail - giver.head);
-                    if take == 0 {
-                        continue;
-                    }
-                    giver.tail -= take;
-                    let start = self.carried.len();
-                    self.carried
-                        .extend_from_slice(&self.flat[giver.tail..giver.tail + take]);
-                    start..self.carried.len()
-                }
-                ControlKind::Clone { count } => {
-                    let giver = &self.workers[(from - self.lo) as usize];
-                    let start = self.carried.len();
-                    self.carried.extend(
-                        self.flat[giver.head..giver.tail]
-                            .iter()
-                            .rev()
-                            .filter(|u| !giver.cloned_out.iter().any(|c| c.0 == u.key))
-                            .take(count as usize),
-                    );
-                    if self.carried.len() == start {
-                        continue;
-                    }
-                    for u in &self.carried[start..] {
-                        self.cloned.insert(u.key);
-                        self.workers[(from - self.lo) as usize]
-                            .cloned_out
-                            .push((u.key, to));
-                    }
-                    start..self.carried.len()
-                }
-                _ => 0..0,
+            let start = self.carried.len();
+            let mut lists = LaneLists {
+                worker: &mut self.workers[(from - self.lo) as usize],
+                flat: &self.flat,
             };
-            self.send(from, to, kind, units, now);
+            let handed = match kind {
+                ControlKind::Assign { count } | ControlKind::Planned { count } => {
+                    Some(handover::give(&mut lists, count, &mut self.carried))
+                }
+                ControlKind::Clone { count } => Some(handover::clone_out(
+                    &mut lists,
+                    to,
+                    count,
+                    &mut self.carried,
+                )),
+                _ => None,
+            };
+            if handed == Some(0) {
+                continue;
+            }
+            if let ControlKind::Clone { .. } = kind {
+                self.cloned
+                    .extend(self.carried[start..].iter().map(|u| u.key));
+            }
+            self.send(from, to, kind, start..self.carried.len(), now);
         }
     }
 
@@ -610,6 +587,66 @@ impl Replay<'_> {
                 message,
             });
         }
+    }
+}
+
+/// A lane's worker's lists for the handover: its own units are
+/// `flat[head..tail]`.
+struct LaneLists<'a> {
+    worker: &'a mut Worker,
+    flat: &'a [TimedUnit],
+}
+
+impl handover::Lists for LaneLists<'_> {
+    type Unit = TimedUnit;
+
+    fn key(unit: &TimedUnit) -> UnitKey {
+        unit.key
+    }
+
+    fn own(&self) -> impl DoubleEndedIterator<Item = &TimedUnit> {
+        self.flat[self.worker.head..self.worker.tail].iter()
+    }
+
+    fn pop_own(&mut self) -> Option<TimedUnit> {
+        if self.worker.tail == self.worker.head {
+            return None;
+        }
+        self.worker.tail -= 1;
+        Some(self.flat[self.worker.tail])
+    }
+
+    fn cloned_to(&self, key: UnitKey) -> Option<u32> {
+        self.worker
+            .cloned_out
+            .iter()
+            .find(|c| c.0 == key)
+            .map(|c| c.1)
+    }
+
+    fn set_cloned(&mut self, key: UnitKey, to: Option<u32>) {
+        match to {
+            Some(to) => self.worker.cloned_out.push((key, to)),
+            None => self.worker.cloned_out.retain(|c| c.0 != key),
+        }
+    }
+
+    fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool {
+        let before = self.worker.given.len();
+        self.worker
+            .given
+            .retain(|g| !(g.0.key == key && g.1 == from && g.2));
+        self.worker.given.len() < before
+    }
+
+    fn skip_own(&mut self, key: UnitKey) -> bool {
+        let pending = self.flat[self.worker.head..self.worker.tail]
+            .iter()
+            .any(|u| u.key == key);
+        if pending {
+            self.worker.skip.push(key);
+        }
+        pending
     }
 }
 
@@ -709,6 +746,14 @@ mod tests {
         assert_eq!(r.reassigned, 4);
         assert!(r.makespan_us <= 4 * 400 + 2 * 10, "{r:?}");
         assert!(r.wasted >= 1, "worker 3 skipped or dropped copies: {r:?}");
+        // The copies go last first: worker 0 starts where worker 3 ends.
+        let copies: Vec<u32> = r
+            .executed
+            .iter()
+            .filter(|&&(k, w)| w == 0 && k.partition == 3)
+            .map(|(k, _)| k.unit)
+            .collect();
+        assert_eq!(copies, [7, 6, 5, 4]);
     }
 
     #[test]

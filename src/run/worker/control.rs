@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::epoch::{Epoch, Given};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
+use crate::policy::handover::{self, Cancelled};
 use crate::policy::ControlKind;
 use crate::predict::Timing;
 use crate::run::holdings::Holdings;
@@ -68,26 +69,7 @@ impl ComputeState {
         }
         let current = self.epoch.as_ref().map(|e| e.iteration);
         if current.is_none_or(|t| message.iteration > t) {
-            // A report from a later iteration (SSP) also says the peer is done
-            // with ours: it is ahead, and may take units of this iteration.
-            if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
-                (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
-            {
-                let total = agent.own_total_hint();
-                let ahead = ControlKind::Progress {
-                    done: total,
-                    total,
-                    queued: 0,
-                    unit_us: *unit_us,
-                };
-                let left = epoch.own.len();
-                epoch.observe(agent, self.cx.now_us());
-                let out = agent.on_message(message.from, &ahead, left);
-                send_all(self.worker, epoch, &self.holdings, out, emit);
-            }
-            if !self.finished {
-                self.early_control.push(message);
-            }
+            self.on_later(message, emit);
             return;
         }
         let older = current != Some(message.iteration);
@@ -110,117 +92,148 @@ impl ComputeState {
         {
             return; // a report or offer about an iteration this worker has left
         }
-        let Some(epoch) = self.epoch.as_mut() else {
-            return;
-        };
         let closed = self.latest.as_ref().map_or(0, |l| l.version);
-        if message.iteration < closed {
+        if self.epoch.is_none() || message.iteration < closed {
             // Units of an iteration already reduced (a clone that lost the
             // race in flight): nothing to compute, nobody to tell.
             return;
         }
-        let mut agent = self.agent.as_mut();
         match message.kind {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
             | ControlKind::Planned { .. } => {
-                let action = match message.kind {
-                    ControlKind::Clone { .. } => UnitAction::Clone,
-                    _ => UnitAction::Reassigned,
-                };
-                let payload = (!message.rows.is_empty()).then(|| {
-                    epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
-                    Arc::new(LocalRows::from_rows(&message.rows))
-                });
-                for key in &message.units {
-                    let rows = self.cx.unit_rows(message.iteration, *key);
-                    // Rows held here are read from the store; the message
-                    // carries only the rows of units this worker does not hold.
-                    let held = self.holdings.holds(key.partition);
-                    if !held {
-                        assert!(
-                            payload
-                                .as_ref()
-                                .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
-                            "worker {} was handed unit {key:?} without its rows",
-                            self.worker
-                        );
-                        // From the next iteration on, hold the partition: its
-                        // rows travel once, as diffs of the placement.
-                        if self.holdings.request(key.partition) {
-                            (emit.placement)(
-                                &epoch.caps.placement,
-                                ((key.partition, self.worker), epoch.iteration + 1, 1),
-                            );
-                        }
-                    }
-                    // Planned units join the receiver's own list, but only
-                    // in their own iteration: a receiver already ahead
-                    // (SSP) computes them as given units of that iteration.
-                    let planned = !older && matches!(message.kind, ControlKind::Planned { .. });
-                    if planned && held {
-                        epoch.own.push_back(rows);
-                        continue;
-                    }
-                    let given = Given {
-                        rows,
-                        payload: if held { None } else { payload.clone() },
-                        action,
-                        from: message.from,
-                        iteration: message.iteration,
-                    };
-                    if planned {
-                        epoch.planned_in.push_back(given);
-                    } else {
-                        epoch.given_to_me.push_back(given);
-                    }
-                }
-                epoch.idle_reported = false;
+                self.receive_units(&message, older, emit);
                 if older {
                     return;
                 }
             }
             ControlKind::Done => {
-                // A peer finished these first: skip our copies.
-                for key in &message.units {
-                    let before = epoch.own.len() + epoch.given_to_me.len();
-                    // Unit keys repeat every iteration: a notice about an
-                    // earlier one never touches this iteration's own units.
-                    if !older {
-                        epoch.own.retain(|u| u.key != *key);
-                    }
-                    let own_skipped = epoch.own.len() + epoch.given_to_me.len() < before;
-                    epoch.given_to_me.retain(|g| {
-                        !(g.rows.key == *key
-                            && g.action == UnitAction::Clone
-                            && g.from == message.from
-                            && g.iteration == message.iteration)
-                    });
-                    let skipped = epoch.own.len() + epoch.given_to_me.len() < before;
-                    if skipped {
-                        epoch.units_cancelled += 1;
-                    }
-                    if !older && epoch.cloned_out.remove(key).is_some() && own_skipped {
-                        if let Some(agent) = agent.as_mut() {
-                            epoch.observe(agent, self.cx.now_us());
-                            let out = agent.on_own_unit_done(epoch.unit_us());
-                            send_all(self.worker, epoch, &self.holdings, out, emit);
-                        }
-                    }
-                }
+                self.on_done(&message, emit);
                 return;
             }
             _ => {}
         }
-        let left = epoch.own_left();
-        let Some(agent) = agent else {
+        let (Some(epoch), Some(agent)) = (self.epoch.as_mut(), self.agent.as_mut()) else {
             return;
         };
+        let left = epoch.own_left();
         epoch.observe(agent, self.cx.now_us());
         let out = agent.on_message(message.from, &message.kind, left);
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
+        }
+    }
+
+    /// A message of an iteration this worker has not begun: kept until it
+    /// begins it. A report from a later iteration (SSP) also says the peer
+    /// is done with ours: it is ahead, and may take units of this iteration.
+    fn on_later(&mut self, message: Control, emit: &mut Emit<'_>) {
+        if let (ControlKind::Progress { unit_us, .. }, Some(epoch), Some(agent)) =
+            (&message.kind, self.epoch.as_mut(), self.agent.as_mut())
+        {
+            let total = agent.own_total_hint();
+            let ahead = ControlKind::Progress {
+                done: total,
+                total,
+                queued: 0,
+                unit_us: *unit_us,
+            };
+            let left = epoch.own.len();
+            epoch.observe(agent, self.cx.now_us());
+            let out = agent.on_message(message.from, &ahead, left);
+            send_all(self.worker, epoch, &self.holdings, out, emit);
+        }
+        if !self.finished {
+            self.early_control.push(message);
+        }
+    }
+
+    /// Units a peer handed over (`Assign`, `Clone`, `Planned`) join the
+    /// lists; rows that came with them are kept for them, and their
+    /// partitions are held from the next iteration on. `older`: the message
+    /// is of an iteration before the current one.
+    fn receive_units(&mut self, message: &Control, older: bool, emit: &mut Emit<'_>) {
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        let action = match message.kind {
+            ControlKind::Clone { .. } => UnitAction::Clone,
+            _ => UnitAction::Reassigned,
+        };
+        let payload = (!message.rows.is_empty()).then(|| {
+            epoch.bytes_moved += message.rows.iter().map(DataRow::wire_bytes).sum::<u64>();
+            Arc::new(LocalRows::from_rows(&message.rows))
+        });
+        for key in &message.units {
+            let rows = self.cx.unit_rows(message.iteration, *key);
+            // Rows held here are read from the store; the message
+            // carries only the rows of units this worker does not hold.
+            let held = self.holdings.holds(key.partition);
+            if !held {
+                assert!(
+                    payload
+                        .as_ref()
+                        .is_some_and(|p| rows.rows.iter().all(|&r| p.contains(r))),
+                    "worker {} was handed unit {key:?} without its rows",
+                    self.worker
+                );
+                // From the next iteration on, hold the partition: its
+                // rows travel once, as diffs of the placement.
+                if self.holdings.request(key.partition) {
+                    (emit.placement)(
+                        &epoch.caps.placement,
+                        ((key.partition, self.worker), epoch.iteration + 1, 1),
+                    );
+                }
+            }
+            // Planned units join the receiver's own list, but only
+            // in their own iteration: a receiver already ahead
+            // (SSP) computes them as given units of that iteration.
+            let planned = !older && matches!(message.kind, ControlKind::Planned { .. });
+            if planned && held {
+                epoch.own.push_back(rows);
+                continue;
+            }
+            let given = Given {
+                rows,
+                payload: if held { None } else { payload.clone() },
+                action,
+                from: message.from,
+                iteration: message.iteration,
+            };
+            if planned {
+                epoch.planned_in.push_back(given);
+            } else {
+                epoch.given_to_me.push_back(given);
+            }
+        }
+        epoch.idle_reported = false;
+    }
+
+    /// A peer finished these units first: skip our copies. Unit keys repeat
+    /// every iteration: a notice about an earlier one touches only that
+    /// iteration's copies.
+    fn on_done(&mut self, message: &Control, emit: &mut Emit<'_>) {
+        let Some(epoch) = self.epoch.as_mut() else {
+            return;
+        };
+        for key in &message.units {
+            let mut lists = Lists {
+                epoch: &mut *epoch,
+                iteration: message.iteration,
+            };
+            let cancelled = handover::done(&mut lists, message.from, *key);
+            if cancelled != Cancelled::Nothing {
+                epoch.units_cancelled += 1;
+            }
+            if cancelled == Cancelled::Own {
+                if let Some(agent) = self.agent.as_mut() {
+                    epoch.observe(agent, self.cx.now_us());
+                    let out = agent.on_own_unit_done(epoch.unit_us());
+                    send_all(self.worker, epoch, &self.holdings, out, emit);
+                }
+            }
         }
     }
 
@@ -283,7 +296,8 @@ pub(super) fn send_done(
 
 /// Sends the agent's messages. An `Assign` takes its units from the end of the
 /// worker's own list first, so they are no longer this worker's to compute; a
-/// `Clone` names units from the end that are not cloned yet and keeps them.
+/// `Clone` names units from the end that are not cloned yet, last first, and
+/// keeps them (see [`crate::policy::handover`]).
 ///
 /// Units go with their rows unless the receiver is a settled holder of them.
 pub(super) fn send_all(
@@ -294,38 +308,27 @@ pub(super) fn send_all(
     emit: &mut Emit<'_>,
 ) {
     for (to, kind) in out {
-        let units: Vec<UnitRows> = match kind {
+        let iteration = epoch.iteration;
+        let mut lists = Lists {
+            epoch: &mut *epoch,
+            iteration,
+        };
+        let mut units: Vec<UnitRows> = Vec::new();
+        let handed = match kind {
             ControlKind::Assign { count } | ControlKind::Planned { count } => {
-                let mut taken: Vec<UnitRows> =
-                    (0..count).filter_map(|_| epoch.own.pop_back()).collect();
-                taken.reverse();
-                epoch.units_given += taken.len() as u32;
-                if taken.is_empty() {
-                    continue;
-                }
-                taken
+                Some(handover::give(&mut lists, count, &mut units))
             }
             ControlKind::Clone { count } => {
-                let mut picked: Vec<UnitRows> = epoch
-                    .own
-                    .iter()
-                    .rev()
-                    .filter(|u| !epoch.cloned_out.contains_key(&u.key))
-                    .take(count as usize)
-                    .cloned()
-                    .collect();
-                picked.reverse();
-                for u in &picked {
-                    epoch.cloned_out.insert(u.key, to);
-                }
-                epoch.units_given += picked.len() as u32;
-                if picked.is_empty() {
-                    continue;
-                }
-                picked
+                Some(handover::clone_out(&mut lists, to, count, &mut units))
             }
-            _ => Vec::new(),
+            _ => None,
         };
+        if let Some(handed) = handed {
+            epoch.units_given += handed as u32;
+            if handed == 0 {
+                continue;
+            }
+        }
         let rows = units
             .iter()
             .filter(|u| !holdings.settled_holder(u.key.partition, to))
@@ -341,5 +344,81 @@ pub(super) fn send_all(
         };
         epoch.control.count(&message);
         (emit.control)(&epoch.caps.control, message);
+    }
+}
+
+/// An iteration's lists as a message of `iteration` sees them: a message
+/// about an earlier iteration reaches only the copies of that iteration
+/// (unit keys repeat every iteration).
+struct Lists<'a> {
+    epoch: &'a mut Epoch,
+    iteration: u64,
+}
+
+impl Lists<'_> {
+    fn current(&self) -> bool {
+        self.iteration == self.epoch.iteration
+    }
+}
+
+impl handover::Lists for Lists<'_> {
+    type Unit = UnitRows;
+
+    fn key(unit: &UnitRows) -> UnitKey {
+        unit.key
+    }
+
+    fn own(&self) -> impl DoubleEndedIterator<Item = &UnitRows> {
+        let own = if self.current() {
+            0..
+        } else {
+            self.epoch.own.len()..
+        };
+        self.epoch.own.range(own)
+    }
+
+    fn pop_own(&mut self) -> Option<UnitRows> {
+        if !self.current() {
+            return None;
+        }
+        self.epoch.own.pop_back()
+    }
+
+    fn cloned_to(&self, key: UnitKey) -> Option<u32> {
+        if !self.current() {
+            return None;
+        }
+        self.epoch.cloned_out.get(&key).copied()
+    }
+
+    fn set_cloned(&mut self, key: UnitKey, to: Option<u32>) {
+        if !self.current() {
+            return;
+        }
+        match to {
+            Some(to) => self.epoch.cloned_out.insert(key, to),
+            None => self.epoch.cloned_out.remove(&key),
+        };
+    }
+
+    fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool {
+        let iteration = self.iteration;
+        let before = self.epoch.given_to_me.len();
+        self.epoch.given_to_me.retain(|g| {
+            !(g.rows.key == key
+                && g.action == UnitAction::Clone
+                && g.from == from
+                && g.iteration == iteration)
+        });
+        self.epoch.given_to_me.len() < before
+    }
+
+    fn skip_own(&mut self, key: UnitKey) -> bool {
+        if !self.current() {
+            return false;
+        }
+        let before = self.epoch.own.len();
+        self.epoch.own.retain(|u| u.key != key);
+        self.epoch.own.len() < before
     }
 }

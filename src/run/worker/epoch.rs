@@ -114,6 +114,54 @@ pub(super) struct Epoch {
 }
 
 impl Epoch {
+    /// Iteration `iteration`, begun at `ready_us` with `caps`, parameters
+    /// of version `params.1` and the `own` units; `control` is the traffic
+    /// sent since the last report, `operator_us` the operator's time so far.
+    pub(super) fn start(
+        iteration: u64,
+        caps: Caps,
+        params: (Arc<Vec<f64>>, u64),
+        own: VecDeque<UnitRows>,
+        ready_us: u64,
+        control: Traffic,
+        operator_us: u64,
+    ) -> Self {
+        let (params, params_version) = params;
+        Epoch {
+            iteration,
+            caps,
+            params,
+            params_version,
+            own,
+            given_to_me: VecDeque::new(),
+            planned_in: VecDeque::new(),
+            cloned_out: BTreeMap::new(),
+            running: None,
+            units_cancelled: 0,
+            ready_us,
+            first_start_us: None,
+            last_end_us: ready_us,
+            last_unit_us: 0,
+            compute_us: 0,
+            rows: 0,
+            bytes_sent: 0,
+            bytes_moved: 0,
+            units_given: 0,
+            control,
+            max_slowdown: 1.0,
+            delay_us: 0,
+            oversleep: Duration::ZERO,
+            operator_us_at_start: operator_us,
+            units: Vec::new(),
+            units_done: 0,
+            idle_reported: false,
+            timing_sent: false,
+            predicted_unit_us: None,
+            grads_held: Vec::new(),
+            grads_held_bytes: 0,
+        }
+    }
+
     pub(super) fn has_units(&self) -> bool {
         self.running.is_some()
             || !self.own.is_empty()

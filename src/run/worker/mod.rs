@@ -400,6 +400,26 @@ impl ComputeState {
                 || latest.version >= self.cx.plan.iterations)
     }
 
+    /// The final version: every iteration is reduced; reports the last
+    /// barrier and lets every capability go.
+    fn finish(&mut self, emit: &mut Emit<'_>) {
+        let Some(latest) = self.latest.as_ref() else {
+            return;
+        };
+        let ready_us = self.cx.now_us();
+        (emit.progress)(
+            &latest.caps.progress,
+            Progress::Ready {
+                worker: self.worker,
+                iteration: self.cx.plan.iterations,
+                ready_us,
+            },
+        );
+        self.finished = true;
+        self.epoch = None;
+        self.latest = None;
+    }
+
     fn begin(&mut self, emit: &mut Emit<'_>) {
         // Units abandoned in this activation left the slices of those done.
         if let Some(epoch) = self.epoch.as_mut() {
@@ -411,20 +431,7 @@ impl ComputeState {
         let latest = self.latest.as_ref().expect("checked by can_begin");
         let iteration = self.next_iteration.min(self.cx.plan.iterations);
         if latest.version >= self.cx.plan.iterations {
-            // The final version: every iteration is reduced; report the last
-            // barrier and let every capability go.
-            let ready_us = self.cx.now_us();
-            (emit.progress)(
-                &latest.caps.progress,
-                Progress::Ready {
-                    worker: self.worker,
-                    iteration: self.cx.plan.iterations,
-                    ready_us,
-                },
-            );
-            self.finished = true;
-            self.epoch = None;
-            self.latest = None;
+            self.finish(emit);
             return;
         }
         if iteration >= self.cx.plan.iterations {
@@ -465,39 +472,15 @@ impl ComputeState {
             .iter()
             .flat_map(|&p| self.cx.partitioning.units(version, p))
             .collect();
-        self.epoch = Some(Epoch {
-            iteration: version,
+        self.epoch = Some(Epoch::start(
+            version,
             caps,
-            params,
-            params_version,
+            (params, params_version),
             own,
-            given_to_me: VecDeque::new(),
-            planned_in: VecDeque::new(),
-            cloned_out: BTreeMap::new(),
-            running: None,
-            units_cancelled: 0,
             ready_us,
-            first_start_us: None,
-            last_end_us: ready_us,
-            last_unit_us: 0,
-            compute_us: 0,
-            rows: 0,
-            bytes_sent: 0,
-            bytes_moved: 0,
-            units_given: 0,
-            control: std::mem::take(&mut self.control_after_report),
-            max_slowdown: 1.0,
-            delay_us: 0,
-            oversleep: Duration::ZERO,
-            operator_us_at_start: self.operator_us(),
-            units: Vec::new(),
-            units_done: 0,
-            idle_reported: false,
-            timing_sent: false,
-            predicted_unit_us: None,
-            grads_held: Vec::new(),
-            grads_held_bytes: 0,
-        });
+            std::mem::take(&mut self.control_after_report),
+            self.operator_us(),
+        ));
         let moves = self.plan_ahead(emit);
         let planned_in: u32 = moves
             .iter()

@@ -1,21 +1,22 @@
-//! At an iteration's start: the predictive policies' decisions (the proactive
-//! plan, its clones, dpro-substitute), made in `policy/` and applied here.
+//! At an iteration's start: the predictive policies' decision (the proactive
+//! plan, its clones, dpro-substitute), made by [`crate::policy::decide`] and
+//! applied here.
 
 use super::control::send_all;
 use super::epoch::Epoch;
 use super::{ComputeState, Emit};
 use crate::data::UnitRows;
-use crate::policy::proactive::within_budget;
-use crate::policy::{order_for_gifts, plan_moves, substitution, ControlKind, Move, PolicyPlan};
-use crate::predict::{OnlineHistory, DEFAULT_STRAGGLER_THRESHOLD};
+use crate::policy::boundary::Action;
+use crate::policy::{decide, order_for_gifts, ControlKind, Decision, Known, Move};
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 
 impl ComputeState {
-    /// At the start of an iteration: predict every worker's time per unit from
-    /// the timings so far and, under a proactive policy, give this worker's
-    /// share of the planned moves (units of partitions the receiver holds
-    /// first). Returns the plan's moves (every worker's: none when the
+    /// At the start of an iteration: the policy's decision
+    /// ([`crate::policy::decide`]) from the timings so far, and this
+    /// worker's share of it: its gifts of the planned moves (units of
+    /// partitions the receiver holds first), its clones, or its
+    /// substitution. Returns the plan's moves (every worker's: none when the
     /// plan clones or substitutes instead).
     pub(super) fn plan_ahead(&mut self, emit: &mut Emit<'_>) -> Vec<Move> {
         let (Some(history), Some(predictor), Some(epoch)) = (
@@ -25,53 +26,40 @@ impl ComputeState {
         ) else {
             return Vec::new();
         };
-        // Under slack the plan for t learns from the iterations up to
-        // t − 1 − slack only: every worker has those when it begins t.
-        let slack = self.cx.plan.policy.slack();
-        let known;
-        let history = if slack == 0 {
-            history
-        } else {
-            known = match epoch.iteration.checked_sub(1 + slack) {
-                Some(last) => history.through(last),
-                None => OnlineHistory::new(self.cx.plan.workers),
-            };
-            &known
-        };
-        let predicted = history.predict(predictor);
-        epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
         let own: Vec<u32> = (0..self.cx.plan.workers)
             .map(|w| self.cx.own_units(w))
             .collect();
-        if let PolicyPlan::DproSubstitute { floor, threshold } = self.cx.plan.policy {
-            let partitions = self.cx.assignment(self.worker);
-            if let Some(kept) =
-                substitution(&predicted, &own, partitions, self.worker, floor, threshold)
-            {
-                substitute(&self.cx, self.worker, epoch, &kept, emit);
-            }
-            return Vec::new();
-        }
-        let Some(config) = self.cx.plan.policy.proactive() else {
-            return Vec::new();
+        let known = Known {
+            history,
+            predictor,
+            iteration: epoch.iteration,
+            own: &own,
         };
-        // A plan moves units only for slowdowns that last (recorded above:
-        // the predictions as made).
-        let acted = history.lasting(&predicted, DEFAULT_STRAGGLER_THRESHOLD);
-        let mut moves = plan_moves(&own, &acted, config);
-        if let PolicyPlan::ProactiveClone { budget, .. } = self.cx.plan.policy {
-            // Clones: the predicted-slow worker keeps its units; the first copy
-            // to finish wins and the other side skips or discards its copy.
-            let total: u32 = own.iter().sum();
-            moves = within_budget(&moves, (f64::from(total) * budget).floor() as u32);
-            let mine: Vec<(u32, ControlKind)> = moves
-                .into_iter()
-                .filter(|m| m.from == self.worker)
-                .map(|m| (m.to, ControlKind::Clone { count: m.count }))
-                .collect();
-            send_all(self.worker, epoch, &self.holdings, mine, emit);
-            return Vec::new();
-        }
+        let Decision { predicted, action } = decide(&self.cx.plan.policy, &known);
+        epoch.predicted_unit_us = predicted.get(self.worker as usize).copied().flatten();
+        let moves = match action {
+            Action::Keep => return Vec::new(),
+            Action::Substitute { .. } => {
+                let partitions = self.cx.assignment(self.worker);
+                if let Some(kept) = action.kept_partitions(self.worker, partitions) {
+                    substitute(&self.cx, self.worker, epoch, &kept, emit);
+                }
+                return Vec::new();
+            }
+            Action::Clone(moves) => {
+                // Clones: the predicted-slow worker keeps its units; the first
+                // copy to finish wins and the other side skips or discards its
+                // copy.
+                let mine: Vec<(u32, ControlKind)> = moves
+                    .into_iter()
+                    .filter(|m| m.from == self.worker)
+                    .map(|m| (m.to, ControlKind::Clone { count: m.count }))
+                    .collect();
+                send_all(self.worker, epoch, &self.holdings, mine, emit);
+                return Vec::new();
+            }
+            Action::Move(moves) => moves,
+        };
         let gifts: Vec<Move> = moves
             .iter()
             .filter(|m| m.from == self.worker)

@@ -1,0 +1,63 @@
+//! `forestall-detect`: worker 0 tracks every worker's progress
+//! ([`ProgressTracker`]) and hands each closed iteration's records and
+//! laggard report to the sink.
+
+use std::sync::mpsc::Sender;
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::{Scope, Stream};
+
+use crate::run::context::JobContext;
+use crate::run::detect::ProgressTracker;
+use crate::run::messages::Progress;
+use crate::run::sink::SinkEvent;
+
+/// Builds the detect operator over every worker's `progress` (all routed
+/// to worker 0).
+pub(super) fn build<'s>(
+    scope: Scope<'s, u64>,
+    cx: &JobContext,
+    sink: &Sender<SinkEvent>,
+    progress: Stream<'s, u64, Vec<Progress>>,
+) {
+    let mut builder = OperatorBuilder::new("forestall-detect".to_owned(), scope);
+    let mut progress_in = builder.new_input(progress, Exchange::new(|_: &Progress| 0));
+    let sink = sink.clone();
+    let mut tracker = ProgressTracker::new(cx.plan.workers, cx.plan.laggard_threshold);
+    builder.build(move |_caps| {
+        move |_frontiers| {
+            progress_in.for_each(|_cap, data| {
+                for message in data.drain(..) {
+                    on_progress(&mut tracker, &sink, message);
+                }
+            });
+        }
+    });
+}
+
+/// One worker's progress report.
+fn on_progress(tracker: &mut ProgressTracker, sink: &Sender<SinkEvent>, message: Progress) {
+    match message {
+        Progress::Finished(record) => {
+            let t = record.iteration;
+            if let Some(report) = tracker.on_finished(record) {
+                tracing::debug!(
+                    iteration = t,
+                    laggard = ?report.laggard,
+                    lag_us = report.lag_us,
+                    "iteration closed"
+                );
+            }
+        }
+        Progress::Ready {
+            worker,
+            iteration,
+            ready_us,
+        } => {
+            if let Some((workers, report)) = tracker.on_ready(worker, iteration, ready_us) {
+                let _ = sink.send(SinkEvent::Iteration { workers, report });
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! `forestall-reduce`: worker `index` owns shard `index`. Gradient slices in;
+//! the shard's next parameter version out, to every worker, once every unit
+//! of the iteration is in ([`ShardReducer`]). Shard 0's owner also decides
+//! which partitions an iteration drops under backup workers and tells the
+//! other owners.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
+use timely::dataflow::{Scope, Stream};
+
+use super::Builder;
+use crate::policy::PolicyPlan;
+use crate::run::context::JobContext;
+use crate::run::messages::{DropDecision, GradSlice, ShardParams};
+use crate::run::reduce::{BackupRule, Offer, Reduced, ShardReducer};
+use crate::run::sink::SinkEvent;
+
+/// The reduce operator's capabilities for an open iteration `t`.
+struct ReduceCaps {
+    /// The next parameter version, at `t`.
+    params: Capability<u64>,
+    /// Shard 0's drop decisions (backup workers), at `t`.
+    decisions: Capability<u64>,
+}
+
+/// Builds worker `index`'s reduce operator over `grads`; returns the next
+/// parameter versions of its shard.
+pub(super) fn build<'s>(
+    scope: Scope<'s, u64>,
+    cx: &Arc<JobContext>,
+    index: u32,
+    sink: &Sender<SinkEvent>,
+    grads: Stream<'s, u64, Vec<GradSlice>>,
+) -> Stream<'s, u64, Vec<ShardParams>> {
+    let workers = cx.plan.workers;
+    let mut reducer = shard_reducer(cx, index);
+    let reduce_cx = Arc::clone(cx);
+    let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
+    let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
+    let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
+    let (decisions_out, decisions) = builder.new_output::<Vec<DropDecision>>();
+    // Shard 0's owner tells the others which partitions an iteration drops
+    // (backup workers); like the control loop, the input is unconnected.
+    let mut decisions_in = builder.new_input_connection(
+        decisions,
+        Exchange::new(|d: &DropDecision| d.target as u64),
+        std::iter::empty(),
+    );
+    let mut params_out = OutputBuilder::<u64, Builder<ShardParams>>::from(params_out);
+    let mut decisions_out = OutputBuilder::<u64, Builder<DropDecision>>::from(decisions_out);
+    let sink = sink.clone();
+    builder.build(move |_caps| {
+        let mut open: BTreeMap<u64, ReduceCaps> = BTreeMap::new();
+        move |_frontiers| {
+            grads_in.for_each(|cap, data| {
+                for slice in data.drain(..) {
+                    let t = slice.iteration;
+                    if reducer.offer(slice) == Offer::Accepted {
+                        open.entry(t).or_insert_with(|| ReduceCaps {
+                            params: cap.delayed(&t, 0),
+                            decisions: cap.delayed(&t, 1),
+                        });
+                    }
+                }
+            });
+            decisions_in.for_each(|_cap, data| {
+                for d in data.drain(..) {
+                    reducer.set_dropped(d.iteration, &d.partitions);
+                }
+            });
+            if index == 0 {
+                let mut out = decisions_out.activate();
+                for (&t, caps) in &open {
+                    if let Some(dropped) = reducer.decide(t) {
+                        let mut session = out.session(&caps.decisions);
+                        for target in 1..reduce_cx.shards.len() as u32 {
+                            session.give(DropDecision {
+                                target,
+                                iteration: t,
+                                partitions: dropped.clone(),
+                            });
+                        }
+                        let _ = sink.send(SinkEvent::Dropped {
+                            iteration: t,
+                            partitions: dropped,
+                        });
+                    }
+                }
+            }
+            let mut out = params_out.activate();
+            while let Some((&t, _)) = open.first_key_value() {
+                let Some(reduced) = reducer.try_reduce(t) else {
+                    break;
+                };
+                let caps = open.remove(&t).expect("present");
+                if let Some(diverged) = divergence(&reduced, index, t) {
+                    // Diverged: say so and stop producing versions; the sink
+                    // stops the run.
+                    let _ = sink.send(diverged);
+                    break;
+                }
+                if reduce_cx.is_checkpoint(t + 1) {
+                    let state = reducer.checkpoint_state(t + 1, index);
+                    let _ = sink.send(SinkEvent::Shard(state));
+                }
+                let mut session = out.session(&caps.params);
+                for target in 0..workers {
+                    session.give(ShardParams {
+                        target,
+                        version: t + 1,
+                        shard: index,
+                        values: reduced.values.clone(),
+                    });
+                }
+                let substituted = reducer.take_substituted(t);
+                if index == 0 && !substituted.is_empty() {
+                    let _ = sink.send(SinkEvent::Dropped {
+                        iteration: t,
+                        partitions: substituted,
+                    });
+                }
+                if index == 0 {
+                    // The receiver only disappears if the sink failed; the
+                    // run reports that error at the end.
+                    let loss = reduced.loss_sum / reduced.rows;
+                    let _ = sink.send(SinkEvent::TrainLoss { iteration: t, loss });
+                }
+            }
+        }
+    });
+    next_params
+}
+
+/// The reducer of shard `index` (none past the last shard: nothing is sent
+/// to it), with the policy's rules and the checkpoint's state, if resumed.
+fn shard_reducer(cx: &JobContext, index: u32) -> ShardReducer {
+    let workers = cx.plan.workers;
+    let range = cx.shards.get(index as usize).cloned().unwrap_or(0..0);
+    let mut reducer = ShardReducer::new(
+        range.clone(),
+        cx.plan.partitions,
+        cx.plan.units_per_partition,
+        cx.partitioning.rows_per_iteration(),
+        cx.plan.optimizer,
+        cx.initial_params[range.clone()].to_vec(),
+        range.clone().map(|j| cx.workload.penalised(j)).collect(),
+    );
+    if let PolicyPlan::BackupWorkers { backups } = cx.plan.policy {
+        let mut units_per_owner = vec![0; workers as usize];
+        for &o in &cx.owners {
+            units_per_owner[o as usize] += cx.plan.units_per_partition;
+        }
+        reducer = reducer.with_backup(BackupRule {
+            keep: workers - backups,
+            owners: cx.owners.clone(),
+            units_per_owner,
+        });
+    }
+    if let PolicyPlan::DproSubstitute { .. } = cx.plan.policy {
+        reducer = reducer.with_substitution();
+    }
+    if let Some(c) = &cx.resume {
+        reducer = reducer.resume_at(
+            c.iteration,
+            &c.m[range.clone()],
+            &c.v[range.clone()],
+            c.steps,
+        );
+    }
+    reducer
+}
+
+/// The event that stops a run whose iteration `t` diverged: a loss (shard
+/// 0's owner reads it) or a parameter of shard `index` that is not finite.
+fn divergence(reduced: &Reduced, index: u32, t: u64) -> Option<SinkEvent> {
+    let loss = reduced.loss_sum / reduced.rows;
+    let bad_loss = index == 0 && !loss.is_finite();
+    if !bad_loss && reduced.values.iter().all(|x| x.is_finite()) {
+        return None;
+    }
+    Some(SinkEvent::Diverged {
+        iteration: t,
+        what: if bad_loss {
+            format!("the training loss is {loss}")
+        } else {
+            format!("a parameter of shard {index} is not finite")
+        },
+    })
+}
