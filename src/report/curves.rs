@@ -111,25 +111,12 @@ impl Curve {
 }
 
 /// Colours of the runs, in order.
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
 
 /// One curve of several runs on the same axes, as SVG (a legend names the
 /// runs when there is more than one). Needs the plot font (see
 /// [`super::plot`]).
 pub fn curve_svg(curve: Curve, series: &[Series]) -> Result<String, String> {
-    if !super::plot::font_registered() {
-        return Err(format!(
-            "no TrueType font for the plots' text (looked in {}; set FORESTALL_FONT)",
-            super::plot::FONT_PATHS.join(", ")
-        ));
-    }
+    super::plot::ensure_font()?;
     let (title, y_label) = curve.labels();
     let points = || series.iter().flat_map(|s| s.points.iter().copied());
     let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -156,7 +143,7 @@ pub fn curve_svg(curve: Curve, series: &[Series]) -> Result<String, String> {
         let root = SVGBackend::with_string(&mut svg, (960, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
+            .caption(title, (super::plot::FONT_FAMILY, 18))
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(64)
@@ -169,7 +156,7 @@ pub fn curve_svg(curve: Curve, series: &[Series]) -> Result<String, String> {
             .draw()
             .map_err(err)?;
         for (i, s) in series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = super::plot::COLORS[i % super::plot::COLORS.len()];
             let drawn = chart
                 .draw_series(LineSeries::new(
                     s.points.iter().copied(),

@@ -51,7 +51,8 @@ pub(crate) fn ensure_font() -> Result<(), String> {
     .clone()
 }
 
-const COLORS: [RGBColor; 8] = [
+/// The palette every plot draws its series in, in order.
+pub(crate) const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
