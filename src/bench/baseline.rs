@@ -111,6 +111,23 @@ impl BaselineComparison {
     }
 }
 
+/// A measure compared: its name, how to read it, whether lower is better.
+type Measure = (&'static str, fn(&BenchRow) -> f64, bool);
+
+fn time_per_iteration(r: &BenchRow) -> f64 {
+    r.time_per_iteration_ms
+}
+
+fn test_accuracy(r: &BenchRow) -> f64 {
+    r.test_accuracy
+}
+
+/// The measures a row is compared by.
+const MEASURES: [Measure; 2] = [
+    ("time_per_iteration_ms", time_per_iteration, true),
+    ("test_accuracy", test_accuracy, false),
+];
+
 fn groups(rows: &[BenchRow]) -> BTreeMap<RowKey, Vec<&BenchRow>> {
     let mut g: BTreeMap<RowKey, Vec<&BenchRow>> = BTreeMap::new();
     for r in rows {
@@ -138,11 +155,7 @@ pub fn compare_with_baseline(rows: &[BenchRow], baseline: &[BenchRow]) -> Baseli
             out.only_new.push(key.clone());
             continue;
         };
-        let measures: [(&'static str, fn(&BenchRow) -> f64, bool); 2] = [
-            ("time_per_iteration_ms", |r| r.time_per_iteration_ms, true),
-            ("test_accuracy", |r| r.test_accuracy, false),
-        ];
-        for (measure, value, lower_is_better) in measures {
+        for (measure, value, lower_is_better) in MEASURES {
             let a: Vec<f64> = before.iter().map(|r| value(r)).collect();
             let b: Vec<f64> = now.iter().map(|r| value(r)).collect();
             let ((mean_a, range_a), (mean_b, range_b)) = (mean_range(&a), mean_range(&b));
