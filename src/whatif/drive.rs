@@ -318,7 +318,7 @@ pub fn replay_policy(
 
 /// [`replay_policy`] on `threads` threads (`None`: one per core): ranges of
 /// iterations for policies without a plan, two lanes of workers per
-/// iteration for the others (see [`super::lanes`]); the outcome is the same
+/// iteration for the others (see `whatif/lanes.rs`); the outcome is the same
 /// for any number.
 pub fn replay_policy_on(
     timings: &Timings,
