@@ -38,8 +38,8 @@ use super::sink::SinkEvent;
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
 
 /// Builds the dataflow on `worker`; timely runs it to completion afterwards.
-/// Each operator is built in its own module: [`compute`], [`reduce`],
-/// [`detect`].
+/// Each operator is built in its own module: `compute`, `reduce` and
+/// `detect` (under `run/dataflow/`).
 pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: Sender<SinkEvent>) {
     let clock = register_clock(worker);
     let index = worker.index() as u32;

@@ -142,9 +142,8 @@ impl Setup<'_> {
         // the range starts at the first iteration and runs on from there.
         let clock = self.timings.clock();
         let mut clock_us = clock.map_or(0, Clock::start_us);
-        // Iterations replayed, as the history numbers them.
-        let mut replayed = 0u64;
-        for i in range {
+        // `replayed`: iterations replayed before, as the history numbers them.
+        for (replayed, i) in range.enumerate() {
             let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
             let t = &*recorded;
             let mut lists = Planned::new(t);
@@ -159,7 +158,7 @@ impl Setup<'_> {
             out.unit_bounds.push(unit_bound + t.overhead_us as f64);
             let sends = match self.plan {
                 Some(predictor) => {
-                    self.plan_iteration(&mut lists, &history, predictor, replayed, &mut out)
+                    self.plan_iteration(&mut lists, &history, predictor, replayed as u64, &mut out)
                 }
                 None => Vec::new(),
             };
@@ -191,7 +190,6 @@ impl Setup<'_> {
             };
             out.per_iteration.push((makespan + t.overhead_us) as f64);
             clock_us += makespan + t.overhead_us;
-            replayed += 1;
             if self.plan.is_some() {
                 let timings: Vec<Timing> = units
                     .iter()
@@ -320,7 +318,7 @@ pub fn replay_policy(
 
 /// [`replay_policy`] on `threads` threads (`None`: one per core): ranges of
 /// iterations for policies without a plan, two lanes of workers per
-/// iteration for the others (see [`super::lanes`]); the outcome is the same
+/// iteration for the others (see `whatif/lanes.rs`); the outcome is the same
 /// for any number.
 pub fn replay_policy_on(
     timings: &Timings,
