@@ -42,6 +42,7 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod spec;
+pub mod stats;
 pub mod trace;
 pub mod whatif;
 pub mod workload;

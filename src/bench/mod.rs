@@ -177,7 +177,7 @@ fn reference_row(
         workers: 1,
         time_per_iteration_ms: total / walls.len().max(1) as f64,
         load_ms: load_us as f64 / 1000.0,
-        median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+        median_iteration_ms: crate::stats::quantile(&walls, 0.5),
         test_accuracy,
         params_sha256,
         ..base.clone()

@@ -60,7 +60,7 @@ pub fn heatmap(observed: &Observed) -> (Vec<Vec<f64>>, (usize, usize)) {
             .map(|r| r[col])
             .filter(|v| v.is_finite())
             .collect();
-        let median = crate::analyze::classify::median(&mut values);
+        let median = crate::stats::median(&mut values);
         for row in &mut grid {
             row[col] = if median > 0.0 { row[col] / median } else { 1.0 };
         }

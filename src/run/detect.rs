@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::stats::median_u64;
 use crate::trace::WorkerRecord;
 
 /// Who finished last and by how much.
@@ -23,14 +24,6 @@ pub struct LaggardReport {
     pub lag_us: u64,
     /// Median over all workers of `finish_us - start_us`.
     pub median_busy_us: u64,
-}
-
-fn median(sorted: &[u64]) -> u64 {
-    match sorted.len() {
-        0 => 0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
 }
 
 /// Names the laggard among `records` (one per worker, one iteration): the worker
@@ -50,7 +43,7 @@ pub fn detect_laggard(records: &[WorkerRecord], threshold: f64) -> LaggardReport
     // Latest last; among equal finish times the higher worker index counts as last.
     busy.sort_unstable();
     let all: Vec<u64> = busy.iter().map(|b| b.0).collect();
-    let median_busy_us = median(&all);
+    let median_busy_us = median_u64(&all);
     let Some(&(last_busy, last_worker)) = busy.last() else {
         return LaggardReport {
             start_us,
@@ -60,7 +53,7 @@ pub fn detect_laggard(records: &[WorkerRecord], threshold: f64) -> LaggardReport
             median_busy_us,
         };
     };
-    let others = median(&all[..all.len() - 1]);
+    let others = median_u64(&all[..all.len() - 1]);
     let lag_us = if all.len() > 1 {
         last_busy.saturating_sub(others)
     } else {

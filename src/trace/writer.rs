@@ -410,15 +410,7 @@ fn write_parquet_within(
 
 /// Makes a rename in `dir` durable.
 fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(TraceError::io(dir))?;
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+    crate::fsutil::sync_dir(dir).map_err(TraceError::io(dir))
 }
 
 fn job_id_column(job_id: &str, rows: usize) -> ArrayRef {
