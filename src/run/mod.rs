@@ -34,7 +34,8 @@ pub use sink::{Observer, SinkEvent};
 use crate::checkpoint::Checkpoint;
 
 use crate::inject::{CpuDisruptor, Pattern};
-use crate::spec::{hex, DisruptorMode, JobPlan};
+use crate::fsutil::hex;
+use crate::spec::{DisruptorMode, JobPlan};
 use crate::trace::writer::Kept;
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter, WorkerRecord};
 use crate::workload::{Evaluation, Workload};

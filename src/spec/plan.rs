@@ -7,6 +7,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::data::DataConfig;
+use crate::fsutil::hex;
 use crate::inject::Pattern;
 use crate::policy::PolicyPlan;
 use crate::workload::AdamConfig;
@@ -310,11 +311,6 @@ impl JobPlan {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a plan always serialises to JSON")
     }
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether a plan's gradient bucket is the default (left out of its JSON).
