@@ -10,6 +10,7 @@ pub mod output;
 pub mod predictor;
 pub mod report;
 pub mod run;
+pub mod run_args;
 pub mod trace;
 pub mod whatif;
 

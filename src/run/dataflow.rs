@@ -30,12 +30,13 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::{Capability, ConnectLoop, Feedback};
 use timely::worker::Worker;
 
+use super::context::owned_inputs;
 use super::context::JobContext;
 use super::detect::ProgressTracker;
 use super::holdings::{Delivery, PlacementUpdate};
 use super::messages::{Control, DropDecision, GradSlice, Progress, ShardParams};
 use super::oplog::register_clock;
-use super::placement::{owned_inputs, placement_flow};
+use super::placement::placement_flow;
 use super::reduce::{BackupRule, ShardReducer};
 use super::sink::SinkEvent;
 use super::worker::{Caps, ComputeState, Emit, PendingVersion};

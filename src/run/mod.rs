@@ -14,6 +14,8 @@ pub mod messages;
 pub mod oplog;
 pub mod placement;
 pub mod plain;
+pub mod plain_burn;
+pub mod prepare;
 pub mod reduce;
 pub mod sink;
 pub mod worker;
@@ -26,15 +28,15 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+pub use crate::detect::{detect_laggard, LaggardReport};
 pub use cluster::ClusterSpec;
 pub use context::JobContext;
-pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
 use crate::checkpoint::Checkpoint;
 
-use crate::inject::{CpuDisruptor, Pattern};
 use crate::fsutil::hex;
+use crate::inject::{CpuDisruptor, Pattern};
 use crate::spec::{DisruptorMode, JobPlan};
 use crate::trace::writer::Kept;
 use crate::trace::{IterationRecord, TraceError, TraceStamp, TraceWriter, WorkerRecord};
@@ -50,9 +52,12 @@ pub enum RunError {
     /// The trace could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The thread that writes the trace could not be started.
+    #[error("failed to start the sink thread")]
+    SinkThread(#[source] std::io::Error),
     /// The online predictor could not be loaded.
-    #[error("predictor: {0}")]
-    Predictor(String),
+    #[error("cannot load the online predictor")]
+    Predictor(#[source] crate::predict::LstmError),
     /// Processes of one job run different plans.
     #[error("worker {worker} runs plan {found}, this process plan {expected}: every process must run the same job file and flags")]
     PlanMismatch {
@@ -204,8 +209,7 @@ pub fn run_job_in_cluster(
         resume,
         quota,
     } = options;
-    let predictor =
-        context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
+    let predictor = context::online_predictor(plan).map_err(RunError::Predictor)?;
     let mut context = JobContext::new(plan.clone(), Arc::clone(&workload), predictor);
     if let Some(c) = cluster {
         if c.workers() != plan.workers {
@@ -298,7 +302,7 @@ pub fn run_job_in_cluster(
                 &sink_failed,
             )
         })
-        .map_err(|e| RunError::Timely(format!("failed to start the sink thread: {e}")))?;
+        .map_err(RunError::SinkThread)?;
 
     // Real disruptors: one CPU-burning thread per emulated machine, burning
     // while its machine is disrupted (on top of the emulated slowdown).

@@ -10,6 +10,7 @@ mod detect;
 mod fuzz;
 mod import;
 mod interop;
+mod layout;
 mod policies;
 mod predictor;
 mod proactive;
