@@ -1,11 +1,10 @@
 //! `forestall run JOB.toml`: validate, load, train, write, summarise.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use clap::Args;
 use serde::Serialize;
 
 use super::output::{print_stdout, progress_bar};

@@ -103,7 +103,8 @@ fn code_only(text: &str) -> String {
         } else if c[i] == '\'' {
             // A char literal ('x', '\n', '\u{1F600}'), or a lifetime.
             if next == Some('\\') {
-                let mut j = i + 2;
+                // The escape's first character may itself be a quote ('\'').
+                let mut j = i + 3;
                 while j < c.len() && c[j] != '\'' {
                     j += 1;
                 }
@@ -533,7 +534,7 @@ fn the_checker_ignores_tests_comments_strings_and_tables_of_contents() {
         ),
         (
             "d.rs",
-            "/* crate::c */ use crate::c::S;\nfn f<'a>(x: &'a str) -> char { 'c' }\n",
+            "/* crate::c */ use crate::c::S;\nfn f<'a>(x: &'a str) -> char { 'c' }\nfn g() -> char { '\\'' }\n",
         ),
         ("m/mod.rs", "mod x;\npub use x::A;\nfn f() { x::g() }\n"),
         ("m/x.rs", "use super::helper;\n"),
