@@ -95,6 +95,7 @@ fn quotas(partitions: u32, weights: &[f64]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::{DataRow, RowBlock};
 
     #[test]
     fn round_robin_without_weights() {
