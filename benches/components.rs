@@ -20,9 +20,9 @@ use forestall::predict::{
     Ewma, Last, LinearLags, LstmPredictor, LstmSettings, Median, Predictor, Step, Sustained,
     SvmStraggler, WorkerSeries, DEFAULT_LAGS, DEFAULT_STRAGGLER_THRESHOLD,
 };
+use forestall::spec::load_workload;
 use forestall::spec::{parse_job, validate};
 use forestall::trace::{read_trace_dir, TraceStamp, TraceWriter, UnitAction, UnitRecord};
-use forestall::workload::load_workload;
 use forestall::workload::unit_gradient;
 
 /// Median of `samples` timings of `f`, in seconds.

@@ -1,8 +1,15 @@
-//! File-system helpers shared by every writer: atomic writes and run-directory names.
+//! File-system helpers shared by every writer: atomic writes, run-directory
+//! names, and the hex form in which file and plan digests are written.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Lower-case hex of `bytes` (how SHA-256 digests of files, plans and
+/// parameters are written).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Writes `bytes` to `path` atomically: a hidden temporary file in the same
 /// directory is written, synced and renamed over `path`, and the directory is

@@ -3,28 +3,38 @@
 //!
 //! # Architecture
 //!
-//! The modules follow the data flow of a job:
+//! A job file becomes a plan, the plan a timely run, the run timing traces,
+//! and the traces analyses, replays and reports. The modules are listed in
+//! that data-flow order; each uses only modules listed before it (a test
+//! checks that the module graph has no cycles and that this list follows it).
 //!
-//! 1. [`spec`]: a job file as written (`JobSpec`, TOML) is validated into a
-//!    `JobPlan` with every default applied and every path resolved.
-//! 2. [`data`]: the dataset is read, featurised, cut into partitions, and each
-//!    iteration's sampled rows of a partition are cut into work units.
-//! 3. [`inject`]: the straggler schedule, a pure function of
+//! 1. [`rng`]: counter-based randomness, every draw a pure function of its key.
+//! 2. [`fsutil`]: atomic writes, run-directory names and the hex of digests.
+//! 3. [`stats`]: median, mean and nearest-rank quantiles.
+//! 4. [`detect`]: the laggard rule, which worker held an iteration up.
+//! 5. [`inject`]: the straggler schedule, a pure function of
 //!    (seed, pattern, worker, iteration, time).
-//! 4. [`run`]: the timely dataflow. One training iteration is one timely epoch;
-//!    compute operators process one unit per activation, gradients travel to
-//!    parameter-shard owners that reduce them in partition order.
-//! 5. [`workload`]: what a model computes (logistic regression, softmax, the CNN) and the per-coordinate
-//!    Adam optimiser that shard owners step.
 //! 6. [`trace`]: the timing records and their Parquet part files.
-//! 7. [`report`]: summaries for people (text) and machines (JSON lines).
-//! 8. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
-//!    and a report that records the command, git revision and machine.
-//!    [`runs`]: the runs and benches under a directory, listed and compared.
-//! 9. [`import`]: real public traces turned into the trace schema.
+//! 7. [`data`]: datasets read, featurised, cut into partitions and work units.
+//! 8. [`workload`]: what a model computes (logistic regression, softmax, the
+//!    CNN) and the per-coordinate Adam optimiser that shard owners step.
+//! 9. [`policy`]: mitigation policies as pure decisions over what is known.
 //! 10. [`predict`]: straggler predictors over worker histories, and their scores.
-//! 11. [`whatif`]: the policies' agents replayed over recorded timings.
-//! 12. [`cli`]: the `forestall` command line.
+//! 11. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
+//!     `JobPlan` with every default applied and every path resolved.
+//! 12. [`checkpoint`]: what a job needs to continue from an iteration.
+//! 13. [`run`]: the timely dataflow. One training iteration is one timely
+//!     epoch; compute operators process one unit per activation, gradients
+//!     travel to parameter-shard owners that reduce them in partition order.
+//! 14. [`ops`]: operation-level traces and their what-if replay.
+//! 15. [`import`]: real public traces turned into the trace schema.
+//! 16. [`analyze`]: offline trace analysis, which worker is slow, when and why.
+//! 17. [`whatif`]: the policies' agents replayed over recorded timings.
+//! 18. [`report`]: summaries for people (text, HTML) and machines (JSON lines).
+//! 19. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
+//!     and a report that records the command, git revision and machine.
+//! 20. [`runs`]: the runs and benches under a directory, listed and compared.
+//! 21. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -33,6 +43,7 @@ pub mod bench;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;
+pub mod detect;
 pub mod fsutil;
 pub mod import;
 pub mod inject;
@@ -44,6 +55,7 @@ pub mod runs;
 pub mod rng;
 pub mod run;
 pub mod spec;
+pub mod stats;
 pub mod trace;
 pub mod whatif;
 pub mod workload;

@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Err(err) => return ExitCode::from(parse_error(&err, json_requested(std::env::args_os()))),
     };
     let json = cli.global.json;
+    install_panic_hook(&cli);
     let level = match (cli.global.quiet, cli.global.verbose) {
         (q, _) if q > 0 => "error",
         (_, 0) => "warn",
@@ -44,4 +45,32 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// How a panic shows on stderr. A panic of the Parquet decoder on a damaged
+/// trace part is caught by the reader and comes back as an error naming the
+/// file: it prints nothing. In a process of a multi-process run, a peer that
+/// dies takes timely's connection threads down with a panic: one line says
+/// so, not a backtrace. Any other panic prints as Rust's default hook does.
+fn install_panic_hook(cli: &forestall::cli::Cli) {
+    let process = match &cli.command {
+        forestall::cli::Command::Run(args) => args.process,
+        _ => None,
+    };
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if forestall::trace::reader::reading_guarded() {
+            return;
+        }
+        let Some(process) = process else {
+            return default(info);
+        };
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("panic");
+        eprintln!("error: process {process}: {message}");
+    }));
 }

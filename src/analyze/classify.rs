@@ -13,6 +13,9 @@
 
 use serde::Serialize;
 
+/// The median lives in [`crate::stats`]; named here for the what-if replay.
+pub use crate::stats::median;
+
 /// A worker's kind of straggling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -140,20 +143,6 @@ impl Evidence {
             _ => {}
         }
         s
-    }
-}
-
-/// Median of `v` (0 when empty); sorts `v`.
-pub fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
     }
 }
 

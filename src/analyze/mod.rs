@@ -166,12 +166,12 @@ pub fn analyze_observed(
         let present: Vec<usize> = (0..n).filter(|&w| busy[w] != MISSING).collect();
         let mut b: Vec<f64> = present.iter().map(|&w| busy[w] as f64).collect();
         let longest = b.iter().copied().fold(0.0, f64::max);
-        let med = classify::median(&mut b);
+        let med = crate::stats::median(&mut b);
         let mut r: Vec<f64> = present
             .iter()
             .map(|&w| f64::from(observed.rows[i][w]))
             .collect();
-        let med_rows = classify::median(&mut r);
+        let med_rows = crate::stats::median(&mut r);
         let mut stragglers = 0;
         for &w in &present {
             let ratio = if med > 0.0 { busy[w] as f64 / med } else { 1.0 };
@@ -290,11 +290,10 @@ pub fn with_operations(mut analysis: Analysis, ops: OpAnalysis) -> Analysis {
             0.0
         };
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     analysis.method = "operations";
     analysis.slowdown = s;
-    analysis.actual_iteration_us = mean(&ops.replayed_s) * 1e6;
-    analysis.ideal_iteration_us = mean(&ops.ideal_s) * 1e6;
+    analysis.actual_iteration_us = crate::stats::mean(&ops.replayed_s) * 1e6;
+    analysis.ideal_iteration_us = crate::stats::mean(&ops.ideal_s) * 1e6;
     analysis.operations = Some(ops);
     analysis
 }

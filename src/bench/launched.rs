@@ -27,10 +27,63 @@ pub struct Launched {
 
 /// Why a launched run failed.
 #[derive(Debug, thiserror::Error)]
-#[error("launched run ({processes} processes): {message}")]
+#[error("launched run ({processes} processes)")]
 pub struct LaunchError {
     processes: u32,
-    message: String,
+    #[source]
+    failure: LaunchFailure,
+}
+
+/// What went wrong in a launched run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchFailure {
+    /// The workers cannot be dealt evenly to the processes.
+    #[error("{workers} workers do not split evenly into {processes} processes")]
+    Uneven {
+        /// The job's workers.
+        workers: u32,
+        /// The processes asked for.
+        processes: u32,
+    },
+    /// The running binary could not be found.
+    #[error("no forestall binary")]
+    Binary(#[source] std::io::Error),
+    /// `forestall run` could not be started or waited for.
+    #[error("cannot {doing}")]
+    Process {
+        /// `start` or `wait`.
+        doing: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `forestall run` failed.
+    #[error("exited with {status}: {stderr}")]
+    Exited {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// Process 1 could not be killed.
+    #[error("cannot kill process 1: {reason}")]
+    Kill {
+        /// Why.
+        reason: String,
+        /// The error behind it, if any.
+        #[source]
+        source: Option<std::io::Error>,
+    },
+    /// A file of the run's output could not be read.
+    #[error("cannot read {file}")]
+    Output {
+        /// The file, relative to the output directory.
+        file: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Runs `run` (validated as `plan`) as `processes` local processes with its
@@ -41,14 +94,14 @@ pub fn run_launched(
     processes: u32,
     out_dir: &Path,
 ) -> Result<Launched, LaunchError> {
-    let fail = |message: String| LaunchError { processes, message };
+    let fail = |failure: LaunchFailure| LaunchError { processes, failure };
     if processes == 0 || !plan.workers.is_multiple_of(processes) {
-        return Err(fail(format!(
-            "{} workers do not split evenly into {processes} processes",
-            plan.workers
-        )));
+        return Err(fail(LaunchFailure::Uneven {
+            workers: plan.workers,
+            processes,
+        }));
     }
-    let exe = std::env::current_exe().map_err(|e| fail(format!("no forestall binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| fail(LaunchFailure::Binary(e)))?;
     let mut command = Command::new(exe);
     command
         .args(["--json", "-q", "run"])
@@ -65,9 +118,12 @@ pub fn run_launched(
     if run.kill_at.is_some() {
         command.args(["--max-restarts", "1"]);
     }
-    let mut child = command
-        .spawn()
-        .map_err(|e| fail(format!("cannot start: {e}")))?;
+    let mut child = command.spawn().map_err(|source| {
+        fail(LaunchFailure::Process {
+            doing: "start",
+            source,
+        })
+    })?;
     let stdout = child.stdout.take().expect("piped");
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
@@ -98,43 +154,52 @@ pub fn run_launched(
             _ => {}
         }
     }
-    let result = child
-        .wait_with_output()
-        .map_err(|e| fail(format!("cannot wait: {e}")))?;
+    let result = child.wait_with_output().map_err(|source| {
+        fail(LaunchFailure::Process {
+            doing: "wait",
+            source,
+        })
+    })?;
     if !result.status.success() {
-        return Err(fail(format!(
-            "exited with {}: {}",
-            result.status,
-            String::from_utf8_lossy(&result.stderr).trim()
-        )));
+        return Err(fail(LaunchFailure::Exited {
+            status: result.status,
+            stderr: String::from_utf8_lossy(&result.stderr).trim().to_owned(),
+        }));
     }
     let output = read_back(out_dir).map_err(fail)?;
     Ok(Launched { output, recovery_s })
 }
 
-fn kill_process_1(out_dir: &Path) -> Result<(), String> {
-    let pids = std::fs::read_to_string(out_dir.join("pids")).map_err(|e| e.to_string())?;
+fn kill_process_1(out_dir: &Path) -> Result<(), LaunchFailure> {
+    let kill =
+        |reason: String, source: Option<std::io::Error>| LaunchFailure::Kill { reason, source };
+    let pids = std::fs::read_to_string(out_dir.join("pids"))
+        .map_err(|e| kill("cannot read the pids file".into(), Some(e)))?;
     let pid = pids
         .lines()
         .nth(1)
-        .ok_or("a kill needs at least 2 processes")?;
+        .ok_or_else(|| kill("a kill needs at least 2 processes".into(), None))?;
     let status = Command::new("kill")
         .args(["-KILL", pid])
         .status()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| kill(format!("cannot run kill -KILL {pid}"), Some(e)))?;
     status
         .success()
         .then_some(())
-        .ok_or_else(|| format!("kill -KILL {pid} failed"))
+        .ok_or_else(|| kill(format!("kill -KILL {pid} failed"), None))
 }
 
 /// The run as its output directory holds it.
-fn read_back(out_dir: &Path) -> Result<RunOutput, String> {
+fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
+    let output = |file: &'static str| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| LaunchFailure::Output { file, source: e }
+    };
     let summary: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(out_dir.join("summary.json")).map_err(|e| format!("summary.json: {e}"))?,
+        &std::fs::read(out_dir.join("summary.json"))
+            .map_err(|e| output("summary.json")(e.into()))?,
     )
-    .map_err(|e| format!("summary.json: {e}"))?;
-    let trace = read_trace_dir(&out_dir.join("trace")).map_err(|e| e.to_string())?;
+    .map_err(|e| output("summary.json")(e.into()))?;
+    let trace = read_trace_dir(&out_dir.join("trace")).map_err(|e| output("trace")(e.into()))?;
     let count = |action: UnitAction| trace.units.iter().filter(|u| u.action == action).count();
     let number = |key: &str| summary[key].as_f64().unwrap_or(f64::NAN);
     Ok(RunOutput {

@@ -22,11 +22,12 @@ pub use spec::{PipelineSpec, RunSpec, SweepSpec};
 
 use crate::inject::Pattern;
 use crate::report::RunSummary;
+use crate::run::plain_burn::burn_reference;
 use crate::run::{params_digest, plain::train_plain, run_job_in_cluster, RunOptions, RunOutput};
+use crate::spec::load_workload;
 use crate::spec::{read_job_file, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
-use crate::workload::cnn::reference::burn_reference;
-use crate::workload::{load_workload, Workload};
+use crate::workload::Workload;
 
 /// Errors of a benchmark pipeline.
 #[derive(Debug, thiserror::Error)]
@@ -59,12 +60,13 @@ pub enum BenchError {
         source: crate::data::DataError,
     },
     /// A run as processes failed.
-    #[error("sweep '{sweep}': {message}")]
+    #[error("sweep '{sweep}'")]
     Launched {
         /// The sweep.
         sweep: String,
         /// What happened.
-        message: String,
+        #[source]
+        source: launched::LaunchError,
     },
     /// A job's trace directory could not be cleared.
     #[error("cannot clear {path}")]
@@ -200,7 +202,7 @@ fn reference_row(
         workers: 1,
         time_per_iteration_ms: total / walls.len().max(1) as f64,
         load_ms: load_us as f64 / 1000.0,
-        median_iteration_ms: crate::report::summary::quantile(&walls, 0.5),
+        median_iteration_ms: crate::stats::quantile(&walls, 0.5),
         test_accuracy,
         params_sha256,
         ..base.clone()
@@ -366,9 +368,9 @@ pub fn run_pipeline(
             match run.processes {
                 Some(processes) => {
                     let launched = launched::run_launched(run, plan, processes, &trace_dir)
-                        .map_err(|e| BenchError::Launched {
+                        .map_err(|source| BenchError::Launched {
                             sweep: run.sweep.clone(),
-                            message: e.to_string(),
+                            source,
                         })?;
                     let layout = RunKind::Launched {
                         processes,

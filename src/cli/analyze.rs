@@ -115,7 +115,7 @@ fn laggard(busy: &[u64]) -> Option<u32> {
         .filter(|&(w, _)| w != last)
         .map(|(_, &b)| b as f64)
         .collect();
-    let typical = crate::analyze::classify::median(&mut others);
+    let typical = crate::stats::median(&mut others);
     (!others.is_empty()
         && longest as f64 - typical > crate::spec::DEFAULT_LAGGARD_THRESHOLD * typical)
         .then_some(last as u32)

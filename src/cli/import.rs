@@ -11,11 +11,11 @@ use sha2::{Digest, Sha256};
 use super::output::print_stdout;
 use super::run::GIT_REVISION;
 use super::GlobalArgs;
+use crate::fsutil::hex;
 use crate::fsutil::{is_non_empty_dir, write_atomic};
 use crate::import::{read, records, BadRow, Format, Imported, OnBad};
 use crate::ops::write_ops;
 use crate::report::json;
-use crate::spec::hex;
 use crate::trace::{TraceStamp, TraceWriter};
 
 /// Arguments of `forestall import`.

@@ -12,12 +12,13 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use super::output::print_stdout;
-use super::run::{prepare, PreparedRun, RunArgs};
+use super::run_args::RunArgs;
 use super::GlobalArgs;
 use crate::checkpoint::store;
 use crate::fsutil::write_atomic;
 use crate::report::json;
 use crate::run::cluster::free_loopback_addresses;
+use crate::run::prepare::{prepare, PreparedRun};
 use crate::spec::JobPlan;
 
 /// Exit code of a process whose training diverged: restarting repeats it.
@@ -44,14 +45,14 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
         bail!("--threads must be at least 1");
     }
     let workers = processes * threads;
-    if args.workers.is_some_and(|w| w != workers) {
+    if args.overrides.workers.is_some_and(|w| w != workers) {
         bail!(
             "--workers {} disagrees with {processes} processes × {threads} threads",
-            args.workers.unwrap_or(0)
+            args.overrides.workers.unwrap_or(0)
         );
     }
     // Check the whole job (with its worker count) before anything starts.
-    let mut check = args.overrides_for_launch();
+    let mut check = args.overrides.clone();
     check.workers = Some(workers);
     let PreparedRun { plan, out_dir } =
         prepare(&args.job, &check, args.force, args.resume.as_deref())?;
@@ -158,7 +159,7 @@ fn start(
 ) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe().context("cannot find the forestall binary")?;
     let hostfile = out_dir.join("hostfile");
-    let mut words = args.override_words();
+    let mut words = args.overrides.words();
     match resume_at {
         Some(at) => words.extend([
             "--resume".into(),

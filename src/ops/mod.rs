@@ -26,7 +26,7 @@ pub mod simulate;
 
 use std::collections::BTreeMap;
 
-use crate::analyze::classify::median;
+use crate::stats::{mean, median};
 pub use graph::{GraphError, StepGraph};
 pub use record::{read_ops, write_ops, OpKind, OpRecord, OpsError};
 use simulate::{play, Durations};
@@ -104,10 +104,6 @@ pub struct OpAnalysis {
     pub m_w: Explained,
     /// M_S: fixing the last stage.
     pub m_s: Explained,
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 impl OpTrace {

@@ -166,12 +166,15 @@ impl OpRecord {
 #[non_exhaustive]
 pub enum OpsError {
     /// The file could not be opened, read or written.
-    #[error("{path}: {message}")]
+    #[error("{path}: {what}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What failed.
-        message: String,
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A column is missing or of the wrong type.
     #[error("{path}: column {column:?} {problem}")]
@@ -400,18 +403,21 @@ fn add_batch(
 /// Reads every operation of `path` (a published `trace-*.parquet` or the
 /// `ops.parquet` an import writes).
 pub fn read_ops(path: &Path) -> Result<Vec<OpRecord>, OpsError> {
-    let io = |message: String| OpsError::Io {
-        path: path.into(),
-        message,
+    let io = |what: &'static str| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| OpsError::Io {
+            path: path.into(),
+            what,
+            source: e,
+        }
     };
-    let file = File::open(path).map_err(|e| io(e.to_string()))?;
+    let file = File::open(path).map_err(|e| io("cannot open")(e.into()))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| io(format!("not a readable Parquet file ({e})")))?
+        .map_err(|e| io("not a readable Parquet file")(e.into()))?
         .build()
-        .map_err(|e| io(e.to_string()))?;
+        .map_err(|e| io("not a readable Parquet file")(e.into()))?;
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| io(format!("cannot decode ({e})")))?;
+        let batch = batch.map_err(|e| io("cannot decode")(e.into()))?;
         let first = out.len();
         add_batch(path, &batch, first, &mut out)?;
     }
@@ -460,17 +466,21 @@ pub fn write_ops(path: &Path, ops: &[OpRecord]) -> Result<(), OpsError> {
         i32s(&|o| o.mb_id),
         i32s(&|o| o.gmc),
     ];
-    let io = |message: String| OpsError::Io {
-        path: path.into(),
-        message,
+    let io = |what: &'static str| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| OpsError::Io {
+            path: path.into(),
+            what,
+            source: e,
+        }
     };
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| io(e.to_string()))?;
+    let encode = |e: parquet::errors::ParquetError| io("cannot encode")(e.into());
+    let batch =
+        RecordBatch::try_new(schema.clone(), columns).map_err(|e| io("cannot encode")(e.into()))?;
     let mut bytes = Vec::new();
-    let mut writer =
-        ArrowWriter::try_new(&mut bytes, schema, None).map_err(|e| io(e.to_string()))?;
-    writer.write(&batch).map_err(|e| io(e.to_string()))?;
-    writer.close().map_err(|e| io(e.to_string()))?;
-    crate::fsutil::write_atomic(path, &bytes).map_err(|e| io(e.to_string()))
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema, None).map_err(encode)?;
+    writer.write(&batch).map_err(encode)?;
+    writer.close().map_err(encode)?;
+    crate::fsutil::write_atomic(path, &bytes).map_err(|e| io("cannot write")(e.into()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::stats::mean;
+
 use super::{Ewma, Last, LstmPredictor, Median, Predictor, Step, Sustained};
 
 /// Iterations over which the candidates' recent error is measured.
@@ -169,16 +171,6 @@ impl Scoreboard {
 /// single predictor on each of them and on the public traces (README,
 /// *Online prediction*).
 pub const EVIDENCE: f64 = 2.0;
-
-/// The mean of `values` (0 for none).
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    if n == 0 {
-        0.0
-    } else {
-        sum / n as f64
-    }
-}
 
 /// Whether paired differences (the first candidate's error minus another's)
 /// say the other is better: their mean exceeds [`EVIDENCE`] standard errors.

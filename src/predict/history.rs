@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::summary::quantiles;
+use crate::stats::quantiles;
 use crate::trace::TraceSet;
 
 /// One worker in one iteration.

@@ -255,13 +255,7 @@ pub(crate) fn median_ratio(steps: &[Step]) -> Option<f64> {
         .map(|s| s.ratio)
         .filter(|r| r.is_finite())
         .collect();
-    ratios.sort_unstable_by(f64::total_cmp);
-    let n = ratios.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(ratios[n / 2]),
-        _ => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
-    }
+    (!ratios.is_empty()).then(|| crate::stats::median(&mut ratios))
 }
 
 impl Predictor for Median {

@@ -65,7 +65,7 @@ pub fn heatmap(observed: &Observed) -> (Vec<Vec<f64>>, (usize, usize)) {
             .map(|r| r[col])
             .filter(|v| v.is_finite())
             .collect();
-        let median = crate::analyze::classify::median(&mut values);
+        let median = crate::stats::median(&mut values);
         for row in &mut grid {
             row[col] = if median > 0.0 { row[col] / median } else { 1.0 };
         }
@@ -296,7 +296,7 @@ pub fn curves_md(c: &RunCurves) -> String {
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map_or("—".to_owned(), |(i, a)| format!("{a:.4} at iteration {i}"));
     let times: Vec<f64> = c.iteration_ms.iter().map(|p| p.1).collect();
-    let [median, p95] = super::summary::quantiles(&times, [0.5, 0.95]);
+    let [median, p95] = crate::stats::quantiles(&times, [0.5, 0.95]);
     format!(
         "\n| curve | values |\n|---|---|\n| training loss | {} |\n| test accuracy | {} (best {best}) |\n| iteration time ms | median {median:.2}, p95 {p95:.2} over {} iterations |\n",
         ends(&c.loss, 4),

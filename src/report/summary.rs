@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::run::RunOutput;
 use crate::spec::JobPlan;
+use crate::stats::quantile;
 use crate::trace::IterationRecord;
 
 /// The headline numbers of a run. Times in seconds or milliseconds, as named.
@@ -99,22 +100,6 @@ pub fn converged_at(
 pub const CONVERGENCE_WINDOW: usize = 10;
 /// Relative change of the loss under which the run counts as converged.
 pub const CONVERGENCE_TOLERANCE: f64 = 0.02;
-
-/// The `q`-quantile (0..=1) of `values` by nearest rank.
-pub fn quantile(values: &[f64], q: f64) -> f64 {
-    quantiles(values, [q])[0]
-}
-
-/// The `qs`-quantiles of `values` by nearest rank, sorting them once (0 for
-/// no values).
-pub fn quantiles<const N: usize>(values: &[f64], qs: [f64; N]) -> [f64; N] {
-    if values.is_empty() {
-        return [0.0; N];
-    }
-    let mut v = values.to_vec();
-    v.sort_unstable_by(f64::total_cmp);
-    qs.map(|q| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1])
-}
 
 impl RunSummary {
     /// Summarises a finished run.
@@ -286,14 +271,5 @@ mod tests {
         assert_eq!(converged_at(&rows(&l), 10, 0.02), Some((14, 149)));
         assert_eq!(converged_at(&rows(&l[..12]), 10, 0.02), None);
         assert_eq!(converged_at(&rows(&[1.0; 5]), 10, 0.02), None);
-    }
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let v: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), 10.0);
-        assert_eq!(quantile(&v, 0.95), 19.0);
-        assert_eq!(quantile(&v, 1.0), 20.0);
-        assert_eq!(quantile(&[], 0.5), 0.0);
     }
 }

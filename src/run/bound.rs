@@ -66,7 +66,7 @@ pub fn iteration_bounds(
         if rates.is_empty() {
             return IterationBound::default();
         }
-        crate::analyze::classify::median(&mut rates)
+        crate::stats::median(&mut rates)
     };
     let speeds: Vec<f64> = workers
         .iter()

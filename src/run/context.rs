@@ -5,14 +5,15 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::holdings::{PlacementUpdate, RowUpdate};
 use super::placement::place_partitions;
 use crate::checkpoint::Checkpoint;
-use crate::data::{partition::even_range, Dataset, Partitioning, UnitKey, UnitRows};
+use crate::data::{partition::even_range, DataRow, Partitioning, RowBlock, UnitKey, UnitRows};
 use crate::inject::{Pattern, StragglerSchedule};
 use crate::policy::reassign::helper_group;
 use crate::policy::{peer_agent, PeerAgent, PolicyPlan};
 use crate::predict::{CalibratedLstm, Ewma, LstmError, LstmPredictor, OnlinePredictor, Sustained};
-use crate::spec::{JobPlan, PredictorPlan};
+use crate::spec::{partitioning_for, JobPlan, PredictorPlan};
 use crate::workload::Workload;
 
 /// The predictor `plan` names, loaded (an LSTM from its model directory).
@@ -41,15 +42,32 @@ pub fn load_predictor(plan: &PredictorPlan) -> Result<OnlinePredictor, LstmError
     })
 }
 
-/// The plan's cut of the dataset's training rows into partitions and units.
-pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
-    Partitioning::new(
-        &dataset.train,
-        plan.partitions,
-        plan.units_per_partition,
-        plan.batch_fraction,
-        plan.seed,
-    )
+/// The rows and initial holders `worker` puts into the placement collection:
+/// those of the partitions it owns, as if it had loaded them from storage.
+pub fn owned_inputs(cx: &JobContext, worker: u32) -> (Vec<RowUpdate>, Vec<PlacementUpdate>) {
+    let source = cx.workload.data().source();
+    let owned: Vec<u32> = (0..cx.plan.partitions)
+        .filter(|&p| cx.owners[p as usize] == worker)
+        .collect();
+    let mut rows = Vec::new();
+    for &p in &owned {
+        let mut ids = cx.partitioning.partition_rows(p).to_vec();
+        ids.sort_unstable();
+        for chunk in ids.chunks(RowBlock::ROWS) {
+            let block = RowBlock {
+                rows: chunk
+                    .iter()
+                    .map(|&r| DataRow::from_source(&source, r))
+                    .collect(),
+            };
+            rows.push(((p, block), 0, 1));
+        }
+    }
+    let initial = owned
+        .iter()
+        .flat_map(|&p| cx.holders[p as usize].iter().map(move |&h| ((p, h), 0, 1)))
+        .collect();
+    (rows, initial)
 }
 
 /// Read-only state of a job, shared by its workers.

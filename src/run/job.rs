@@ -42,7 +42,7 @@ pub(super) fn context_for(
     resume: Option<Checkpoint>,
 ) -> Result<JobContext, RunError> {
     let predictor =
-        context::online_predictor(plan).map_err(|e| RunError::Predictor(e.to_string()))?;
+        context::online_predictor(plan).map_err(RunError::Predictor)?;
     let mut context = JobContext::new(plan.clone(), Arc::clone(workload), predictor);
     if let Some(c) = cluster {
         if c.workers() != plan.workers {

@@ -15,6 +15,8 @@ pub mod messages;
 pub mod oplog;
 pub mod placement;
 pub mod plain;
+pub mod plain_burn;
+pub mod prepare;
 pub mod reduce;
 pub mod sink;
 pub mod worker;
@@ -26,13 +28,14 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+pub use crate::detect::{detect_laggard, LaggardReport};
 pub use cluster::ClusterSpec;
 pub use context::JobContext;
-pub use detect::{detect_laggard, LaggardReport};
 pub use sink::{Observer, SinkEvent};
 
 use crate::checkpoint::Checkpoint;
-use crate::spec::{hex, JobPlan};
+use crate::fsutil::hex;
+use crate::spec::JobPlan;
 use crate::trace::{IterationRecord, TraceError, TraceStamp};
 use crate::workload::{Evaluation, Workload};
 
@@ -46,9 +49,12 @@ pub enum RunError {
     /// The trace could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The thread that writes the trace could not be started.
+    #[error("failed to start the sink thread")]
+    SinkThread(#[source] std::io::Error),
     /// The online predictor could not be loaded.
-    #[error("predictor: {0}")]
-    Predictor(String),
+    #[error("cannot load the online predictor")]
+    Predictor(#[source] crate::predict::LstmError),
     /// Processes of one job run different plans.
     #[error("worker {worker} runs plan {found}, this process plan {expected}: every process must run the same job file and flags")]
     PlanMismatch {

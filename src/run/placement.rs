@@ -1,41 +1,12 @@
 //! Data placement: which worker owns each partition, and the differential
-//! collection of who holds which partition's rows.
+//! collection of who holds which partition's rows (each worker's own inputs
+//! to it are [`super::context::owned_inputs`]).
 
 use differential_dataflow::input::Input;
 use differential_dataflow::AsCollection;
 use timely::dataflow::{Scope, Stream};
 
-use super::context::JobContext;
 use super::holdings::{Delivery, PlacementUpdate, RowUpdate};
-use crate::data::{DataRow, RowBlock};
-
-/// The rows and initial holders `worker` puts into the placement collection:
-/// those of the partitions it owns, as if it had loaded them from storage.
-pub fn owned_inputs(cx: &JobContext, worker: u32) -> (Vec<RowUpdate>, Vec<PlacementUpdate>) {
-    let source = cx.workload.data().source();
-    let owned: Vec<u32> = (0..cx.plan.partitions)
-        .filter(|&p| cx.owners[p as usize] == worker)
-        .collect();
-    let mut rows = Vec::new();
-    for &p in &owned {
-        let mut ids = cx.partitioning.partition_rows(p).to_vec();
-        ids.sort_unstable();
-        for chunk in ids.chunks(RowBlock::ROWS) {
-            let block = RowBlock {
-                rows: chunk
-                    .iter()
-                    .map(|&r| DataRow::from_source(&source, r))
-                    .collect(),
-            };
-            rows.push(((p, block), 0, 1));
-        }
-    }
-    let initial = owned
-        .iter()
-        .flat_map(|&p| cx.holders[p as usize].iter().map(move |&h| ((p, h), 0, 1)))
-        .collect();
-    (rows, initial)
-}
 
 /// The placement collection, built on every worker.
 ///
@@ -124,6 +95,7 @@ fn quotas(partitions: u32, weights: &[f64]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::{DataRow, RowBlock};
 
     #[test]
     fn round_robin_without_weights() {

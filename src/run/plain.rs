@@ -25,7 +25,7 @@ pub struct PlainOutput {
 /// Trains `plan`'s `workload` in a plain loop (no injection, no pacing).
 pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
     let dataset = workload.data();
-    let partitioning = super::context::partitioning_for(plan, dataset);
+    let partitioning = crate::spec::partitioning_for(plan, dataset);
     let dims = workload.param_count();
     let rows = partitioning.rows_per_iteration() as f64;
     let mut params = workload.init_params(plan.seed);

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use super::detect::LaggardReport;
 use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
+use crate::detect::LaggardReport;
 use crate::fsutil::Quota;
 use crate::trace::{
     IterationRecord, TraceError, TraceWriter, UnitAction, UnitRecord, WorkerRecord,

@@ -16,13 +16,14 @@
 //! ```
 
 pub mod job;
+pub mod overrides;
 pub mod plan;
 pub mod validate;
-mod validate_policy;
 
 use std::path::{Path, PathBuf};
 
 pub use job::JobSpec;
+pub use overrides::Overrides;
 pub use plan::*;
 pub use validate::{pattern_from_toml, policy_named, policy_with_model, validate};
 
@@ -86,100 +87,4 @@ pub fn read_job_file(path: &Path) -> Result<(JobSpec, String)> {
 
 fn origin(path: Option<&Path>) -> String {
     path.map_or_else(|| "<job>".to_owned(), |p| p.display().to_string())
-}
-
-/// Values given on the command line; each replaces the file's value.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Overrides {
-    /// `--workers`.
-    pub workers: Option<u32>,
-    /// `--iterations`.
-    pub iterations: Option<u64>,
-    /// `--seed`.
-    pub seed: Option<u64>,
-    /// `--pattern`. Changing the pattern drops the file's knobs of the old one.
-    pub pattern: Option<String>,
-    /// `--probability`.
-    pub probability: Option<f64>,
-    /// `--delay` (percent).
-    pub delay_percent: Option<f64>,
-    /// `--alpha` (power-law exponent).
-    pub alpha: Option<f64>,
-    /// `--policy`.
-    pub policy: Option<String>,
-    /// `--pace` (ns per row).
-    pub pace_ns_per_row: Option<u64>,
-    /// `--out`.
-    pub out: Option<String>,
-    /// `--checkpoint-every`.
-    pub checkpoint_every: Option<u64>,
-}
-
-impl Overrides {
-    /// The overrides as `forestall run` flags, but for `--workers` and
-    /// `--out` (a launcher sets those).
-    pub fn words(&self) -> Vec<String> {
-        let mut words = Vec::new();
-        let mut push = |flag: &str, value: Option<String>| {
-            if let Some(v) = value {
-                words.push(format!("--{flag}"));
-                words.push(v);
-            }
-        };
-        push("iterations", self.iterations.map(|v| v.to_string()));
-        push("seed", self.seed.map(|v| v.to_string()));
-        push("pattern", self.pattern.clone());
-        push("delay", self.delay_percent.map(|v| v.to_string()));
-        push("probability", self.probability.map(|v| v.to_string()));
-        push("alpha", self.alpha.map(|v| v.to_string()));
-        push("policy", self.policy.clone());
-        push("pace", self.pace_ns_per_row.map(|v| v.to_string()));
-        push(
-            "checkpoint-every",
-            self.checkpoint_every.map(|v| v.to_string()),
-        );
-        words
-    }
-
-    /// Applies the overrides to `spec`.
-    pub fn apply(&self, spec: &mut JobSpec) {
-        if let Some(w) = self.workers {
-            spec.workers.count = Some(w);
-        }
-        if let Some(i) = self.iterations {
-            spec.job.iterations = Some(i);
-        }
-        if let Some(s) = self.seed {
-            spec.job.seed = Some(s);
-        }
-        if let Some(p) = &self.pattern {
-            if spec.straggler.pattern.as_deref() != Some(p.as_str()) {
-                spec.straggler = job::StragglerSection {
-                    pattern: Some(p.clone()),
-                    ..Default::default()
-                };
-            }
-        }
-        if let Some(p) = self.probability {
-            spec.straggler.probability = Some(p);
-        }
-        if let Some(d) = self.delay_percent {
-            spec.straggler.delay_percent = Some(d);
-        }
-        if let Some(a) = self.alpha {
-            spec.straggler.alpha = Some(a);
-        }
-        if let Some(p) = &self.policy {
-            spec.policy.name = Some(p.clone());
-        }
-        if let Some(p) = self.pace_ns_per_row {
-            spec.workers.pace_ns_per_row = Some(p);
-        }
-        if let Some(o) = &self.out {
-            spec.job.out = Some(o.clone());
-        }
-        if let Some(e) = self.checkpoint_every {
-            spec.checkpoint.every = Some(e);
-        }
-    }
 }

@@ -7,9 +7,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::data::DataConfig;
+use crate::data::{DataError, Dataset, Partitioning};
+pub use crate::detect::DEFAULT_LAGGARD_THRESHOLD;
+use crate::fsutil::hex;
 use crate::inject::Pattern;
 use crate::policy::PolicyPlan;
-use crate::workload::AdamConfig;
+use crate::workload::{AdamConfig, Workload};
+pub use crate::workload::{ClassWeighting, ModelPlan};
 
 /// Default gradient bucket, KiB: a worker holds its finished units' gradient
 /// slices until they are this large, or until it runs out of units (see
@@ -47,8 +51,6 @@ pub const DEFAULT_L2: f64 = 1e-4;
 pub const DEFAULT_REPLICAS: u32 = 1;
 /// Default worker count.
 pub const DEFAULT_WORKERS: u32 = 4;
-/// Default laggard threshold (fraction of the median busy time).
-pub const DEFAULT_LAGGARD_THRESHOLD: f64 = 0.25;
 /// Default iterations per trace part.
 pub const DEFAULT_PART_ITERATIONS: u64 = 25;
 /// Default checkpoint interval, iterations. A checkpoint costs this machine
@@ -83,46 +85,6 @@ pub const PLANNED_POLICIES: &[&str] = &[];
 
 /// Model kinds a job can name in `[model] kind`.
 pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn"];
-
-/// The model a job trains (`[model] kind`), with its own knobs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum ModelPlan {
-    /// Binary logistic regression on a table's featurised columns.
-    Logistic,
-    /// Multinomial logistic regression; the label column holds the classes 0..K−1.
-    Softmax,
-    /// The seeds' CNN (convolutions, then an LSTM over the feature map) on
-    /// square grey images from a NumPy `.npz`.
-    Cnn {
-        /// How the loss weighs the classes against the training set's imbalance.
-        class_weighting: ClassWeighting,
-    },
-}
-
-impl ModelPlan {
-    /// The kind's name as in job files.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Logistic => "logistic",
-            Self::Softmax => "softmax",
-            Self::Cnn { .. } => "cnn",
-        }
-    }
-}
-
-/// How a classifier's loss weighs the classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ClassWeighting {
-    /// Every image weighs 1.
-    None,
-    /// A class of n_c of the N training images weighs N / (classes · n_c), so
-    /// each class carries the same total weight (scikit-learn's "balanced").
-    /// Choose it when the training classes are skewed (PneumoniaMNIST's copy here
-    /// is 90 % pneumonia).
-    Balanced,
-}
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -309,12 +271,23 @@ impl JobPlan {
     }
 }
 
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Whether a plan's gradient bucket is the default (left out of its JSON).
 fn is_default_bucket(bytes: &u64) -> bool {
     *bytes == DEFAULT_GRAD_BUCKET_KIB * 1024
+}
+
+/// Loads the data of `plan` and builds the workload its `[model] kind` names.
+pub fn load_workload(plan: &JobPlan) -> Result<std::sync::Arc<dyn Workload>, DataError> {
+    crate::workload::load(&plan.model, &plan.data)
+}
+
+/// The plan's cut of the dataset's training rows into partitions and units.
+pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
+    Partitioning::new(
+        &dataset.train,
+        plan.partitions,
+        plan.units_per_partition,
+        plan.batch_fraction,
+        plan.seed,
+    )
 }

@@ -6,7 +6,9 @@
 //! `docs/trace-schema.md`.
 
 pub mod error;
+pub mod imported;
 mod metrics_json;
+pub mod part;
 pub mod reader;
 pub mod record;
 pub mod schema;
@@ -17,10 +19,11 @@ pub mod writer;
 pub(crate) mod tests_support;
 
 pub use error::{Result, TraceError};
+pub use part::TraceStamp;
 pub use reader::{
     for_each_part, read_iterations_file, read_trace_dir, read_units_file, read_workers_file,
     TracePart, TraceSet,
 };
 pub use record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
 pub use schema::{TraceTable, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION};
-pub use writer::{TraceStamp, TraceWriter};
+pub use writer::TraceWriter;

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::detect::{detect_laggard, WorkerTiming, DEFAULT_LAGGARD_THRESHOLD};
+
 /// What happened to a unit in its iteration (the policy's decision as executed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -126,6 +128,53 @@ pub struct WorkerRecord {
     pub gt_slowdown: f64,
     /// Ground truth: time the injector added to this worker's units.
     pub gt_delay_us: u64,
+}
+
+impl WorkerTiming for WorkerRecord {
+    fn worker(&self) -> u32 {
+        self.worker
+    }
+    fn ready_us(&self) -> u64 {
+        self.ready_us
+    }
+    fn finish_us(&self) -> u64 {
+        self.finish_us
+    }
+}
+
+impl IterationRecord {
+    /// The row of an iteration known only from its workers' timings (an import,
+    /// a synthetic trace): it starts at `start`, lasts as long as its slowest
+    /// worker, names the laggard as a run's detector would, and has no loss or
+    /// evaluation. `units` were computed over the rows the workers report.
+    pub fn timing_only(
+        iteration: u64,
+        start: u64,
+        workers: &[WorkerRecord],
+        units: u32,
+        workload: &str,
+    ) -> Self {
+        let longest = workers.iter().map(|r| r.busy_us).max().unwrap_or(0);
+        let report = detect_laggard(workers, DEFAULT_LAGGARD_THRESHOLD);
+        Self {
+            iteration,
+            start_us: start,
+            end_us: start + longest,
+            wall_us: longest,
+            train_loss: f64::NAN,
+            test_loss: None,
+            test_accuracy: None,
+            laggard: report.laggard,
+            lag_us: report.lag_us,
+            median_busy_us: report.median_busy_us,
+            barrier_wait_us: workers.iter().map(|r| r.barrier_wait_us).sum(),
+            units,
+            rows: workers.iter().map(|r| r.rows).sum(),
+            dropped_partitions: String::new(),
+            workload: workload.into(),
+            test_metrics: Default::default(),
+        }
+    }
 }
 
 impl WorkerRecord {

@@ -78,7 +78,7 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
         for r in &mut rows {
             r.barrier_wait_us = longest - r.busy_us;
         }
-        iterations.push(crate::import::timing_only(
+        iterations.push(super::IterationRecord::timing_only(
             t,
             start,
             &rows,

@@ -1,7 +1,7 @@
 //! Sample records for the trace tests, with every field distinct.
 
+use super::part::TraceStamp;
 use super::record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
-use super::writer::TraceStamp;
 
 pub(crate) fn stamp(job_id: &str) -> TraceStamp {
     TraceStamp {

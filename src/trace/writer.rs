@@ -11,36 +11,21 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use arrow_schema::ArrowError;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use serde::{Deserialize, Serialize};
-
 use super::error::{Result, TraceError};
 use super::metrics_json;
+use super::part::{is_part_file_name, part_file_name, part_prefix, TraceStamp, PART_SUFFIX};
 use super::record::{IterationRecord, UnitRecord, WorkerRecord};
 use super::schema::{
     self, TraceTable, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
     META_SEED, META_TABLE, SCHEMA_VERSION,
 };
 use crate::fsutil::{Quota, QuotaFile};
-
-/// What every part file is stamped with, so a trace can be traced back to the
-/// code, plan and seed that produced it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TraceStamp {
-    /// Identifier of the job; also the `job_id` column of every row.
-    pub job_id: String,
-    /// Git revision of the code that ran the job.
-    pub git_revision: String,
-    /// Hash of the resolved job plan.
-    pub plan_hash: String,
-    /// Seed of the job.
-    pub seed: u64,
-}
+use arrow_array::{ArrayRef, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::ArrowError;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
 
 /// Writes the trace part files of one process into a trace directory.
 ///
@@ -348,23 +333,6 @@ fn read_parts<R>(
         .collect()
 }
 
-const PART_SUFFIX: &str = ".parquet";
-
-fn part_prefix(process: u32) -> String {
-    format!("part-p{process:03}-")
-}
-
-/// `part-p{process:03}-{seq:05}.parquet`.
-pub(crate) fn part_file_name(process: u32, seq: u32) -> String {
-    format!("{}{seq:05}{PART_SUFFIX}", part_prefix(process))
-}
-
-/// Whether a directory entry named `name` is a finished part file: a visible
-/// `*.parquet` file (temporary files are hidden).
-pub(crate) fn is_part_file_name(name: &str) -> bool {
-    !name.starts_with('.') && name.ends_with(PART_SUFFIX)
-}
-
 /// The key-value metadata stamped into every part of `table`.
 pub(crate) fn stamp_metadata(table: TraceTable, stamp: &TraceStamp) -> Vec<KeyValue> {
     let kv = |key: &str, value: String| KeyValue::new(key.to_string(), value);
@@ -410,15 +378,7 @@ fn write_parquet_within(
 
 /// Makes a rename in `dir` durable.
 fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(TraceError::io(dir))?;
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+    crate::fsutil::sync_dir(dir).map_err(TraceError::io(dir))
 }
 
 fn job_id_column(job_id: &str, rows: usize) -> ArrayRef {

@@ -6,17 +6,31 @@
 
 use std::collections::VecDeque;
 
-use super::replay::Local;
+/// A message in flight: when it arrives, and its order among ties.
+pub(super) trait InFlight {
+    /// Arrival time.
+    fn arrives(&self) -> u64;
+    /// Order among the messages arriving at the same time.
+    fn order(&self) -> u64;
+}
 
 /// A queue of messages in flight, in sending order.
-#[derive(Default)]
-pub(super) struct Fifo {
-    queue: VecDeque<Local>,
+pub(super) struct Fifo<M> {
+    queue: VecDeque<M>,
     /// The arrival time whose ties are sorted at the front.
     sorted: Option<u64>,
 }
 
-impl Fifo {
+impl<M> Default for Fifo<M> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            sorted: None,
+        }
+    }
+}
+
+impl<M: InFlight> Fifo<M> {
     /// Empty, keeping the buffer.
     pub(super) fn clear(&mut self) {
         self.queue.clear();
@@ -24,13 +38,13 @@ impl Fifo {
     }
 
     /// Files a message sent now: it arrives after every message queued.
-    pub(super) fn push(&mut self, message: Local) {
+    pub(super) fn push(&mut self, message: M) {
         self.queue.push_back(message);
     }
 
     /// When the first message arrives.
     pub(super) fn due(&self) -> Option<u64> {
-        self.queue.front().map(|m| m.arrives)
+        self.queue.front().map(M::arrives)
     }
 
     /// The first message's (arrival, order among ties), the messages
@@ -39,15 +53,15 @@ impl Fifo {
     pub(super) fn head(&mut self) -> Option<(u64, u64)> {
         let due = self.due()?;
         if self.sorted != Some(due) {
-            let n = self.queue.iter().take_while(|m| m.arrives == due).count();
-            self.queue.make_contiguous()[..n].sort_by_key(|m| m.order);
+            let n = self.queue.iter().take_while(|m| m.arrives() == due).count();
+            self.queue.make_contiguous()[..n].sort_by_key(M::order);
             self.sorted = Some(due);
         }
-        self.queue.front().map(|m| (m.arrives, m.order))
+        self.queue.front().map(|m| (m.arrives(), m.order()))
     }
 
     /// Takes the first message.
-    pub(super) fn pop(&mut self) -> Option<Local> {
+    pub(super) fn pop(&mut self) -> Option<M> {
         self.queue.pop_front()
     }
 }

@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 
-use super::fifo::Fifo;
+use super::fifo::{Fifo, InFlight};
 
 use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
@@ -55,6 +55,15 @@ pub(super) struct Local {
     pub(super) order: u64,
     to: u32,
     message: Message,
+}
+
+impl InFlight for Local {
+    fn arrives(&self) -> u64 {
+        self.arrives
+    }
+    fn order(&self) -> u64 {
+        self.order
+    }
 }
 
 #[derive(Default)]
@@ -146,10 +155,10 @@ pub(super) struct Replay<'a> {
     /// however the workers are split into lanes.
     pub(super) events: BinaryHeap<Reverse<(u64, u64, u64)>>,
     /// Messages this lane sent to its own workers, in sending order.
-    pub(super) in_flight: Fifo,
+    pub(super) in_flight: Fifo<Local>,
     /// Messages from the other lane, in its sending order (they come a
     /// window's worth at a time, each window's after the last one's).
-    pub(super) crossed: Fifo,
+    pub(super) crossed: Fifo<Local>,
     /// Messages without latency (they may be due at once), each taken when
     /// its receiver reads it.
     pub(super) messages: Vec<Option<Message>>,

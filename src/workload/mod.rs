@@ -6,9 +6,9 @@
 //! labelled sparse rows, [`Dataset`]), its flat parameter vector, what one unit
 //! of rows computes ([`UnitGradient`]: a gradient *sum* and a loss sum), which
 //! coordinates the L2 penalty touches, and how parameters score on the test
-//! rows ([`Evaluation`]). [`load_workload`] builds the one a plan names.
+//! rows ([`Evaluation`]). [`load`] builds the one a [`ModelPlan`] names.
 //!
-//! Adding a workload means a file here and a line in [`load_workload`] and in
+//! Adding a workload means a file here and a line in [`ModelPlan`], [`load`] and
 //! `spec` (its `[model] kind`); nothing in `run/`, `policy/` or `trace/`.
 
 pub mod cnn;
@@ -23,8 +23,9 @@ use std::sync::Arc;
 pub use logistic::{evaluate, unit_gradient, LogisticRegression};
 pub use optim::{Adam, AdamConfig};
 
-use crate::data::{DataError, Dataset, RowSource};
-use crate::spec::{JobPlan, ModelPlan};
+use serde::Serialize;
+
+use crate::data::{DataConfig, DataError, Dataset, RowSource};
 
 /// A unit's contribution: the gradient sum of the loss over its rows and the
 /// loss sum itself, both at the parameters the iteration started from.
@@ -102,13 +103,53 @@ pub struct ParamBlock {
     pub shape: Vec<usize>,
 }
 
-/// Loads the data of `plan` and builds the workload its `[model] kind` names.
-pub fn load_workload(plan: &JobPlan) -> Result<Arc<dyn Workload>, DataError> {
-    Ok(match &plan.model {
-        ModelPlan::Logistic => Arc::new(LogisticRegression::load(&plan.data)?),
-        ModelPlan::Cnn { class_weighting } => {
-            Arc::new(cnn::CnnClassifier::load(&plan.data.path, *class_weighting)?)
+/// The model a job trains (`[model] kind`), with its own knobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ModelPlan {
+    /// Binary logistic regression on a table's featurised columns.
+    Logistic,
+    /// Multinomial logistic regression; the label column holds the classes 0..K−1.
+    Softmax,
+    /// The seeds' CNN (convolutions, then an LSTM over the feature map) on
+    /// square grey images from a NumPy `.npz`.
+    Cnn {
+        /// How the loss weighs the classes against the training set's imbalance.
+        class_weighting: ClassWeighting,
+    },
+}
+
+impl ModelPlan {
+    /// The kind's name as in job files.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Logistic => "logistic",
+            Self::Softmax => "softmax",
+            Self::Cnn { .. } => "cnn",
         }
-        ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(&plan.data)?),
+    }
+}
+
+/// How a classifier's loss weighs the classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClassWeighting {
+    /// Every image weighs 1.
+    None,
+    /// A class of n_c of the N training images weighs N / (classes · n_c), so
+    /// each class carries the same total weight (scikit-learn's "balanced").
+    /// Choose it when the training classes are skewed (PneumoniaMNIST's copy here
+    /// is 90 % pneumonia).
+    Balanced,
+}
+
+/// Loads `data` and builds the workload `model` names.
+pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, DataError> {
+    Ok(match model {
+        ModelPlan::Logistic => Arc::new(LogisticRegression::load(data)?),
+        ModelPlan::Cnn { class_weighting } => {
+            Arc::new(cnn::CnnClassifier::load(&data.path, *class_weighting)?)
+        }
+        ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(data)?),
     })
 }

@@ -4,9 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use forestall::run::{run_job, RunOutput};
+use forestall::spec::load_workload;
 use forestall::spec::{parse_job, validate, JobPlan};
 use forestall::trace::TraceStamp;
-use forestall::workload::{load_workload, Workload};
+use forestall::workload::Workload;
 
 /// The committed Adult dataset.
 pub fn adult_path() -> PathBuf {

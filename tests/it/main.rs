@@ -12,6 +12,7 @@ mod fetch;
 mod fuzz;
 mod import;
 mod interop;
+mod layout;
 mod policies;
 mod predictor;
 mod proactive;

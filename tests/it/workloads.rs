@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use forestall::run::plain_burn::burn_reference;
+use forestall::spec::load_workload;
 use forestall::trace::read_trace_dir;
-use forestall::workload::cnn::reference::burn_reference;
-use forestall::workload::{load_workload, Workload};
+use forestall::workload::Workload;
 
 use crate::common::{forestall, plan, run_workload_in, shared};
 

@@ -19,7 +19,8 @@ use crate::run::context::JobContext;
 use crate::run::holdings::{Delivery, PlacementUpdate};
 use crate::run::messages::{Control, GradSlice, Progress, ShardParams};
 use crate::run::oplog::OperatorClock;
-use crate::run::placement::{owned_inputs, placement_flow};
+use crate::run::context::owned_inputs;
+use crate::run::placement::placement_flow;
 use crate::run::sink::SinkEvent;
 use crate::run::worker::{Caps, ComputeState, Emit, PendingVersion};
 

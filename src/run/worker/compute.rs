@@ -4,28 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::epoch::{Epoch, NextUnit};
+use super::epoch::{Epoch, NextUnit, Running};
 use crate::data::LocalRows;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 use crate::trace::UnitRecord;
-
-/// A unit whose real gradient is computed and whose injected (or paced)
-/// remainder runs until `deadline`.
-pub(super) struct Running {
-    /// The unit, and whether it counts toward the worker's own progress.
-    pub(super) next: NextUnit,
-    /// When the unit is over.
-    pub(super) deadline: Instant,
-    /// Whether the unit outlasts its compute (its end waits for the deadline).
-    stretched: bool,
-    /// When it started, µs since the job's start.
-    pub(super) start_us: u64,
-    compute: Duration,
-    slowdown: f64,
-    delay: Duration,
-    slices: Vec<GradSlice>,
-}
 
 /// Starts one unit: computes its real gradient, cuts it into shard slices and
 /// sets when the unit is over — stretched by the injected slowdown (and to its

@@ -2,11 +2,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Capability;
 
-use super::compute::Running;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::policy::PeerAgent;
 use crate::run::messages::{GradSlice, Traffic};
@@ -252,6 +251,23 @@ impl Epoch {
 fn pace_us(first_start_us: u64, last_end_us: u64, units: u32, last_unit_us: u64) -> u64 {
     let mean = last_end_us.saturating_sub(first_start_us) / u64::from(units.max(1));
     mean.max(last_unit_us)
+}
+
+/// A unit whose real gradient is computed and whose injected (or paced)
+/// remainder runs until `deadline`.
+pub(super) struct Running {
+    /// The unit, and whether it counts toward the worker's own progress.
+    pub(super) next: NextUnit,
+    /// When the unit is over.
+    pub(super) deadline: Instant,
+    /// Whether the unit outlasts its compute (its end waits for the deadline).
+    pub(super) stretched: bool,
+    /// When it started, µs since the job's start.
+    pub(super) start_us: u64,
+    pub(super) compute: Duration,
+    pub(super) slowdown: f64,
+    pub(super) delay: Duration,
+    pub(super) slices: Vec<GradSlice>,
 }
 
 #[cfg(test)]

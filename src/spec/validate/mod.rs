@@ -2,11 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
+mod context;
+mod policy;
+
+pub use context::locate;
+use context::Context;
+pub use policy::DEFAULT_SLACK;
+use policy::{validate_policy, validate_predictor};
+
 use super::job::{JobSpec, StragglerSection};
 use super::plan::*;
-pub use super::validate_policy::DEFAULT_SLACK;
-use super::validate_policy::{validate_policy, validate_predictor};
-use super::{origin, Overrides, Result, SpecError};
+use super::{Overrides, Result, SpecError};
 use crate::data::DataConfig;
 use crate::inject::Pattern;
 use crate::workload::AdamConfig;
@@ -76,77 +82,6 @@ fn missing_dataset_message(path: &Path) -> String {
 
 const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
 
-/// Where a value came from, to point at it in messages.
-pub(super) struct Context<'a> {
-    text: &'a str,
-    path: Option<&'a Path>,
-    overrides: &'a Overrides,
-}
-
-impl Context<'_> {
-    /// The error for `[section] key`, pointing at its line (or at the flag).
-    pub(super) fn invalid(
-        &self,
-        section: &str,
-        key: &str,
-        message: impl Into<String>,
-    ) -> SpecError {
-        let from_flag = self.overrides.touches(section, key);
-        SpecError::Invalid {
-            origin: if from_flag {
-                "command line".to_owned()
-            } else {
-                origin(self.path)
-            },
-            line: if from_flag {
-                None
-            } else {
-                locate(self.text, section, key)
-            },
-            section: section.to_owned(),
-            key: key.to_owned(),
-            message: message.into(),
-        }
-    }
-}
-
-impl Overrides {
-    fn touches(&self, section: &str, key: &str) -> bool {
-        match (section, key) {
-            ("workers", "count") => self.workers.is_some(),
-            ("workers", "pace_ns_per_row") => self.pace_ns_per_row.is_some(),
-            ("job", "iterations") => self.iterations.is_some(),
-            ("job", "seed") => self.seed.is_some(),
-            ("job", "out") => self.out.is_some(),
-            ("straggler", "pattern") => self.pattern.is_some(),
-            ("straggler", "probability") => self.probability.is_some(),
-            ("straggler", "delay_percent") => self.delay_percent.is_some(),
-            ("straggler", "alpha") => self.alpha.is_some(),
-            ("policy", "name") => self.policy.is_some(),
-            ("checkpoint", "every") => self.checkpoint_every.is_some(),
-            _ => false,
-        }
-    }
-}
-
-/// The 1-based line where `key` is set inside `[section]`, if the text has it.
-pub fn locate(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            current = header.trim_end_matches(']').trim().to_owned();
-        } else if current == section {
-            if let Some(rest) = line.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    return Some(i + 1);
-                }
-            }
-        }
-    }
-    None
-}
-
 /// Checks `spec` (parsed from `text`, read from `path`) and resolves it.
 pub fn validate(spec: &JobSpec, text: &str, path: Option<&Path>) -> Result<JobPlan> {
     validate_with(spec, text, path, &Overrides::default())
@@ -154,6 +89,12 @@ pub fn validate(spec: &JobSpec, text: &str, path: Option<&Path>) -> Result<JobPl
 
 /// Like [`validate`], for a spec to which `overrides` were applied: a bad value
 /// that came from a flag is reported as coming from the command line.
+///
+/// The sections are checked in the order their values depend on each other:
+/// the job, the model (the data's defaults depend on it), the data, the
+/// optimiser, the workers (and the replicas, bounded by them), the straggler
+/// pattern, the policy and its predictor, then detection, traces and
+/// checkpoints.
 pub fn validate_with(
     spec: &JobSpec,
     text: &str,
@@ -169,7 +110,50 @@ pub fn validate_with(
         .and_then(Path::parent)
         .map(Path::to_owned)
         .unwrap_or_default();
+    let (name, iterations) = check_job(&cx, spec, path)?;
+    let (model, defaults) = check_model(&cx, spec)?;
+    let data = check_data(&cx, spec, &model, &defaults, &base_dir)?;
+    let (optimizer, eval_every) = check_optimizer(&cx, spec, &defaults)?;
+    let workers = check_workers(&cx, spec, data.partitions)?;
+    let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers.count)?;
+    let policy = validate_policy(&cx, &spec.policy, workers.count)?;
+    let respond = check_respond(&cx, spec)?;
+    let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
+    let (laggard_threshold, part_iterations) = check_detect_and_trace(&cx, spec)?;
+    check_checkpoint(&cx, spec, iterations)?;
 
+    Ok(JobPlan {
+        name,
+        seed: spec.job.seed.unwrap_or(DEFAULT_SEED),
+        iterations,
+        data: data.config,
+        partitions: data.partitions,
+        units_per_partition: data.units_per_partition,
+        batch_fraction: data.batch_fraction,
+        replicas: workers.replicas,
+        model,
+        optimizer,
+        eval_every,
+        workers: workers.count,
+        pace_ns_per_row: workers.pace_ns_per_row,
+        grad_bucket_bytes: workers.grad_bucket_kib * 1024,
+        shards: spec.workers.shards,
+        pattern,
+        disruptor,
+        policy,
+        predictor,
+        control_delay: spec.policy.control_delay.unwrap_or(0),
+        respond,
+        laggard_threshold,
+        part_iterations,
+        checkpoint_every: spec.checkpoint.every.unwrap_or(DEFAULT_CHECKPOINT_EVERY),
+        out: spec.job.out.as_ref().map(PathBuf::from),
+        source: path.map(Path::to_owned),
+    })
+}
+
+/// `[job]`: the name (default: the file's stem) and the iterations.
+fn check_job(cx: &Context<'_>, spec: &JobSpec, path: Option<&Path>) -> Result<(String, u64)> {
     let name = spec.job.name.clone().unwrap_or_else(|| {
         path.and_then(Path::file_stem)
             .map_or_else(|| "job".to_owned(), |s| s.to_string_lossy().into_owned())
@@ -192,8 +176,12 @@ pub fn validate_with(
             format!("must be in 1..={MAX_ITERATIONS} (got {iterations})"),
         ));
     }
+    Ok((name, iterations))
+}
 
-    // model (first: the data's defaults depend on it)
+/// `[model] kind` and its knobs, with the defaults the kind brings (and the
+/// `[data]` keys a cnn's image file makes meaningless).
+fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan, ModelDefaults)> {
     let kind = spec.model.kind.as_deref().unwrap_or("logistic");
     let defaults = ModelDefaults::of(kind).ok_or_else(|| {
         cx.invalid(
@@ -245,8 +233,25 @@ pub fn validate_with(
             ));
         }
     }
+    Ok((model, defaults))
+}
 
-    // data
+/// What `[data]` resolves to before the workers are known.
+struct CheckedData {
+    config: DataConfig,
+    partitions: u32,
+    units_per_partition: u32,
+    batch_fraction: f64,
+}
+
+/// `[data]`: the dataset file (relative to the job file) and how it is cut.
+fn check_data(
+    cx: &Context<'_>,
+    spec: &JobSpec,
+    model: &ModelPlan,
+    defaults: &ModelDefaults,
+    base_dir: &Path,
+) -> Result<CheckedData> {
     let data_path = match &spec.data.path {
         Some(p) => base_dir.join(p),
         None => PathBuf::from(defaults.dataset),
@@ -255,7 +260,7 @@ pub fn validate_with(
         return Err(cx.invalid("data", "path", missing_dataset_message(&data_path)));
     }
     // An image file is recorded by checksum: which copy the job trains on.
-    let checksums = if kind == "cnn" {
+    let checksums = if matches!(model, ModelPlan::Cnn { .. }) {
         Some(crate::data::fetch::checksums(&data_path).map_err(|e| {
             cx.invalid(
                 "data",
@@ -293,7 +298,36 @@ pub fn validate_with(
             format!("must be in (0, 1] (got {batch_fraction})"),
         ));
     }
+    Ok(CheckedData {
+        config: DataConfig {
+            path: data_path,
+            label: spec
+                .data
+                .label
+                .clone()
+                .unwrap_or_else(|| defaults.label.into()),
+            positive: spec
+                .data
+                .positive
+                .clone()
+                .unwrap_or_else(|| defaults.positive.into()),
+            drop: spec.data.drop.clone().unwrap_or_default(),
+            test_fraction,
+            checksums,
+        },
+        partitions,
+        units_per_partition,
+        batch_fraction,
+    })
+}
 
+/// `[model]`'s optimiser knobs (the kind's defaults where unset) and how often
+/// the model is evaluated.
+fn check_optimizer(
+    cx: &Context<'_>,
+    spec: &JobSpec,
+    defaults: &ModelDefaults,
+) -> Result<(AdamConfig, u64)> {
     let learning_rate = spec.model.learning_rate.unwrap_or(defaults.learning_rate);
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         return Err(cx.invalid(
@@ -310,8 +344,28 @@ pub fn validate_with(
     if eval_every == 0 {
         return Err(cx.invalid("model", "eval_every", "must be at least 1 (got 0)"));
     }
+    let optimizer = AdamConfig {
+        learning_rate,
+        beta1: 0.9,
+        beta2: 0.999,
+        epsilon: 1e-8,
+        l2,
+    };
+    Ok((optimizer, eval_every))
+}
 
-    // workers
+/// What `[workers]` resolves to, with `[data] replicas` (bounded by the
+/// worker count).
+struct CheckedWorkers {
+    count: u32,
+    pace_ns_per_row: u64,
+    grad_bucket_kib: u64,
+    replicas: u32,
+}
+
+/// `[workers]`: the count (at most one per partition), pacing, gradient
+/// buckets and shards; and `[data] replicas`.
+fn check_workers(cx: &Context<'_>, spec: &JobSpec, partitions: u32) -> Result<CheckedWorkers> {
     let workers = spec.workers.count.unwrap_or(DEFAULT_WORKERS);
     if workers == 0 {
         return Err(cx.invalid("workers", "count", "must be at least 1 (got 0)"));
@@ -368,11 +422,17 @@ pub fn validate_with(
             ),
         ));
     }
+    Ok(CheckedWorkers {
+        count: workers,
+        pace_ns_per_row,
+        grad_bucket_kib,
+        replicas,
+    })
+}
 
-    let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers)?;
-
-    let policy = validate_policy(&cx, &spec.policy, workers)?;
-    let respond = match spec.policy.respond.as_deref().unwrap_or("at-once") {
+/// `[policy] respond`: when a worker acts on a control message.
+fn check_respond(cx: &Context<'_>, spec: &JobSpec) -> Result<Respond> {
+    Ok(match spec.policy.respond.as_deref().unwrap_or("at-once") {
         "at-once" => Respond::AtOnce,
         "between-units" => Respond::BetweenUnits,
         other => {
@@ -382,9 +442,11 @@ pub fn validate_with(
                 format!("unknown value '{other}'; accepted: at-once, between-units"),
             ))
         }
-    };
-    let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
+    })
+}
 
+/// `[detect] laggard_threshold` and `[trace] part_iterations`.
+fn check_detect_and_trace(cx: &Context<'_>, spec: &JobSpec) -> Result<(f64, u64)> {
     let laggard_threshold = spec
         .detect
         .laggard_threshold
@@ -403,7 +465,11 @@ pub fn validate_with(
     if part_iterations == 0 {
         return Err(cx.invalid("trace", "part_iterations", "must be at least 1 (got 0)"));
     }
+    Ok((laggard_threshold, part_iterations))
+}
 
+/// `[checkpoint] every`: at most the job's iterations.
+fn check_checkpoint(cx: &Context<'_>, spec: &JobSpec, iterations: u64) -> Result<()> {
     if spec.checkpoint.every.is_some_and(|e| e > iterations) {
         return Err(cx.invalid(
             "checkpoint",
@@ -414,56 +480,7 @@ pub fn validate_with(
             ),
         ));
     }
-
-    Ok(JobPlan {
-        name,
-        seed: spec.job.seed.unwrap_or(DEFAULT_SEED),
-        iterations,
-        data: DataConfig {
-            path: data_path,
-            label: spec
-                .data
-                .label
-                .clone()
-                .unwrap_or_else(|| defaults.label.into()),
-            positive: spec
-                .data
-                .positive
-                .clone()
-                .unwrap_or_else(|| defaults.positive.into()),
-            drop: spec.data.drop.clone().unwrap_or_default(),
-            test_fraction,
-            checksums,
-        },
-        partitions,
-        units_per_partition,
-        batch_fraction,
-        replicas,
-        model,
-        optimizer: AdamConfig {
-            learning_rate,
-            beta1: 0.9,
-            beta2: 0.999,
-            epsilon: 1e-8,
-            l2,
-        },
-        eval_every,
-        workers,
-        pace_ns_per_row,
-        grad_bucket_bytes: grad_bucket_kib * 1024,
-        shards: spec.workers.shards,
-        pattern,
-        disruptor,
-        policy,
-        predictor,
-        control_delay: spec.policy.control_delay.unwrap_or(0),
-        respond,
-        laggard_threshold,
-        part_iterations,
-        checkpoint_every: spec.checkpoint.every.unwrap_or(DEFAULT_CHECKPOINT_EVERY),
-        out: spec.job.out.as_ref().map(PathBuf::from),
-        source: path.map(Path::to_owned),
-    })
+    Ok(())
 }
 
 /// The policy `name` with its default knobs, and its predictor (`predictor`,

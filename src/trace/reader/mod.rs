@@ -27,12 +27,12 @@ use serde::Deserialize;
 
 use super::error::{Result, TraceError};
 use super::metrics_json;
+use super::part::{is_part_file_name, TraceStamp};
 use super::record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
 use super::schema::{
     TraceTable, JOB_ID_COLUMN, META_GIT_REVISION, META_JOB_ID, META_PLAN_HASH, META_SCHEMA_VERSION,
     META_SEED, META_TABLE, READABLE_SCHEMA_VERSIONS, TEST_METRICS_COLUMN, WORKLOAD_COLUMN,
 };
-use super::writer::{is_part_file_name, TraceStamp};
 
 /// Everything in a trace directory.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -247,17 +247,17 @@ thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `f`, returning its panic's message instead of printing it.
+/// Whether this thread is reading a part under the reader's guard: a
+/// panic now is the decoder's on a damaged file and comes back as an error
+/// naming the file, so a panic hook need not print it (the `forestall`
+/// binary's does not). The library installs no hook of its own.
+pub fn reading_guarded() -> bool {
+    QUIET.with(std::cell::Cell::get)
+}
+
+/// Runs `f`, returning its panic's message (the panic is also shown to the
+/// process's panic hook, which [`reading_guarded`] lets stay silent).
 fn quietly<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(std::cell::Cell::get) {
-                previous(info);
-            }
-        }));
-    });
     QUIET.with(|q| q.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     QUIET.with(|q| q.set(false));
@@ -611,8 +611,8 @@ fn decode_iterations(c: &Columns<'_>) -> Result<Vec<IterationRecord>> {
     } else {
         (None, None)
     };
-    let v2_workload = crate::import::Format::of_job_id(c.job_id)
-        .map_or("logistic", crate::import::Format::as_str);
+    let v2_workload = super::imported::Format::of_job_id(c.job_id)
+        .map_or("logistic", super::imported::Format::as_str);
     (0..c.len())
         .map(|i| {
             let test_metrics = match metrics {

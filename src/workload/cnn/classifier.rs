@@ -7,7 +7,7 @@ use std::path::Path;
 use super::net::{CnnConfig, CnnNet};
 use crate::data::images::load_images;
 use crate::data::{DataError, Dataset, RowSource};
-use crate::spec::ClassWeighting;
+use crate::workload::ClassWeighting;
 use crate::workload::{Evaluation, ParamBlock, UnitGradient, Workload};
 
 /// Images per forward pass when evaluating.

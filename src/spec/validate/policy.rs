@@ -3,10 +3,7 @@
 
 use std::path::Path;
 
-use super::job::{PolicySection, PredictorSection};
-use super::plan::*;
-use super::validate::Context;
-use super::Result;
+use super::context::Context;
 use crate::policy::proactive::{
     ProactiveConfig, DEFAULT_CLONE_BUDGET, DEFAULT_FLOOR, DEFAULT_MIN_GAIN,
 };
@@ -18,6 +15,9 @@ use crate::policy::speculate::{
     SpeculateConfig, DEFAULT_MAX_CLONE_SHARE, DEFAULT_MULTIPLIER, DEFAULT_QUANTILE,
 };
 use crate::policy::PolicyPlan;
+use crate::spec::job::{PolicySection, PredictorSection};
+use crate::spec::plan::*;
+use crate::spec::Result;
 
 /// Default SSP slack (iterations a worker may run ahead).
 pub const DEFAULT_SLACK: u64 = 1;

@@ -4,11 +4,10 @@
 
 use std::time::Instant;
 
-use super::classifier::CnnClassifier;
-use super::peer::train_plain_burn;
 use crate::data::DataError;
-use crate::run::context::partitioning_for;
-use crate::spec::{JobPlan, ModelPlan};
+use crate::spec::{partitioning_for, JobPlan, ModelPlan};
+use crate::workload::cnn::peer::train_plain_burn;
+use crate::workload::cnn::CnnClassifier;
 use crate::workload::{Evaluation, Workload};
 
 /// What the plain burn loop produced.

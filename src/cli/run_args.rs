@@ -1,0 +1,103 @@
+//! The arguments of `forestall run`: the job, the overrides of its values,
+//! and how the run is laid out over processes.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::bail;
+use clap::Args;
+
+use crate::spec::{read_job_file, Overrides};
+
+/// Arguments of `forestall run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file (TOML), e.g. pipelines/quickstart.toml.
+    pub job: PathBuf,
+    /// The job file's values given on the command line.
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// Replace the output directory if it already holds files.
+    #[arg(long)]
+    pub force: bool,
+    /// Run as N local processes connected by timely's cluster mode over TCP
+    /// on 127.0.0.1 (a launcher starts and watches them), each with --threads
+    /// workers.
+    #[arg(long, value_name = "N", conflicts_with_all = ["hostfile", "process"])]
+    pub processes: Option<u32>,
+    /// Worker threads per process (with --processes or --hostfile).
+    #[arg(long, value_name = "T")]
+    pub threads: Option<u32>,
+    /// Join a multi-process job as process I of the hostfile's (one command
+    /// per process, each with the same job and flags).
+    #[arg(long, value_name = "FILE", requires = "process")]
+    pub hostfile: Option<PathBuf>,
+    /// This process's index in the hostfile (0 hosts worker 0 and writes the
+    /// summary).
+    #[arg(long, value_name = "I", requires = "hostfile")]
+    pub process: Option<u32>,
+    /// Accept hostfile addresses that are not loopback (timely's transport has
+    /// no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Seconds to wait for every peer process to connect (with --hostfile).
+    #[arg(long, value_name = "S", default_value_t = crate::run::cluster::DEFAULT_CONNECT_TIMEOUT_S)]
+    pub connect_timeout: u64,
+    /// Set by the launcher for its processes: the output directory is
+    /// prepared; add to it.
+    #[arg(long, hide = true)]
+    pub joined: bool,
+    /// The job clock's origin (µs since the Unix epoch) shared by every
+    /// process; the launcher sets it.
+    #[arg(long, hide = true, value_name = "US")]
+    pub epoch_us: Option<u64>,
+    /// Continue the job in DIR (a run's output directory) from its newest
+    /// complete checkpoint; the job file and flags must be the same.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
+    pub resume: Option<PathBuf>,
+    /// With --processes: restart every process from the newest checkpoint
+    /// when one exits abnormally, up to this many times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_restarts: u32,
+    /// Set by the launcher with --resume: the checkpoint every process
+    /// continues from.
+    #[arg(long, hide = true, value_name = "ITERATION", requires = "resume")]
+    pub resume_at: Option<u64>,
+}
+
+impl RunArgs {
+    /// Takes the job file's `[cluster]` settings that no flag overrides.
+    pub fn apply_cluster_section(&mut self) -> anyhow::Result<()> {
+        let args = self;
+        if args.joined || args.process.is_some() {
+            return Ok(()); // a launched or joining process: its flags say it all
+        }
+        let (spec, _) = read_job_file(&args.job)?;
+        let c = spec.cluster;
+        if args.hostfile.is_none() && args.processes.is_none() {
+            args.processes = c.processes;
+        }
+        if args.processes.is_none() && args.hostfile.is_none() {
+            if let Some(hostfile) = c.hostfile {
+                let base = args.job.parent().unwrap_or_else(|| Path::new("."));
+                args.hostfile = Some(base.join(hostfile));
+            }
+        }
+        if args.hostfile.is_some() && args.process.is_none() {
+            bail!(
+                "{}: [cluster] hostfile needs --process I (this host's line in the hostfile)",
+                args.job.display()
+            );
+        }
+        args.threads = args.threads.or(c.threads);
+        if args.max_restarts == 0 && args.processes.is_some() {
+            args.max_restarts = c.max_restarts.unwrap_or(0);
+        }
+        if args.max_restarts > 0 && args.processes.is_none() {
+            bail!(
+                "--max-restarts needs --processes N (the launcher restarts the processes it starts); \
+                 for one process, use --processes 1 --threads T"
+            );
+        }
+        Ok(())
+    }
+}
