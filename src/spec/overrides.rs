@@ -39,7 +39,7 @@ pub struct Overrides {
     #[arg(long = "pace", value_name = "NS_PER_ROW")]
     pub pace_ns_per_row: Option<u64>,
     /// Checkpoint every N iterations and at the end (0: never; default: the
-    /// job's [checkpoint] every, or 50).
+    /// job file's checkpoint every, or 50).
     #[arg(long, value_name = "N")]
     pub checkpoint_every: Option<u64>,
     /// Output directory (default: runs/<job name>/<UTC time>).
