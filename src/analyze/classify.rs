@@ -13,8 +13,7 @@
 
 use serde::Serialize;
 
-/// The median lives in [`crate::stats`]; named here for the what-if replay.
-pub use crate::stats::median;
+use crate::stats::median;
 
 /// A worker's kind of straggling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

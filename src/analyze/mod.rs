@@ -1,6 +1,6 @@
 //! Offline trace analysis: which worker is slow, when, why, and what it costs.
 //!
-//! [`analyze_trace`] reads a trace directory (a run's, a bench's, an import's)
+//! [`load::load`] reads a trace directory (a run's, a bench's, an import's)
 //! and reports, per worker, its time per unit (median, p95, p99), its share of
 //! iterations as the laggard and its barrier wait; per iteration, how many
 //! workers straggled; each worker's straggling classified ([`classify`]); and

@@ -1,5 +1,5 @@
 //! Square grey images with class labels from a NumPy `.npz` (the MedMNIST
-//! layout: `train_images` [n, side, side], `train_labels` [n, 1] or [n], and the
+//! layout: `train_images` of shape `[n, side, side]`, `train_labels` of `[n, 1]` or `[n]`, and the
 //! same for `val` and `test`), as labelled sparse rows: pixel `y · side + x`
 //! is feature `y · side + x`, scaled to [0, 1]; black pixels are not stored.
 

@@ -317,7 +317,7 @@ impl OnlineHistory {
     /// What a plan acts on: `predicted` (by worker, from
     /// [`predict`](Self::predict)) where it calls a worker a straggler (over
     /// `threshold` × the median time per unit) whose slowdowns last (see
-    /// [`lasts`]); elsewhere the median time per unit, so that no units move
+    /// `lasts`); elsewhere the median time per unit, so that no units move
     /// on its account. A move made for a slowdown that has ended costs the
     /// worker its units while it is fast again: under a memoryless or
     /// short-lived slowdown (one iteration's, a time window's) the plan then

@@ -8,7 +8,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::plot::Series;
-use crate::trace::{read_iterations_file, for_each_part, IterationRecord, TraceTable};
+use crate::trace::{read_iterations, IterationRecord};
 
 /// The three curves of one run, x = iteration.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,19 +45,7 @@ impl RunCurves {
     /// The curves of the trace directory `trace_dir` (its iterations table
     /// only, part by part).
     pub fn read(trace_dir: &Path) -> crate::trace::Result<Self> {
-        let mut records = Vec::new();
-        let mut stamp = None;
-        for_each_part(
-            trace_dir,
-            TraceTable::Iterations,
-            read_iterations_file,
-            |part| {
-                records.extend(part.records);
-                Ok(())
-            },
-            &mut stamp,
-        )?;
-        records.sort_by_key(|r| r.iteration);
+        let records = read_iterations(trace_dir, &mut None)?;
         Ok(Self::from_records(&records))
     }
 

@@ -21,8 +21,8 @@ pub(crate) mod tests_support;
 pub use error::{Result, TraceError};
 pub use part::TraceStamp;
 pub use reader::{
-    for_each_part, read_iterations_file, read_trace_dir, read_units_file, read_workers_file,
-    TracePart, TraceSet,
+    for_each_part, read_iterations, read_iterations_file, read_trace_dir, read_units_file,
+    read_workers_file, TracePart, TraceSet,
 };
 pub use record::{IterationRecord, UnitAction, UnitRecord, WorkerRecord};
 pub use schema::{TraceTable, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION};

@@ -370,7 +370,7 @@ pub fn replay_policy_on(
         policy: policy.as_str().to_owned(),
         iterations: timings.len(),
         mean_iteration_us: total / n,
-        median_iteration_us: crate::analyze::classify::median(&mut per_iteration),
+        median_iteration_us: crate::stats::median(&mut per_iteration),
         bound_iteration_us: bound / n,
         vs_bound: if bound > 0.0 { total / bound } else { 1.0 },
         unit_bound_iteration_us: unit_bound / n,

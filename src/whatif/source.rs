@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::{timings_from_trace, timings_of, Clock, IterationTimings, TimedUnit, WhatIfError};
 use crate::data::UnitKey;
 use crate::trace::{
-    for_each_part, read_iterations_file, read_trace_dir, read_workers_file, TraceError, TraceTable,
+    for_each_part, read_iterations, read_trace_dir, read_workers_file, TraceError, TraceTable,
 };
 
 /// One worker's iteration as the workers table has it.
@@ -131,18 +131,7 @@ impl Timings {
             })
             .collect();
         let mut overhead_us = vec![0; iterations.len()];
-        let mut records = Vec::new();
-        for_each_part(
-            dir,
-            TraceTable::Iterations,
-            read_iterations_file,
-            |part| {
-                records.extend(part.records);
-                Ok(())
-            },
-            &mut stamp,
-        )?;
-        records.sort_by_key(|r| r.iteration);
+        let records = read_iterations(dir, &mut stamp)?;
         for (k, r) in records.iter().enumerate() {
             let Ok(i) = iterations.binary_search(&r.iteration) else {
                 continue;

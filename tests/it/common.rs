@@ -125,3 +125,18 @@ pub fn forestall_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("forestall runs")
 }
+
+/// `.npy` bytes of `descr` with `shape` and raw `data`.
+pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}\n");
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}

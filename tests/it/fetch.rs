@@ -10,7 +10,7 @@ use std::process::Output;
 
 use md5::{Digest, Md5};
 
-use crate::common::forestall;
+use crate::common::{forestall, npy};
 
 /// MedMNIST's pinned MD5 of `pneumoniamnist.npz` (28 × 28).
 const PINNED_MD5: &str = "28209eda62fecd6e6a2d98b1501bb15f";
@@ -26,20 +26,6 @@ fn md5_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// `.npy` bytes of `descr` with `shape` and raw `data`.
-fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}\n");
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
 
 /// A small PneumoniaMNIST-like `.npz`: `side` × `side` grey images, 6 / 2 / 2
 /// per train / val / test split, labels [n, 1] in 0/1 (`bad_label` puts a 2

@@ -11,7 +11,7 @@ use forestall::spec::load_workload;
 use forestall::trace::read_trace_dir;
 use forestall::workload::Workload;
 
-use crate::common::{forestall, plan, run_workload_in, shared};
+use crate::common::{forestall, npy, plan, run_workload_in, shared};
 
 /// A small CNN job: 4 partitions × 1 unit of 8 images, 3 iterations, worker 1
 /// persistently 4× slower (paced at 4 ms per image) so peers move its units.
@@ -205,20 +205,6 @@ fn softmax_on_mnist_reaches_the_target_accuracy() {
     );
 }
 
-/// `.npy` bytes of `descr` with `shape` and raw `data`.
-fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}\n");
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(data);
-    out
-}
 
 /// An .npz with train and test splits of `n` images of `side` × `side`.
 fn images_npz(path: &Path, side: usize, labels: &[u8], pixels: Option<Vec<u8>>) {

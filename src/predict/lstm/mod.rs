@@ -155,7 +155,7 @@ pub struct TrainReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelCard {
-    /// Always [`CARD_FORMAT`].
+    /// Always `"forestall-lstm-model"`.
     pub format: String,
     /// Feature-set name ([`FEATURE_SET`]).
     pub feature_set: String,

@@ -186,6 +186,28 @@ pub fn for_each_part<R>(
     Ok(())
 }
 
+/// Every record of the `iterations` table of the trace directory `dir`, in
+/// iteration order (the parts checked to carry one stamp, as
+/// [`for_each_part`] does).
+pub fn read_iterations(
+    dir: &Path,
+    stamp: &mut Option<TraceStamp>,
+) -> Result<Vec<IterationRecord>> {
+    let mut records = Vec::new();
+    for_each_part(
+        dir,
+        TraceTable::Iterations,
+        read_iterations_file,
+        |part| {
+            records.extend(part.records);
+            Ok(())
+        },
+        stamp,
+    )?;
+    sort_iterations(&mut records);
+    Ok(records)
+}
+
 /// The part files in a table directory, sorted by file name.
 fn list_parts(table_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut parts = Vec::new();
