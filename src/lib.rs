@@ -18,8 +18,8 @@
 //! 7. [`data`]: datasets read, featurised, cut into partitions and work units.
 //! 8. [`workload`]: what a model computes (logistic regression, softmax, the
 //!    CNN) and the per-coordinate Adam optimiser that shard owners step.
-//! 9. [`policy`]: mitigation policies as pure decisions over what is known.
-//! 10. [`predict`]: straggler predictors over worker histories, and their scores.
+//! 9. [`predict`]: straggler predictors over worker histories, and their scores.
+//! 10. [`policy`]: mitigation policies as pure decisions over what is known.
 //! 11. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
 //!     `JobPlan` with every default applied and every path resolved.
 //! 12. [`checkpoint`]: what a job needs to continue from an iteration.
