@@ -83,6 +83,9 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
         // default predictor calls it slow once its slowdown has lasted two
         // iterations (from iteration 2), and the plan acts on that once such
         // a slowdown has gone on twice before (iterations 0–3 show it).
+        // What it gives away is counted, not what it computes: under
+        // `forestall` the broker may hand units back to it mid-iteration
+        // when the machine slows its peers too (many tests on 2 cores).
         let straggler = |t: u64| {
             trace
                 .workers
@@ -95,9 +98,9 @@ fn proactive_policies_move_work_off_the_predicted_straggler_exactly_once() {
         for t in 2..8 {
             let w = straggler(t);
             assert!(
-                t < 4 || w.units < 64 / 2,
-                "{policy} iteration {t}: worker 1 computed {}",
-                w.units
+                t < 4 || w.units_given >= 64 / 2,
+                "{policy} iteration {t}: worker 1 gave away only {} of its 64 units",
+                w.units_given
             );
             let predicted = w
                 .predicted_unit_us
