@@ -71,7 +71,7 @@ mod tests {
     #[test]
     fn mean_of_nothing_is_zero() {
         assert_eq!(mean([1.0, 2.0, 6.0]), 3.0);
-        assert_eq!(mean(&Vec::<f64>::new()), 0.0);
+        assert_eq!(mean(Vec::<f64>::new()), 0.0);
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub enum BenchError {
 
 /// Reads a pipeline file and expands it into runs, validating every job before
 /// anything runs.
+// A failed run's error travels unboxed, so that `main` can still find a
+// diverged run in the error's chain (exit 3).
+#[allow(clippy::result_large_err)]
 pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan)>), BenchError> {
     let text = std::fs::read_to_string(path).map_err(|e| BenchError::Pipeline {
         path: path.to_owned(),
@@ -215,6 +218,9 @@ fn reference_row(
 /// each row. The jobs in `done` (rows of an interrupted bench, by index) are
 /// not run again: their rows take their place, and the digest checks of later
 /// runs compare with them as with rows just measured.
+// A failed run's error travels unboxed, so that `main` can still find a
+// diverged run in the error's chain (exit 3).
+#[allow(clippy::result_large_err)]
 pub fn run_pipeline(
     runs: &[(RunSpec, JobPlan)],
     out_dir: &Path,

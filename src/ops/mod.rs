@@ -221,11 +221,10 @@ impl OpTrace {
             })
             .collect();
         let replay_error = mean(
-            &recorded_s
+            recorded_s
                 .iter()
                 .zip(&replayed_s)
-                .map(|(r, p)| (p - r).abs() / r.max(f64::MIN_POSITIVE))
-                .collect::<Vec<_>>(),
+                .map(|(r, p)| (p - r).abs() / r.max(f64::MIN_POSITIVE)),
         );
         let only = |pick: &dyn Fn(&OpRecord) -> bool| -> Result<f64, GraphError> {
             Ok(self.mixed(ideal, recorded, pick)? / t_ideal)

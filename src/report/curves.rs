@@ -98,8 +98,6 @@ impl Curve {
     }
 }
 
-/// Colours of the runs, in order.
-
 /// One curve of several runs on the same axes, as SVG (a legend names the
 /// runs when there is more than one). Needs the plot font (see
 /// [`super::plot`]).
