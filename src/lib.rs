@@ -31,7 +31,7 @@
 //! 16. [`analyze`]: offline trace analysis, which worker is slow, when and why.
 //! 17. [`whatif`]: the policies' agents replayed over recorded timings.
 //! 18. [`report`]: summaries for people (text, HTML) and machines (JSON lines).
-//! 19. [`bench`]: benchmark pipelines: sweeps of jobs, raw results in Parquet,
+//! 19. [`bench`](mod@bench): benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!     and a report that records the command, git revision and machine.
 //! 20. [`runs`]: the runs and benches under a directory, listed and compared.
 //! 21. [`cli`]: the `forestall` command line.

@@ -24,7 +24,7 @@ use crate::report::json;
 pub struct BenchArgs {
     /// The pipeline file (TOML), e.g. pipelines/baseline.toml.
     pub pipeline: PathBuf,
-    /// Results directory (default: runs/<date>-<host>-<name> beside the
+    /// Results directory (default: runs/DATE-HOST-NAME beside the
     /// pipeline). Each job's rows are written there as it finishes; the same
     /// command run again into the same directory skips the jobs already
     /// complete (same pipeline, jobs and git revision, else it refuses).

@@ -14,7 +14,7 @@ use crate::runs::{list_runs, RunEntry, RunState};
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// Where to look: a folder of runs (`forestall run` writes
-    /// runs/<job>/<UTC time>), one run, or a bench results directory (each
+    /// runs/JOB/UTC-TIME), one run, or a bench results directory (each
     /// of its rows is listed).
     #[arg(default_value = "runs")]
     pub dir: PathBuf,

@@ -488,7 +488,7 @@ pub struct ImageSplits {
 /// Checks that the `.npz` at `path` is an image dataset of `side` × `side`
 /// grey images with binary labels in the MedMNIST layout: arrays
 /// `{train,val,test}_images` of shape [n, side, side] and
-/// `{train,val,test}_labels` of shape [n] or [n, 1], every label 0 or 1.
+/// `{train,val,test}_labels` of shape `[n]` or `[n, 1]`, every label 0 or 1.
 pub fn check_images(path: &Path, side: usize) -> Result<ImageSplits, String> {
     let npz = read_npz(path).map_err(|e| e.to_string())?;
     let mut counts = [0usize; 3];

@@ -1,6 +1,6 @@
 //! The `--json` wire format: one JSON object per line,
 //! `{"type": "<kind>", "data": {...}}`. Every line printed with `--json` goes
-//! through [`line`], so the shape is in one place.
+//! through [`line`](fn@line), so the shape is in one place.
 
 use serde::Serialize;
 

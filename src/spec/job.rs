@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-/// A job file as written. Every field is optional here; [`super::validate`]
+/// A job file as written. Every field is optional here; [`super::validate`](fn@super::validate)
 /// applies defaults and checks every value.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -42,7 +42,7 @@ pub struct Overrides {
     /// job file's checkpoint every, or 50).
     #[arg(long, value_name = "N")]
     pub checkpoint_every: Option<u64>,
-    /// Output directory (default: runs/<job name>/<UTC time>).
+    /// Output directory (default: runs/JOB-NAME/UTC-TIME).
     #[arg(long)]
     pub out: Option<String>,
 }
