@@ -187,7 +187,11 @@ pub fn compare_with_baseline(rows: &[BenchRow], baseline: &[BenchRow]) -> Baseli
             });
         }
     }
-    out.only_baseline = old.keys().filter(|k| !new.contains_key(*k)).cloned().collect();
+    out.only_baseline = old
+        .keys()
+        .filter(|k| !new.contains_key(*k))
+        .cloned()
+        .collect();
     out
 }
 
@@ -204,7 +208,11 @@ pub fn to_markdown(c: &BaselineComparison, baseline: &str, all: bool) -> String 
         .iter()
         .filter(|m| all || m.verdict != Verdict::Within)
         .collect();
-    let moved = c.rows.iter().filter(|m| m.verdict != Verdict::Within).count();
+    let moved = c
+        .rows
+        .iter()
+        .filter(|m| m.verdict != Verdict::Within)
+        .count();
     let _ = writeln!(
         s,
         "{moved} of {} measures moved beyond the spread.\n",
@@ -302,7 +310,7 @@ mod tests {
     #[test]
     fn a_row_moves_only_beyond_the_spread_between_seeds() {
         let base = [row(1, 10.0, 0.80), row(2, 12.0, 0.80)]; // range 2 ms
-        // mean 11 → 12.5: 1.5 ms < range 2: within
+                                                             // mean 11 → 12.5: 1.5 ms < range 2: within
         let c = compare_with_baseline(&[row(1, 12.0, 0.80), row(2, 13.0, 0.80)], &base);
         assert_eq!(c.rows[0].verdict, Verdict::Within);
         assert_eq!(c.rows[0].allowed, 2.0);
@@ -333,6 +341,9 @@ mod tests {
         assert_eq!(c.only_new[0].policy, "flexrr");
         assert!(c.only_baseline.is_empty());
         let md = to_markdown(&c, "old", false);
-        assert!(md.contains("Rows the baseline lacks: s/timely flexrr W=4."), "{md}");
+        assert!(
+            md.contains("Rows the baseline lacks: s/timely flexrr W=4."),
+            "{md}"
+        );
     }
 }

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::resume::{read_manifest, MANIFEST, PARTS};
 use super::results::{read_rows, BenchRow};
+use super::resume::{read_manifest, MANIFEST, PARTS};
 
 /// Whether `dir` is a bench results directory.
 pub fn is_bench_dir(dir: &Path) -> bool {
@@ -42,7 +42,12 @@ pub fn bench_origin(dir: &Path) -> BenchOrigin {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap_or_default();
     let cell = |key: &str| {
         readme.lines().find_map(|l| {
-            let cells: Vec<&str> = l.trim().trim_matches('|').split('|').map(str::trim).collect();
+            let cells: Vec<&str> = l
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
             (cells.len() == 2 && cells[0] == key).then(|| cells[1].to_owned())
         })
     };
@@ -83,7 +88,6 @@ pub fn bench_rows(dir: &Path) -> Result<(Vec<BenchRow>, bool), String> {
     }
     Ok((rows, false))
 }
-
 
 fn hidden(p: &Path) -> bool {
     p.file_name()

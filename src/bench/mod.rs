@@ -8,8 +8,8 @@ pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod report;
-pub mod resume;
 pub mod results;
+pub mod resume;
 pub mod spec;
 
 use std::collections::{BTreeMap, HashMap};

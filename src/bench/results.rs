@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array,
-    UInt64Array,
+    Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -265,7 +264,10 @@ pub fn read_rows(path: &Path) -> Result<Vec<BenchRow>, ResultsError> {
     Ok(rows)
 }
 
-fn column<'a, A: Array + 'static>(batch: &'a RecordBatch, name: &str) -> Result<Option<&'a A>, String> {
+fn column<'a, A: Array + 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<Option<&'a A>, String> {
     match batch.column_by_name(name) {
         None => Ok(None),
         Some(c) => c
@@ -292,7 +294,8 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
     let workers = required::<UInt32Array>(batch, "workers")?;
     let seed = required::<UInt64Array>(batch, "seed")?;
     let time = required::<Float64Array>(batch, "time_per_iteration_ms")?;
-    let (delay, probability, alpha) = (f64s("delay_percent")?, f64s("probability")?, f64s("alpha")?);
+    let (delay, probability, alpha) =
+        (f64s("delay_percent")?, f64s("probability")?, f64s("alpha")?);
     let (pace, iterations) = (u64s("pace_ns_per_row")?, u64s("iterations")?);
     let (load, median, bound, unit_bound) = (
         f64s("load_ms")?,

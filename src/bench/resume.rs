@@ -130,7 +130,9 @@ pub enum Start {
 pub fn read_manifest(dir: &Path) -> Result<BenchManifest, ResumeError> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => ResumeError::NotABench { dir: dir.to_owned() },
+        std::io::ErrorKind::NotFound => ResumeError::NotABench {
+            dir: dir.to_owned(),
+        },
         _ => ResumeError::Manifest {
             dir: dir.to_owned(),
             message: e.to_string(),

@@ -72,8 +72,8 @@ fn read_baseline(
             dir.display()
         ),
     }
-    let (rows, finished) = bench_rows(dir)
-        .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", dir.display()))?;
+    let (rows, finished) =
+        bench_rows(dir).map_err(|e| anyhow::anyhow!("--baseline {}: {e}", dir.display()))?;
     if !finished {
         anyhow::bail!(
             "--baseline {}: an unfinished bench (no raw.parquet); finish it by running its command again",
@@ -95,7 +95,11 @@ fn read_baseline(
             &format!("the baseline {} does not record its CPU model", dir.display()),
         ),
     }
-    if let Some(rev) = origin.git_revision.as_deref().filter(|r| *r != GIT_REVISION) {
+    if let Some(rev) = origin
+        .git_revision
+        .as_deref()
+        .filter(|r| *r != GIT_REVISION)
+    {
         super::runs::warn(
             global,
             &format!(

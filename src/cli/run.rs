@@ -152,7 +152,12 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", out_dir.join("plan.json").display()))?;
     crate::runs::RunOrigin::here(&plan, GIT_REVISION)
         .write(&out_dir)
-        .with_context(|| format!("cannot write {}", out_dir.join(crate::runs::ORIGIN_FILE).display()))?;
+        .with_context(|| {
+            format!(
+                "cannot write {}",
+                out_dir.join(crate::runs::ORIGIN_FILE).display()
+            )
+        })?;
 
     let plan_hash = plan.hash();
     if global.json {

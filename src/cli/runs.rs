@@ -80,8 +80,17 @@ pub fn run(args: RunsArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let header: Vec<String> = [
-        "date", "job", "workload", "policy", "pattern", "W", "iterations", "time s", "accuracy",
-        "digest", "directory",
+        "date",
+        "job",
+        "workload",
+        "policy",
+        "pattern",
+        "W",
+        "iterations",
+        "time s",
+        "accuracy",
+        "digest",
+        "directory",
     ]
     .map(str::to_owned)
     .to_vec();

@@ -1,7 +1,7 @@
 //! The predictive policies' decision at an iteration's start: one pure
 //! function of what is known then (every worker's timings so far, the
 //! predictor, every worker's own unit count), called by the run's workers
-//! ([`crate::run::worker`]) and by the what-if replay ([`crate::whatif`]) alike,
+//! (`run::worker`) and by the what-if replay (`whatif`) alike,
 //! so that a policy changed here is changed in both.
 //!
 //! - Every worker's time per unit is predicted from the histories. Under SSP's

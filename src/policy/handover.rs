@@ -1,8 +1,8 @@
 //! The worker side of a handover: what a worker does with its own list when
 //! it gives units to a peer (`Assign`, `Planned`), clones them on a peer
 //! (`Clone`), or hears that a peer's copy came first (`Done`). Written once
-//! over [`Lists`], which the run's workers ([`crate::run::worker`]) and the
-//! what-if replay ([`crate::whatif`]) implement over their own storage.
+//! over [`Lists`], which the run's workers (`run::worker`) and the
+//! what-if replay (`whatif`) implement over their own storage.
 //!
 //! A worker computes its own list from the front, so its tail is what it
 //! reaches last and what it hands over:

@@ -122,7 +122,11 @@ pub fn curve_svg(curve: Curve, series: &[Series]) -> Result<String, String> {
         Curve::Loss => y0 - 0.05 * (y1 - y0).abs().max(1e-9),
         Curve::Accuracy | Curve::IterationTime => 0.0f64.min(y0),
     };
-    let y1 = if y1 > y0 { y1 + 0.08 * (y1 - y0) } else { y0 + 1.0 };
+    let y1 = if y1 > y0 {
+        y1 + 0.08 * (y1 - y0)
+    } else {
+        y0 + 1.0
+    };
     let mut svg = String::new();
     {
         let err = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();

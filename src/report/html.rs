@@ -294,7 +294,9 @@ pub fn curves_md(c: &RunCurves) -> String {
         .iter()
         .copied()
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or("—".to_owned(), |(i, a)| format!("{a:.4} at iteration {i}"));
+        .map_or("—".to_owned(), |(i, a)| {
+            format!("{a:.4} at iteration {i}")
+        });
     let times: Vec<f64> = c.iteration_ms.iter().map(|p| p.1).collect();
     let [median, p95] = crate::stats::quantiles(&times, [0.5, 0.95]);
     format!(

@@ -41,8 +41,7 @@ pub(super) fn context_for(
     cluster: Option<&ClusterSpec>,
     resume: Option<Checkpoint>,
 ) -> Result<JobContext, RunError> {
-    let predictor =
-        context::online_predictor(plan).map_err(RunError::Predictor)?;
+    let predictor = context::online_predictor(plan).map_err(RunError::Predictor)?;
     let mut context = JobContext::new(plan.clone(), Arc::clone(workload), predictor);
     if let Some(c) = cluster {
         if c.workers() != plan.workers {

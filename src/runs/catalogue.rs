@@ -308,8 +308,7 @@ fn date_of(dir: &Path) -> Option<String> {
     let b = name.as_bytes();
     let stamp = b.len() == 15
         && b[8] == b'-'
-        && b
-            .iter()
+        && b.iter()
             .enumerate()
             .all(|(i, c)| i == 8 || c.is_ascii_digit());
     if stamp {

@@ -222,10 +222,16 @@ impl Comparison {
             );
         }
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".into());
-        row("date", self.runs.iter().map(|r| opt(&r.entry.date)).collect());
+        row(
+            "date",
+            self.runs.iter().map(|r| opt(&r.entry.date)).collect(),
+        );
         row(
             "git revision",
-            self.runs.iter().map(|r| opt(&r.entry.git_revision)).collect(),
+            self.runs
+                .iter()
+                .map(|r| opt(&r.entry.git_revision))
+                .collect(),
         );
         row("CPU", self.runs.iter().map(|r| opt(&r.entry.cpu)).collect());
         s

@@ -224,13 +224,21 @@ fn an_interrupted_bench_resumes_and_ends_as_an_uninterrupted_one() {
     // table and the plots were never written.
     let cut = dir.join("cut");
     std::fs::create_dir_all(cut.join("parts")).expect("mkdir");
-    for f in ["README.md", "bench.json", "parts/0000.parquet", "parts/0001.parquet"] {
+    for f in [
+        "README.md",
+        "bench.json",
+        "parts/0000.parquet",
+        "parts/0001.parquet",
+    ] {
         std::fs::copy(dir.join("whole").join(f), cut.join(f)).expect("copy");
     }
     let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("2 of 4 jobs complete, running the rest"), "{err}");
+    assert!(
+        err.contains("2 of 4 jobs complete, running the rest"),
+        "{err}"
+    );
     let resumed = rows_of(&cut.join("raw.parquet"));
     assert_eq!(resumed.len(), whole.len());
     for (i, (a, b)) in whole.iter().zip(&resumed).enumerate() {
@@ -254,7 +262,10 @@ fn an_interrupted_bench_resumes_and_ends_as_an_uninterrupted_one() {
     let o = forestall(dir, &["bench", "small.toml", "--out", "cut"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("4 of 4 jobs complete"));
-    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+    assert_eq!(
+        std::fs::read(cut.join("parts/0003.parquet")).expect("part"),
+        before
+    );
 
     // the same directory with other runs (other seeds): refused, untouched
     write_small_pipeline(dir, "small", "[1, 2, 3]");
@@ -262,10 +273,14 @@ fn an_interrupted_bench_resumes_and_ends_as_an_uninterrupted_one() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("holds a bench 'small' of other runs (4 jobs") && err.contains("choose another --out"),
+        err.contains("holds a bench 'small' of other runs (4 jobs")
+            && err.contains("choose another --out"),
         "{err}"
     );
-    assert_eq!(std::fs::read(cut.join("parts/0003.parquet")).expect("part"), before);
+    assert_eq!(
+        std::fs::read(cut.join("parts/0003.parquet")).expect("part"),
+        before
+    );
 }
 
 #[test]
@@ -288,8 +303,14 @@ fn a_killed_bench_resumes_from_its_finished_jobs() {
     }
     child.kill().expect("kill");
     child.wait().expect("reaped");
-    assert!(first.exists(), "the first job's results are written as it finishes");
-    assert!(!dir.join("res/raw.parquet").exists(), "killed before the end");
+    assert!(
+        first.exists(),
+        "the first job's results are written as it finishes"
+    );
+    assert!(
+        !dir.join("res/raw.parquet").exists(),
+        "killed before the end"
+    );
     let o = forestall(dir, &["bench", "small.toml", "--out", "res"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -308,7 +329,15 @@ fn a_bench_against_its_baseline_flags_rows_beyond_the_seed_spread() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = forestall(
         dir,
-        &["--json", "bench", "small.toml", "--out", "after", "--baseline", "before"],
+        &[
+            "--json",
+            "bench",
+            "small.toml",
+            "--out",
+            "after",
+            "--baseline",
+            "before",
+        ],
     );
     // exit 1 only when a row regressed; the machine is shared, so either
     let err = String::from_utf8_lossy(&o.stderr);
@@ -322,7 +351,11 @@ fn a_bench_against_its_baseline_flags_rows_beyond_the_seed_spread() {
         .filter(|l| l["type"] == "baseline")
         .map(|l| &l["data"])
         .collect();
-    assert_eq!(compared.len(), 2 * 2, "two rows (policies), two measures each");
+    assert_eq!(
+        compared.len(),
+        2 * 2,
+        "two rows (policies), two measures each"
+    );
     let mut regressed = false;
     for m in &compared {
         let (mean, base, allowed) = (
@@ -341,35 +374,75 @@ fn a_bench_against_its_baseline_flags_rows_beyond_the_seed_spread() {
         }
         regressed |= verdict == "regressed";
     }
-    assert_eq!(o.status.code(), Some(if regressed { 1 } else { 0 }), "{err}");
+    assert_eq!(
+        o.status.code(),
+        Some(if regressed { 1 } else { 0 }),
+        "{err}"
+    );
     assert!(dir.join("after/baseline.md").is_file());
     assert!(!err.contains("another machine"), "same machine: {err}");
 
     // another machine and revision recorded in the baseline: warned about
     let manifest = dir.join("before/bench.json");
     let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("bench.json")).expect("json");
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("bench.json"))
+            .expect("json");
     v["machine"]["cpu"] = "Imaginary CPU 9000".into();
     v["git_revision"] = "0123456789ab".into();
     std::fs::write(&manifest, v.to_string()).expect("write");
-    let o = forestall(dir, &["bench", "small.toml", "--out", "again", "--baseline", "before"]);
+    let o = forestall(
+        dir,
+        &[
+            "bench",
+            "small.toml",
+            "--out",
+            "again",
+            "--baseline",
+            "before",
+        ],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("ran on another machine (CPU Imaginary CPU 9000"),
         "{err}"
     );
-    assert!(err.contains("comes from git revision 0123456789ab"), "{err}");
+    assert!(
+        err.contains("comes from git revision 0123456789ab"),
+        "{err}"
+    );
 
     // a baseline of another pipeline, or no bench at all: refused before
     // anything runs
     write_small_pipeline(dir, "other", "[1]");
     std::fs::create_dir_all(dir.join("plain-dir")).expect("mkdir");
     for (baseline, pipeline, needle) in [
-        ("before", "other.toml", "--baseline before: results of the bench 'small', not of 'other'"),
-        ("plain-dir", "small.toml", "--baseline plain-dir: not a bench results directory"),
-        ("nowhere", "small.toml", "--baseline nowhere: not a directory"),
+        (
+            "before",
+            "other.toml",
+            "--baseline before: results of the bench 'small', not of 'other'",
+        ),
+        (
+            "plain-dir",
+            "small.toml",
+            "--baseline plain-dir: not a bench results directory",
+        ),
+        (
+            "nowhere",
+            "small.toml",
+            "--baseline nowhere: not a directory",
+        ),
     ] {
-        let o = forestall(dir, &["bench", pipeline, "--out", "refused", "--baseline", baseline]);
+        let o = forestall(
+            dir,
+            &[
+                "bench",
+                pipeline,
+                "--out",
+                "refused",
+                "--baseline",
+                baseline,
+            ],
+        );
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(needle), "{needle:?} in {err}");

@@ -86,11 +86,7 @@ fn split_markdown(text: &str) -> (Vec<Block>, Vec<(usize, &str)>) {
                 if trimmed.starts_with("```") {
                     let fence: String = trimmed.chars().take_while(|&c| c == '`').collect();
                     let info = trimmed[fence.len()..].trim();
-                    let lang = info
-                        .split([',', ' '])
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
+                    let lang = info.split([',', ' ']).next().unwrap_or_default().to_owned();
                     open = Some((fence, lang, i + 2, String::new()));
                 } else {
                     prose.push((i + 1, line));
@@ -131,9 +127,9 @@ fn shell_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
     let mut chars = line.chars().peekable();
     let mut redirect = false;
     let end_word = |word: &mut String,
-                        in_word: &mut bool,
-                        redirect: &mut bool,
-                        commands: &mut Vec<Vec<String>>| {
+                    in_word: &mut bool,
+                    redirect: &mut bool,
+                    commands: &mut Vec<Vec<String>>| {
         if *in_word {
             if *redirect {
                 *redirect = false;
@@ -218,9 +214,9 @@ fn shell_commands(line: &str) -> Result<Vec<Vec<String>>, String> {
 /// (`forestall …`, `./target/release/forestall …`, `cargo run --release -- …`).
 fn forestall_argv(words: &[String]) -> Option<Vec<String>> {
     // Leading environment assignments (`FORESTALL_RUN_DIR=… forestall …`).
-    let start = words
-        .iter()
-        .position(|w| !(w.contains('=') && w.chars().next().is_some_and(|c| c.is_ascii_uppercase())))?;
+    let start = words.iter().position(|w| {
+        !(w.contains('=') && w.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
+    })?;
     let words = &words[start..];
     let first = words.first()?;
     if first == "forestall" || first.ends_with("/forestall") {
@@ -373,12 +369,15 @@ fn check_pipeline(text: &str, placeholders: &mut Vec<String>) -> Result<(), Stri
             return Err(format!("sweep '{}' has no seeds", sweep.name));
         }
         for run in sweep.runs(&dir) {
-            let (mut job, job_text) =
-                forestall::spec::read_job_file(&run.job).map_err(|e| format!("sweep '{}': {e}", sweep.name))?;
+            let (mut job, job_text) = forestall::spec::read_job_file(&run.job)
+                .map_err(|e| format!("sweep '{}': {e}", sweep.name))?;
             run.overrides.apply(&mut job);
-            if let Err(e) =
-                forestall::spec::validate::validate_with(&job, &job_text, Some(&run.job), &run.overrides)
-            {
+            if let Err(e) = forestall::spec::validate::validate_with(
+                &job,
+                &job_text,
+                Some(&run.job),
+                &run.overrides,
+            ) {
                 let message = e.to_string();
                 match missing_fetchable_dataset(&message) {
                     Some(name) => placeholders.push(name),
@@ -427,7 +426,13 @@ fn link_targets(line: &str) -> Vec<String> {
         let after = &rest[at + 2..];
         match after.find(')') {
             Some(end) => {
-                targets.push(after[..end].split_whitespace().next().unwrap_or("").to_owned());
+                targets.push(
+                    after[..end]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .to_owned(),
+                );
                 rest = &after[end + 1..];
             }
             None => break,
@@ -490,7 +495,10 @@ fn check_doc(path: &Path, text: &str, report: &mut Report) {
                                     problem(line, format!("`{}`: {e}", argv.join(" ")));
                                 }
                                 for file in missing_repo_files(&argv) {
-                                    problem(line, format!("`{}`: no such file {file}", argv.join(" ")));
+                                    problem(
+                                        line,
+                                        format!("`{}`: no such file {file}", argv.join(" ")),
+                                    );
                                 }
                             }
                         }
@@ -589,7 +597,12 @@ fn every_snippet_command_and_link_in_the_docs_holds() {
     eprintln!(
         "docs: {} job snippets, {} pipelines, {} partial snippets, {} commands, {} links checked; \
          placeholders for datasets not fetched here: {:?}",
-        report.jobs, report.pipelines, report.partials, report.commands, report.links, report.placeholders
+        report.jobs,
+        report.pipelines,
+        report.partials,
+        report.commands,
+        report.links,
+        report.placeholders
     );
     assert!(
         report.problems.is_empty(),
@@ -598,8 +611,16 @@ fn every_snippet_command_and_link_in_the_docs_holds() {
         report.problems.join("\n")
     );
     // Nothing checked would pass too: the guide has snippets and commands.
-    assert!(report.jobs >= 5, "only {} job snippets checked", report.jobs);
-    assert!(report.commands >= 30, "only {} commands checked", report.commands);
+    assert!(
+        report.jobs >= 5,
+        "only {} job snippets checked",
+        report.jobs
+    );
+    assert!(
+        report.commands >= 30,
+        "only {} commands checked",
+        report.commands
+    );
     assert!(report.links >= 20, "only {} links checked", report.links);
 }
 
@@ -626,7 +647,8 @@ fn the_docs_checker_catches_bad_snippets() {
     assert!(good.problems.is_empty(), "{:?}", good.problems);
     assert_eq!((good.jobs, good.partials, good.commands), (1, 1, 4));
 
-    let bad_job = check("```toml\n[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n```\n");
+    let bad_job =
+        check("```toml\n[straggler]\npattern = \"slow-worker\"\nprobability = 1.5\n```\n");
     assert!(
         bad_job.problems.iter().any(|p| p.contains("probability")),
         "{:?}",
@@ -635,9 +657,19 @@ fn the_docs_checker_catches_bad_snippets() {
     let unknown_key = check("```toml\n[workers]\ncount = 2\nthreads = 4\n```\n");
     assert_eq!(unknown_key.problems.len(), 1, "{:?}", unknown_key.problems);
     let missing_data = check("```toml\n[data]\npath = \"no-such-file.parquet\"\n```\n");
-    assert_eq!(missing_data.problems.len(), 1, "{:?}", missing_data.problems);
+    assert_eq!(
+        missing_data.problems.len(),
+        1,
+        "{:?}",
+        missing_data.problems
+    );
     let broken_partial = check("```toml\n# partial\n[policy\n```\n");
-    assert_eq!(broken_partial.problems.len(), 1, "{:?}", broken_partial.problems);
+    assert_eq!(
+        broken_partial.problems.len(),
+        1,
+        "{:?}",
+        broken_partial.problems
+    );
 
     let missing_job = check("```sh\nforestall run pipelines/no-such-job.toml\n```\n");
     assert_eq!(missing_job.problems.len(), 1, "{:?}", missing_job.problems);
@@ -645,7 +677,8 @@ fn the_docs_checker_catches_bad_snippets() {
     assert_eq!(bad_flag.problems.len(), 1, "{:?}", bad_flag.problems);
     let bad_sub = check("Then `forestall frobnicate runs/`.\n");
     assert_eq!(bad_sub.problems.len(), 1, "{:?}", bad_sub.problems);
-    let bad_value = check("```console\n$ forestall run job.toml --workers many\noutput line\n```\n");
+    let bad_value =
+        check("```console\n$ forestall run job.toml --workers many\noutput line\n```\n");
     assert_eq!(bad_value.problems.len(), 1, "{:?}", bad_value.problems);
 
     let naming = check("Use `forestall data fetch` or `forestall predictor train`.\n");
@@ -674,7 +707,10 @@ fn shell_lines_split_as_a_shell_would() {
     );
     assert_eq!(
         split("forestall --json run j.toml | tail -1"),
-        vec![vec!["forestall", "--json", "run", "j.toml"], vec!["tail", "-1"]]
+        vec![
+            vec!["forestall", "--json", "run", "j.toml"],
+            vec!["tail", "-1"]
+        ]
     );
     assert!(shell_commands("forestall run 'open").is_err());
 }

@@ -26,7 +26,6 @@ fn md5_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-
 /// A small PneumoniaMNIST-like `.npz`: `side` × `side` grey images, 6 / 2 / 2
 /// per train / val / test split, labels [n, 1] in 0/1 (`bad_label` puts a 2
 /// in the training labels).

@@ -67,7 +67,11 @@ fn runs_lists_finished_and_crashed_runs_by_date() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let d = tmp.path();
     run(d, "runs/quickstart/a", &[]);
-    run(d, "runs/quickstart/b", &["--policy", "rapid-reassign", "--workers", "2"]);
+    run(
+        d,
+        "runs/quickstart/b",
+        &["--policy", "rapid-reassign", "--workers", "2"],
+    );
     let runs = d.join("runs/quickstart");
     // a crash before the summary, with its last trace part cut short (no
     // footer), and a run whose summary is garbage
@@ -86,7 +90,10 @@ fn runs_lists_finished_and_crashed_runs_by_date() {
     let out = text(&o.stdout);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 5, "a header and four runs: {out}");
-    assert!(lines[0].starts_with("date") && lines[0].contains("digest"), "{out}");
+    assert!(
+        lines[0].starts_with("date") && lines[0].contains("digest"),
+        "{out}"
+    );
     let line_of = |name: &str| {
         *lines
             .iter()
@@ -114,18 +121,32 @@ fn runs_lists_finished_and_crashed_runs_by_date() {
     for line in text(&o.stdout).lines() {
         assert!(line.starts_with(r#"{"type":"run","data":{"#), "{line}");
     }
-    let dates: Vec<&str> = data.iter().map(|v| v["date"].as_str().expect("a date")).collect();
-    assert!(dates.windows(2).all(|w| w[0] <= w[1]), "sorted by date: {dates:?}");
+    let dates: Vec<&str> = data
+        .iter()
+        .map(|v| v["date"].as_str().expect("a date"))
+        .collect();
+    assert!(
+        dates.windows(2).all(|w| w[0] <= w[1]),
+        "sorted by date: {dates:?}"
+    );
     let a = data
         .iter()
-        .find(|v| v["path"].as_str().is_some_and(|p| p.ends_with("quickstart/a")))
+        .find(|v| {
+            v["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("quickstart/a"))
+        })
         .expect("run a");
     assert_eq!(a["state"], "complete");
     assert_eq!(a["job"], "quickstart");
     assert_eq!(a["workload"], "logistic");
     assert_eq!(a["workers"], 4);
     assert_eq!(a["iterations"], 6);
-    assert_eq!(a["cpu"], cpu_model().as_str(), "the run records its machine");
+    assert_eq!(
+        a["cpu"],
+        cpu_model().as_str(),
+        "the run records its machine"
+    );
     assert!(a["git_revision"].as_str().is_some_and(|r| !r.is_empty()));
     assert_eq!(a["params_sha256"].as_str().map(str::len), Some(64));
     assert!(a["test_accuracy"].as_f64().is_some_and(|x| x > 0.5));
@@ -141,7 +162,11 @@ fn runs_lists_finished_and_crashed_runs_by_date() {
     assert_eq!(json_data(&o.stdout).len(), 1);
     let o = forestall_in(d, &["runs", "nowhere"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("nowhere is not a directory"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("nowhere is not a directory"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -173,7 +198,8 @@ fn compare_puts_runs_side_by_side_and_overlays_their_curves() {
     // JSON lines
     let origin = d.join("b/machine.json");
     let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&origin).expect("machine.json")).expect("json");
+        serde_json::from_str(&std::fs::read_to_string(&origin).expect("machine.json"))
+            .expect("json");
     v["machine"]["cpu"] = "Imaginary CPU 9000".into();
     v["git_revision"] = "0123456789ab".into();
     std::fs::write(&origin, v.to_string()).expect("write");
@@ -190,9 +216,20 @@ fn compare_puts_runs_side_by_side_and_overlays_their_curves() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
         .collect();
-    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or("")).collect();
-    assert_eq!(kinds.iter().filter(|k| **k == "warning").count(), 2, "{kinds:?}");
-    assert_eq!(kinds.iter().filter(|k| **k == "run").count(), 2, "{kinds:?}");
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "warning").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "run").count(),
+        2,
+        "{kinds:?}"
+    );
     assert_eq!(kinds.last(), Some(&"compare"));
     let run_a = lines.iter().find(|l| l["type"] == "run").expect("run line");
     assert_eq!(run_a["data"]["summary"]["iterations"], 6);
@@ -217,7 +254,10 @@ fn compare_says_what_is_not_comparable_and_refuses_what_is_not_a_run() {
     let o = forestall_in(d, &["compare", "a", "other", "--out", "cmp.html"]);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(out.contains("note: the runs are of different jobs"), "{out}");
+    assert!(
+        out.contains("note: the runs are of different jobs"),
+        "{out}"
+    );
     assert!(
         out.contains("note: the runs train different workloads: logistic (a); softmax (other)"),
         "{out}"
@@ -229,8 +269,14 @@ fn compare_says_what_is_not_comparable_and_refuses_what_is_not_a_run() {
     // not a run, no run at all, a missing directory: exit 2, named
     std::fs::create_dir_all(d.join("empty")).expect("mkdir");
     for (args, needle) in [
-        (vec!["compare", "a", "empty"], "empty is not a run directory"),
-        (vec!["compare", "a", "missing"], "missing is not a directory"),
+        (
+            vec!["compare", "a", "empty"],
+            "empty is not a run directory",
+        ),
+        (
+            vec!["compare", "a", "missing"],
+            "missing is not a directory",
+        ),
         (vec!["compare"], "required"),
     ] {
         let o = forestall_in(d, &args);
@@ -238,7 +284,10 @@ fn compare_says_what_is_not_comparable_and_refuses_what_is_not_a_run() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{needle:?} in {err}");
     }
-    assert!(!d.join("compare.html").exists(), "nothing written on bad input");
+    assert!(
+        !d.join("compare.html").exists(),
+        "nothing written on bad input"
+    );
 }
 
 #[test]

@@ -205,7 +205,6 @@ fn softmax_on_mnist_reaches_the_target_accuracy() {
     );
 }
 
-
 /// An .npz with train and test splits of `n` images of `side` × `side`.
 fn images_npz(path: &Path, side: usize, labels: &[u8], pixels: Option<Vec<u8>>) {
     let n = labels.len();

@@ -15,11 +15,11 @@ use timely::dataflow::operators::InputCapability;
 use timely::dataflow::{Scope, Stream};
 
 use super::Builder;
+use crate::run::context::owned_inputs;
 use crate::run::context::JobContext;
 use crate::run::holdings::{Delivery, PlacementUpdate};
 use crate::run::messages::{Control, GradSlice, Progress, ShardParams};
 use crate::run::oplog::OperatorClock;
-use crate::run::context::owned_inputs;
 use crate::run::placement::placement_flow;
 use crate::run::sink::SinkEvent;
 use crate::run::worker::{Caps, ComputeState, Emit, PendingVersion};

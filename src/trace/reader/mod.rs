@@ -189,10 +189,7 @@ pub fn for_each_part<R>(
 /// Every record of the `iterations` table of the trace directory `dir`, in
 /// iteration order (the parts checked to carry one stamp, as
 /// [`for_each_part`] does).
-pub fn read_iterations(
-    dir: &Path,
-    stamp: &mut Option<TraceStamp>,
-) -> Result<Vec<IterationRecord>> {
+pub fn read_iterations(dir: &Path, stamp: &mut Option<TraceStamp>) -> Result<Vec<IterationRecord>> {
     let mut records = Vec::new();
     for_each_part(
         dir,
