@@ -5,13 +5,14 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 4; parts of version 3,
-which lack `workers.control_bytes`, and of version 2, which also lack
+The checks follow docs/trace-schema.md (schema version 5; parts of version 4,
+which lack `workers.wasted_us`, of version 3, which also lack
+`workers.control_bytes`, and of version 2, which also lack
 `iterations.workload` and `iterations.test_metrics`, are accepted):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 4 (or 3, 2), the right table, and the same
+  `forestall.*` metadata: schema_version 5 (or 4, 3, 2), the right table, and the same
   job_id, git_revision, plan_hash and seed as every other part; its `job_id`
   column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
   CLI writes it) matches the plan_hash;
@@ -43,12 +44,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "4"
-# Versions this checker reads; version 3 lacks the columns of ADDED_IN_V4,
-# version 2 those of ADDED_IN_V3 too.
-READABLE_VERSIONS = ("2", "3", "4")
+SCHEMA_VERSION = "5"
+# Versions this checker reads; version 4 lacks the columns of ADDED_IN_V5,
+# version 3 those of ADDED_IN_V4 too, version 2 those of ADDED_IN_V3 too.
+READABLE_VERSIONS = ("2", "3", "4", "5")
 ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
 ADDED_IN_V4 = {"workers": ("control_bytes",)}
+ADDED_IN_V5 = {"workers": ("wasted_us",)}
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -92,6 +94,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("control_sent", pa.uint32(), False),
         ("control_bytes", pa.uint64(), False),
         ("units_cancelled", pa.uint32(), False),
+        ("wasted_us", pa.uint64(), False),
         ("params_version", pa.uint64(), False),
         ("predicted_unit_us", pa.float64(), True),
         ("gt_slowdown", pa.float64(), False),
@@ -156,6 +159,8 @@ def read_json(path: Path, problems: Problems) -> dict | None:
 def columns_of(table: str, version: str | None) -> list[tuple[str, pa.DataType, bool]]:
     """The columns a part of `table` written with schema `version` has."""
     added: tuple[str, ...] = ()
+    if version in ("2", "3", "4"):
+        added += ADDED_IN_V5.get(table, ())
     if version in ("2", "3"):
         added += ADDED_IN_V4.get(table, ())
     if version == "2":

@@ -95,14 +95,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let workload = load_workload(&plan)
         .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?;
     let dataset = workload.data();
-    if dataset.train.len() < plan.partitions as usize {
-        bail!(
-            "{}: [data] partitions = {} but the dataset has only {} training rows",
-            args.job.display(),
-            plan.partitions,
-            dataset.train.len()
-        );
-    }
+    crate::spec::check_against_data(&plan, dataset)?;
 
     let resume = match &args.resume {
         Some(dir) => Some(find_checkpoint(

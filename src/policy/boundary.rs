@@ -201,6 +201,7 @@ mod tests {
         let forestall = PolicyPlan::Forestall {
             proactive: ProactiveConfig::default(),
             reassign: ReassignConfig::default(),
+            clone_in_flight: true,
         };
         assert_eq!(decided(&forestall, &h, 6), d);
     }

@@ -20,7 +20,13 @@
 //!   on it; only the time and the copies computed in vain do.
 //! - **Done**: a peer finished a unit first. A copy of it this worker holds
 //!   for that peer and has not begun is dropped; an own unit cloned to that
-//!   peer and not begun is skipped (it is done, by the clone).
+//!   peer and not begun is skipped (it is done, by the clone); an own unit
+//!   cloned to that peer *in flight* is stopped.
+//! - **Clone in flight** ([`clone_in_flight`]): a worker whose list is empty
+//!   but whose unit in flight is far from its end answers a peer's offer of
+//!   help with a copy of that unit. Both copies compute the same bits; the
+//!   first to finish is counted and the other stops or is discarded, so a
+//!   unit slowed after it began is not a lost cause.
 
 use crate::data::UnitKey;
 
@@ -43,6 +49,58 @@ pub trait Lists {
     fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool;
     /// Skips own unit `key` if it waits in the list unbegun; whether it did.
     fn skip_own(&mut self, key: UnitKey) -> bool;
+    /// Stops own unit `key` if it is the unit in flight (its clone came
+    /// first); whether it did. Storage that never clones a unit in flight
+    /// keeps the default.
+    fn stop_running(&mut self, key: UnitKey) -> bool {
+        let _ = key;
+        false
+    }
+}
+
+/// A unit in flight as its worker sees it: how long it has run and how many
+/// of its micro-batches are done (a unit computed at once has one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    /// Time since it began, µs.
+    pub elapsed_us: u64,
+    /// Micro-batches done.
+    pub done: u32,
+    /// Micro-batches in all (at least 1).
+    pub total: u32,
+}
+
+impl InFlight {
+    /// Its expected time left, µs: the rate of its micro-batches so far
+    /// carried on to the rest, or — before the first one ends — as long
+    /// again as it has run (a unit running late is expected to run as late
+    /// again: the median of a memoryless wait).
+    pub fn left_us(&self) -> u64 {
+        let total = u64::from(self.total.max(1));
+        let done = u64::from(self.done.min(self.total));
+        match done {
+            0 => self.elapsed_us,
+            d => self.elapsed_us * (total - d) / d,
+        }
+    }
+}
+
+/// How much longer than a helper's whole unit the unit in flight must be
+/// expected to take before the helper computes a copy: the copy costs the
+/// helper a unit and a round of messages, and is worth it only if it
+/// clearly ends first.
+pub const CLONE_IN_FLIGHT_MARGIN: f64 = 1.5;
+
+/// Whether a peer offering help, at `helper_unit_us` per unit, should compute
+/// a copy of the unit in flight `unit` (the worker has nothing else to give):
+/// when the unit's expected time left is over [`CLONE_IN_FLIGHT_MARGIN`] ×
+/// the helper's unit. A unit at the helper's pace never qualifies (it has
+/// less than one unit left); one slowed 5× does once a fifth of it has run
+/// with no micro-batch done, or at its first micro-batch's end.
+pub fn clone_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
+    helper_unit_us > 0
+        && unit.done < unit.total
+        && unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * helper_unit_us as f64
 }
 
 /// `Assign` or `Planned { count }`: the last `count` own units leave the
@@ -88,6 +146,9 @@ pub enum Cancelled {
     /// One of this worker's own units: skipped, done by the clone (its agent
     /// counts it as one of its own units done).
     Own,
+    /// This worker's own unit in flight: stopped, done by the clone (counted
+    /// as `Own`; what it computed so far is wasted).
+    Running,
 }
 
 /// A `Done` from `from` about `key`: `from` finished its copy first.
@@ -101,6 +162,8 @@ pub fn done<L: Lists>(lists: &mut L, from: u32, key: UnitKey) -> Cancelled {
     lists.set_cloned(key, None);
     if lists.skip_own(key) {
         Cancelled::Own
+    } else if lists.stop_running(key) {
+        Cancelled::Running
     } else {
         Cancelled::Nothing
     }
@@ -116,6 +179,7 @@ mod tests {
         own: Vec<UnitKey>,
         copies: Vec<(UnitKey, u32)>,
         cloned: Vec<(UnitKey, u32)>,
+        running: Option<UnitKey>,
     }
 
     impl Lists for Plain {
@@ -145,6 +209,9 @@ mod tests {
             let before = self.own.len();
             self.own.retain(|u| *u != key);
             self.own.len() < before
+        }
+        fn stop_running(&mut self, key: UnitKey) -> bool {
+            self.running.take_if(|r| *r == key).is_some()
         }
     }
 
@@ -220,5 +287,53 @@ mod tests {
         };
         assert_eq!(done(&mut l, 2, theirs), Cancelled::Copy);
         assert_eq!(done(&mut l, 2, theirs), Cancelled::Nothing);
+    }
+
+    #[test]
+    fn done_stops_an_own_unit_in_flight_cloned_to_the_sender() {
+        let mut l = lists(0);
+        l.running = Some(unit(4));
+        l.set_cloned(unit(4), Some(3));
+        // Another peer's notice leaves it running.
+        assert_eq!(done(&mut l, 2, unit(4)), Cancelled::Nothing);
+        assert_eq!(l.running, Some(unit(4)));
+        assert_eq!(done(&mut l, 3, unit(4)), Cancelled::Running);
+        assert_eq!(l.running, None);
+        assert_eq!(l.cloned_to(unit(4)), None);
+    }
+
+    #[test]
+    fn time_left_follows_the_micro_batches_done() {
+        let at = |elapsed_us, done, total| InFlight {
+            elapsed_us,
+            done,
+            total,
+        };
+        // 1 of 4 micro-batches in 500 µs: 1,500 µs to go
+        assert_eq!(at(500, 1, 4).left_us(), 1_500);
+        assert_eq!(at(900, 3, 4).left_us(), 300);
+        // none done yet: as long again as it has run
+        assert_eq!(at(700, 0, 4).left_us(), 700);
+        assert_eq!(at(700, 4, 4).left_us(), 0);
+    }
+
+    #[test]
+    fn only_a_unit_far_from_its_end_is_cloned_in_flight() {
+        let helper_unit_us = 1_000;
+        let at = |elapsed_us, done, total| InFlight {
+            elapsed_us,
+            done,
+            total,
+        };
+        // at the helper's pace a unit never has more than a unit left
+        assert!(!clone_in_flight(&at(250, 1, 4), helper_unit_us));
+        assert!(!clone_in_flight(&at(999, 0, 1), helper_unit_us));
+        // slowed 5×: after its first micro-batch (1,250 µs) 3,750 µs are left
+        assert!(clone_in_flight(&at(1_250, 1, 4), helper_unit_us));
+        // one micro-batch: once it has run 1.5 helper units
+        assert!(clone_in_flight(&at(1_600, 0, 1), helper_unit_us));
+        // done, or no pace known for the helper: never
+        assert!(!clone_in_flight(&at(5_000, 4, 4), helper_unit_us));
+        assert!(!clone_in_flight(&at(5_000, 0, 1), 0));
     }
 }

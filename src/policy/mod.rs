@@ -93,6 +93,10 @@ pub enum PolicyPlan {
         proactive: ProactiveConfig,
         /// Rapid-reassignment knobs.
         reassign: ReassignConfig,
+        /// Whether a worker with nothing left to give answers an offer of
+        /// help with a copy of its unit in flight when that unit is far from
+        /// its end ([`handover::clone_in_flight`]).
+        clone_in_flight: bool,
     },
     /// `forestall` with SSP's slack (not BSP semantics): a worker may start
     /// iteration t with parameters of version ≥ t − slack, and the plan for
@@ -155,6 +159,18 @@ impl PolicyPlan {
                 self,
                 PolicyPlan::BackupWorkers { .. } | PolicyPlan::DproSubstitute { .. }
             )
+    }
+
+    /// Whether a worker answers an offer of help with a copy of its unit in
+    /// flight ([`handover::clone_in_flight`]).
+    pub fn clones_in_flight(&self) -> bool {
+        matches!(
+            self,
+            PolicyPlan::Forestall {
+                clone_in_flight: true,
+                ..
+            }
+        )
     }
 
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).

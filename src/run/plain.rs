@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::data::{DataRow, LocalRows};
 use crate::spec::JobPlan;
-use crate::workload::{Adam, Workload};
+use crate::workload::{micro_batched_gradient, Adam, Workload};
 
 /// What the plain loop produced.
 #[derive(Debug, Clone)]
@@ -56,7 +56,13 @@ pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
             let mut partial = vec![0.0; dims];
             let mut partial_loss = 0.0;
             for unit in partitioning.units(t, p) {
-                let g = workload.unit_gradient(&store, &params, &unit.rows);
+                let g = micro_batched_gradient(
+                    workload,
+                    &store,
+                    &params,
+                    &unit.rows,
+                    plan.micro_batch as usize,
+                );
                 for (acc, x) in partial.iter_mut().zip(&g.grad) {
                     *acc += x;
                 }

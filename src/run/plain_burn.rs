@@ -47,7 +47,10 @@ pub fn burn_reference(plan: &JobPlan) -> Result<BurnReference, DataError> {
         .map(|t| {
             (0..plan.partitions)
                 .flat_map(|p| partitioning.units(t, p))
-                .map(|u| u.rows)
+                .flat_map(|u| match plan.micro_batch {
+                    0 => vec![u.rows],
+                    m => u.rows.chunks(m as usize).map(<[u32]>::to_vec).collect(),
+                })
                 .collect()
         })
         .collect();

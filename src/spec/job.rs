@@ -74,6 +74,9 @@ pub struct DataSection {
     pub partitions: Option<u32>,
     /// Work units per partition per iteration.
     pub units_per_partition: Option<u32>,
+    /// Rows per micro-batch: a unit's gradient is the in-order sum of its
+    /// micro-batches' (unset: the whole unit at once).
+    pub micro_batch: Option<u32>,
     /// Share of each partition's rows sampled per iteration (1.0 = full batch).
     pub batch_fraction: Option<f64>,
     /// Extra holders of every partition besides its owner (in other processes
@@ -158,6 +161,9 @@ pub struct PolicySection {
     pub follow_up_units: Option<u32>,
     /// forestall: balance every iteration through worker 0 (default true).
     pub broker: Option<bool>,
+    /// forestall: answer an offer of help with a copy of the unit in flight
+    /// when it is far from its end.
+    pub clone_in_flight: Option<bool>,
     /// Testing: hold each control message for a seeded random 0..=N activations
     /// of its receiver before reading it, to shuffle message order (0 = off).
     pub control_delay: Option<u32>,

@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 pub use job::JobSpec;
 pub use overrides::Overrides;
 pub use plan::*;
-pub use validate::{pattern_from_toml, policy_named, policy_with_model, validate};
+pub use validate::{
+    check_against_data, pattern_from_toml, policy_named, policy_with_model, unit_sizes, validate,
+};
 
 /// A job file that cannot be used, with the place and the reason.
 #[derive(Debug, thiserror::Error)]

@@ -163,6 +163,12 @@ pub struct JobPlan {
     pub partitions: u32,
     /// Units per partition per iteration.
     pub units_per_partition: u32,
+    /// Rows per micro-batch (0: the whole unit in one gradient call). A
+    /// unit's gradient is the left fold of its micro-batches' gradients, so
+    /// the size is part of the math; left out of the plan's JSON (and hash)
+    /// at 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub micro_batch: u32,
     /// Share of each partition sampled per iteration.
     pub batch_fraction: f64,
     /// Extra holders of every partition besides its owner.
@@ -269,6 +275,11 @@ impl JobPlan {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a plan always serialises to JSON")
     }
+}
+
+/// Whether a plan's micro-batch is the whole unit (left out of its JSON).
+fn is_zero(rows: &u32) -> bool {
+    *rows == 0
 }
 
 /// Whether a plan's gradient bucket is the default (left out of its JSON).

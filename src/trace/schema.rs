@@ -21,17 +21,25 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 4 added `workers.control_bytes`; version 3
+/// Version 5 added `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
 /// `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
 /// held logistic regression runs and imports, and the reader fills the
 /// columns in (see `docs/trace-schema.md`). Version 2 and 3 files lack
-/// [`ADDED_IN_V4`]; it reads as 0 (not recorded).
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, SCHEMA_VERSION];
+/// [`ADDED_IN_V4`], and version 2 to 4 files [`ADDED_IN_V5`]; they read as 0
+/// (not recorded).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, SCHEMA_VERSION];
+
+/// The `workers` column version 5 added: compute spent on copies of units
+/// that another copy beat.
+pub const ADDED_IN_V5: &str = WASTED_COLUMN;
+
+/// `workers` column: µs of compute spent on copies that lost the race.
+pub const WASTED_COLUMN: &str = "wasted_us";
 
 /// The `workers` column version 4 added: the bytes of the control messages
 /// a worker sent.
@@ -111,7 +119,8 @@ impl TraceTable {
     }
 
     /// The columns a file of schema `version` has, or `None` for a version
-    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 3 is version 4 without
+    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 4 is version 5 without
+    /// the `workers` table's [`ADDED_IN_V5`] column, version 3 version 4 without
     /// the `workers` table's [`ADDED_IN_V4`] column, version 2 version 3
     /// without the `iterations` table's [`ADDED_IN_V3`] columns.
     pub fn schema_of_version(self, version: u32) -> Option<SchemaRef> {
@@ -119,7 +128,9 @@ impl TraceTable {
             return None;
         }
         let added = |f: &Field| match self {
-            TraceTable::Workers => f.name() == ADDED_IN_V4 && version < 4,
+            TraceTable::Workers => {
+                (f.name() == ADDED_IN_V4 && version < 4) || (f.name() == ADDED_IN_V5 && version < 5)
+            }
             TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
             TraceTable::Units => false,
         };
@@ -202,6 +213,7 @@ pub fn worker_schema() -> SchemaRef {
         required("control_sent", UInt32),
         required(CONTROL_BYTES_COLUMN, UInt64),
         required("units_cancelled", UInt32),
+        required(WASTED_COLUMN, UInt64),
         required("params_version", UInt64),
         optional("predicted_unit_us", Float64),
         required("gt_slowdown", Float64),
@@ -297,16 +309,16 @@ mod tests {
 
     #[test]
     fn older_versions_are_the_current_one_without_the_columns_added_since() {
-        assert_eq!(SCHEMA_VERSION, 4);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4]);
+        assert_eq!(SCHEMA_VERSION, 5);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5]);
         for table in TraceTable::ALL {
-            assert_eq!(table.schema_of_version(4), Some(table.schema()), "{table}");
-            for version in [0, 1, 5, u32::MAX] {
+            assert_eq!(table.schema_of_version(5), Some(table.schema()), "{table}");
+            for version in [0, 1, 6, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }
-        // units never changed; workers gained control_bytes in 4
-        for version in [2, 3] {
+        // units never changed; workers gained control_bytes in 4, wasted_us in 5
+        for version in [2, 3, 4] {
             let units = TraceTable::Units.schema_of_version(version);
             assert_eq!(units, Some(unit_schema()));
             let workers = TraceTable::Workers
@@ -314,14 +326,16 @@ mod tests {
                 .expect("readable");
             let current = worker_schema();
             let mut expected = names(&current);
-            expected.retain(|n| *n != ADDED_IN_V4);
+            expected.retain(|n| *n != ADDED_IN_V5 && (version >= 4 || *n != ADDED_IN_V4));
             assert_eq!(names(&workers), expected, "workers v{version}");
         }
         // iterations gained workload and test_metrics in 3
-        assert_eq!(
-            TraceTable::Iterations.schema_of_version(3),
-            Some(iteration_schema())
-        );
+        for version in [3, 4] {
+            assert_eq!(
+                TraceTable::Iterations.schema_of_version(version),
+                Some(iteration_schema())
+            );
+        }
         let v2 = TraceTable::Iterations
             .schema_of_version(2)
             .expect("version 2 is readable");

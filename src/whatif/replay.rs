@@ -459,7 +459,8 @@ impl Replay<'_> {
             match handover::done(&mut lists, from, key) {
                 Cancelled::Nothing => {}
                 Cancelled::Copy => self.out.wasted += 1,
-                Cancelled::Own => {
+                // (the replay does not clone a unit in flight)
+                Cancelled::Own | Cancelled::Running => {
                     self.out.wasted += 1;
                     let unit_us = self.workers[(w - self.lo) as usize].unit_us();
                     // Its own unit is done, by the clone.

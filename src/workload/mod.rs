@@ -13,6 +13,7 @@
 
 pub mod cnn;
 pub mod logistic;
+pub mod micro;
 pub mod optim;
 pub mod softmax;
 
@@ -21,6 +22,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use logistic::{evaluate, unit_gradient, LogisticRegression};
+pub use micro::{micro_batched_gradient, MicroBatches};
 pub use optim::{Adam, AdamConfig};
 
 use serde::Serialize;

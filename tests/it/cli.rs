@@ -162,6 +162,17 @@ rejects! {
     probability_flag: small_job("[straggler]\npattern = \"slow-worker\"\n"), ["--probability", "2"] => "must be in [0, 1] (got 2)";
     too_many_workers: small_job(""), ["--workers", "9"] => "9 workers but only 8 partitions";
     missing_dataset: "[data]\npath = \"missing.parquet\"\n", [] => "job.toml:2: [data] path: dataset file";
+    zero_micro_batch: micro_job(0), [] => "job.toml:8: [data] micro_batch: must be at least 1 row (got 0)";
+    micro_batch_larger_than_a_unit: micro_job(1_000_000), [] => "job.toml:8: [data] micro_batch: 1000000 rows is larger than a unit";
+    micro_batch_that_divides_no_unit: micro_job(7), [] => "job.toml:8: [data] micro_batch: 7 rows does not divide a unit of";
+}
+
+/// [`small_job`] with `[data] micro_batch = rows` (line 8).
+fn micro_job(rows: u32) -> String {
+    small_job("").replace(
+        "units_per_partition = 2\n",
+        &format!("units_per_partition = 2\nmicro_batch = {rows}\n"),
+    )
 }
 
 #[test]

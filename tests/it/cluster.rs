@@ -21,21 +21,7 @@ fn write_job(dir: &Path) {
 }
 
 fn digest(o: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let summary = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["type"] == "summary")
-        .unwrap_or_else(|| {
-            panic!(
-                "no summary in {stdout} / {}",
-                String::from_utf8_lossy(&o.stderr)
-            )
-        });
-    summary["data"]["params_sha256"]
-        .as_str()
-        .expect("digest")
-        .to_owned()
+    crate::common::summary_digest(o)
 }
 
 #[test]

@@ -140,3 +140,19 @@ pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
     out.extend(data);
     out
 }
+
+/// The trained parameters' digest in the summary line of a `--json` run.
+pub fn summary_digest(o: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .and_then(|v| v["data"]["params_sha256"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| {
+            panic!(
+                "no summary in {stdout} / {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+}

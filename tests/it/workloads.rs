@@ -46,6 +46,23 @@ name = "{policy}"
     )
 }
 
+/// A CNN job of 8 partitions of 8 images per iteration (3,882 / 8 × 0.0165),
+/// cut by `cut` (`units_per_partition`, `micro_batch`), W = `workers` paced
+/// at 2 ms per image with worker 1 persistently 4× slower.
+fn cnn_micro_job(npz: &Path, workers: u32, policy: &str, cut: &str) -> String {
+    cnn_job(npz, workers, policy)
+        .replace("partitions = 4\nunits_per_partition = 1\n", cut)
+        .replace(
+            "batch_fraction = 0.0083",
+            "partitions = 8\nbatch_fraction = 0.0165",
+        )
+        .replace("pace_ns_per_row = 4000000", "pace_ns_per_row = 2000000")
+}
+
+/// Units of 8 images in micro-batches of 4, and units of 4 images.
+const MICRO_4: &str = "units_per_partition = 1\nmicro_batch = 4\n";
+const UNITS_OF_4: &str = "units_per_partition = 2\n";
+
 /// The derived PneumoniaMNIST copy every CNN figure used (3,882 training images).
 fn pneumonia() -> PathBuf {
     shared("datasets/pneumoniamnist.npz")
@@ -101,6 +118,44 @@ fn cnn_parameters_are_bit_identical_across_workers_and_policies() {
     assert!(reference.eval.metrics.contains_key("auc"));
 }
 
+/// A unit computed as micro-batches folded in order: the parameters are
+/// those of units as small as its micro-batches, whichever worker computes
+/// which unit, at W = 1, 2 and 8, under every BSP-semantics policy.
+#[test]
+#[ignore = "needs ../shared"]
+fn cnn_micro_batches_keep_the_bits_across_workers_and_policies() {
+    let npz = pneumonia();
+    let workload = cnn(&npz);
+    let run = |workers: u32, policy: &str, cut: &str| {
+        let dir = tempfile::tempdir().expect("dir");
+        let p = plan(&cnn_micro_job(&npz, workers, policy, cut));
+        forestall::spec::check_against_data(&p, workload.data()).expect("the cut fits");
+        run_workload_in(&p, Arc::clone(&workload), dir.path()).digest
+    };
+    let reference = run(1, "bsp", UNITS_OF_4);
+    assert_eq!(run(1, "bsp", MICRO_4), reference, "micro-batches vs units");
+    for (workers, policy) in [
+        (2, "bsp"),
+        (2, "rapid-reassign"),
+        (2, "speculate"),
+        (8, "forestall"),
+        (8, "proactive-clone"),
+        (8, "ideal"),
+    ] {
+        assert_eq!(
+            run(workers, policy, MICRO_4),
+            reference,
+            "{policy} at W = {workers}"
+        );
+    }
+    // whole units of 8 images are other sums: the micro-batch is part of the math
+    assert_ne!(
+        run(1, "bsp", "units_per_partition = 1\n"),
+        reference,
+        "a unit of 8 in one call differs in its last bits"
+    );
+}
+
 /// The CNN as 2 processes × 1 thread (timely's cluster mode) trains the same
 /// parameters as 2 threads, under `bsp` and `forestall`.
 #[test]
@@ -116,13 +171,7 @@ fn cnn_parameters_are_bit_identical_across_processes_and_threads() {
             args.extend_from_slice(extra);
             let o = crate::common::forestall_in(dir, &args);
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let stdout = String::from_utf8_lossy(&o.stdout);
-            stdout
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find(|v| v["type"] == "summary")
-                .and_then(|v| v["data"]["params_sha256"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| panic!("no summary in {stdout}"))
+            crate::common::summary_digest(&o)
         };
         let threads = digest(&[], &format!("t-{policy}"));
         let processes = digest(
@@ -131,6 +180,33 @@ fn cnn_parameters_are_bit_identical_across_processes_and_threads() {
         );
         assert_eq!(processes, threads, "{policy}: 2 × 1 processes vs 2 threads");
     }
+}
+
+/// Micro-batches across processes: 2 processes × 4 threads train the
+/// parameters of 8 threads, under `forestall`.
+#[test]
+#[ignore = "needs ../shared"]
+fn cnn_micro_batches_keep_the_bits_across_processes() {
+    let npz = pneumonia();
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("job.toml"),
+        cnn_micro_job(&npz, 8, "forestall", MICRO_4),
+    )
+    .expect("job");
+    let digest = |extra: &[&str], out: &str| {
+        let mut args = vec!["--json", "-q", "run", "job.toml", "--out", out];
+        args.extend_from_slice(extra);
+        let o = crate::common::forestall_in(dir, &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        crate::common::summary_digest(&o)
+    };
+    assert_eq!(
+        digest(&["--processes", "2", "--threads", "4"], "p"),
+        digest(&[], "t"),
+        "2 × 4 processes vs 8 threads"
+    );
 }
 
 /// The peer check: W = 1 under `bsp` against a plain burn loop (burn's own

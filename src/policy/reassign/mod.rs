@@ -767,8 +767,12 @@ impl ReassignAgent {
                 }
                 vec![(to, ControlKind::Assign { count })]
             }
-            ControlKind::Clone { .. }
-            | ControlKind::Done
+            ControlKind::Clone { .. } => {
+                // A copy of a unit in flight may answer an offer.
+                self.on_reply(self.iteration, from, kind);
+                Vec::new()
+            }
+            ControlKind::Done
             | ControlKind::Planned { .. }
             | ControlKind::Timing { .. }
             | ControlKind::Timings { .. } => Vec::new(),

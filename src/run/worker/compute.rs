@@ -9,6 +9,7 @@ use crate::data::LocalRows;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 use crate::trace::UnitRecord;
+use crate::workload::micro_batched_gradient;
 
 /// Starts one unit: computes its real gradient, cuts it into shard slices and
 /// sets when the unit is over — stretched by the injected slowdown (and to its
@@ -23,7 +24,13 @@ pub(super) fn start_unit(
     let unit = &next.unit.rows;
     let started = Instant::now();
     let start_us = cx.us_since_start(started);
-    let gradient = cx.workload.unit_gradient(source, &epoch.params, &unit.rows);
+    let gradient = micro_batched_gradient(
+        cx.workload.as_ref(),
+        source,
+        &epoch.params,
+        &unit.rows,
+        cx.plan.micro_batch as usize,
+    );
     let compute = started.elapsed();
     let slowdown = cx.schedule.slowdown(worker, epoch.iteration, start_us);
     let base = match cx.plan.pace_ns_per_row {
@@ -35,6 +42,10 @@ pub(super) fn start_unit(
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
     let rows = unit.rows.len() as u32;
+    let micro_batches = match cx.plan.micro_batch {
+        0 => 1,
+        m => rows.div_ceil(m).max(1),
+    };
     let slices: Vec<GradSlice> = cx
         .shards
         .iter()
@@ -60,6 +71,9 @@ pub(super) fn start_unit(
         slowdown,
         delay: target.saturating_sub(base),
         slices,
+        micro_batches,
+        span_us: deadline.saturating_duration_since(started).as_micros() as u64,
+        started,
     }
 }
 
@@ -79,6 +93,7 @@ pub(super) fn finish_unit(
         slowdown,
         delay,
         slices,
+        ..
     } = running;
     epoch.oversleep = if stretched {
         Instant::now().saturating_duration_since(deadline)

@@ -117,8 +117,25 @@ impl ComputeState {
             return;
         };
         let left = epoch.own_left();
-        epoch.observe(agent, self.cx.now_us());
-        let out = agent.on_message(message.from, &message.kind, left);
+        let now_us = self.cx.now_us();
+        epoch.observe(agent, now_us);
+        let mut out = agent.on_message(message.from, &message.kind, left);
+        if let (ControlKind::Offer { unit_us }, [(to, ControlKind::Decline)]) =
+            (&message.kind, out.as_slice())
+        {
+            // Nothing in the list to give: the unit in flight, if it is far
+            // from its end, is worth a copy.
+            let helper = (*to, *unit_us);
+            if self.cx.plan.policy.clones_in_flight() {
+                if clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit) {
+                    out.clear();
+                } else if epoch.running.is_some() && *unit_us > 0 {
+                    // Not late yet: it may be by the next micro-batch.
+                    epoch.waiting_helpers.retain(|h| h.0 != helper.0);
+                    epoch.waiting_helpers.push(helper);
+                }
+            }
+        }
         send_all(self.worker, epoch, &self.holdings, out, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
@@ -224,10 +241,17 @@ impl ComputeState {
                 iteration: message.iteration,
             };
             let cancelled = handover::done(&mut lists, message.from, *key);
-            if cancelled != Cancelled::Nothing {
-                epoch.units_cancelled += 1;
+            match cancelled {
+                Cancelled::Nothing => {
+                    // A clone finished here after the original: in vain.
+                    epoch.wasted_us += epoch
+                        .clones_done
+                        .remove(&(message.iteration, *key))
+                        .unwrap_or(0);
+                }
+                _ => epoch.units_cancelled += 1,
             }
-            if cancelled == Cancelled::Own {
+            if matches!(cancelled, Cancelled::Own | Cancelled::Running) {
                 if let Some(agent) = self.agent.as_mut() {
                     epoch.observe(agent, self.cx.now_us());
                     let out = agent.on_own_unit_done(epoch.unit_us());
@@ -270,6 +294,69 @@ impl ComputeState {
             }
         }
     }
+}
+
+/// Sends a copy of the unit in flight to the fastest peer that offered help
+/// before it was late enough, if it is now (see [`clone_running`]).
+pub(super) fn clone_to_waiting_helper(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) {
+    let Some(&fastest) = epoch.waiting_helpers.iter().min_by_key(|h| (h.1, h.0)) else {
+        return;
+    };
+    if clone_running(worker, epoch, holdings, fastest, now_us, emit) {
+        epoch.waiting_helpers.clear();
+    }
+}
+
+/// Answers an offer of help from `helper` = (peer, its µs per unit) with a
+/// copy of the own unit in flight, when [`handover::clone_in_flight`] says it
+/// is far enough from its end and its rows are held here (a planned unit
+/// that came with its rows is not cloned again). The unit stays in flight
+/// here; whichever copy finishes first tells the other. Returns whether a
+/// copy went.
+fn clone_running(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    (to, helper_unit_us): (u32, u64),
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
+    let Some(running) = epoch.running.as_ref() else {
+        return false;
+    };
+    let unit = &running.next.unit;
+    let eligible = running.next.counts_as_own
+        && unit.payload.is_none()
+        && unit.iteration == epoch.iteration
+        && !epoch.cloned_out.contains_key(&unit.rows.key)
+        && handover::clone_in_flight(&running.in_flight(now_us), helper_unit_us);
+    if !eligible {
+        return false;
+    }
+    let key = unit.rows.key;
+    let rows = if holdings.settled_holder(key.partition, to) {
+        Vec::new()
+    } else {
+        holdings.ship(&unit.rows.rows)
+    };
+    epoch.cloned_out.insert(key, to);
+    let message = Control {
+        to,
+        from: worker,
+        iteration: epoch.iteration,
+        kind: ControlKind::Clone { count: 1 },
+        units: vec![key],
+        rows,
+    };
+    epoch.control.count(&message);
+    (emit.control)(&epoch.caps.control, message);
+    true
 }
 
 /// Tells `peer` that the copy of `key` of `iteration` computed here came
@@ -403,14 +490,23 @@ impl handover::Lists for Lists<'_> {
 
     fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool {
         let iteration = self.iteration;
-        let before = self.epoch.given_to_me.len();
-        self.epoch.given_to_me.retain(|g| {
-            !(g.rows.key == key
+        let copy_of = |g: &Given| {
+            g.rows.key == key
                 && g.action == UnitAction::Clone
                 && g.from == from
-                && g.iteration == iteration)
-        });
-        self.epoch.given_to_me.len() < before
+                && g.iteration == iteration
+        };
+        let before = self.epoch.given_to_me.len();
+        self.epoch.given_to_me.retain(|g| !copy_of(g));
+        if self.epoch.given_to_me.len() < before {
+            return true;
+        }
+        // The copy in flight here: stopped, its compute in vain.
+        let running = self.epoch.running.take_if(|r| copy_of(&r.next.unit));
+        if let Some(r) = &running {
+            self.epoch.wasted_us += r.compute.as_micros() as u64;
+        }
+        running.is_some()
     }
 
     fn skip_own(&mut self, key: UnitKey) -> bool {
@@ -420,5 +516,21 @@ impl handover::Lists for Lists<'_> {
         let before = self.epoch.own.len();
         self.epoch.own.retain(|u| u.key != key);
         self.epoch.own.len() < before
+    }
+
+    fn stop_running(&mut self, key: UnitKey) -> bool {
+        if !self.current() {
+            return false;
+        }
+        let iteration = self.iteration;
+        let running = self.epoch.running.take_if(|r| {
+            r.next.counts_as_own
+                && r.next.unit.rows.key == key
+                && r.next.unit.iteration == iteration
+        });
+        if let Some(r) = &running {
+            self.epoch.wasted_us += r.compute.as_micros() as u64;
+        }
+        running.is_some()
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Capability;
 
 use crate::data::{LocalRows, UnitKey, UnitRows};
+use crate::policy::handover::{InFlight, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::PeerAgent;
 use crate::run::messages::{GradSlice, Traffic};
 use crate::trace::{UnitAction, UnitRecord};
@@ -80,6 +81,15 @@ pub(super) struct Epoch {
     /// The unit in flight: its gradient computed, its end not yet reached.
     pub(super) running: Option<Running>,
     pub(super) units_cancelled: u32,
+    /// Compute spent on copies another copy beat, µs.
+    pub(super) wasted_us: u64,
+    /// Clones of peers' units finished here this iteration, with their
+    /// compute (µs): wasted if the original's done notice comes after.
+    pub(super) clones_done: BTreeMap<(u64, UnitKey), u64>,
+    /// Peers that offered help while the unit in flight was not yet late
+    /// enough to copy, with their µs per unit: the first copy goes to the
+    /// fastest once it is.
+    pub(super) waiting_helpers: Vec<(u32, u64)>,
     pub(super) ready_us: u64,
     /// When its first unit of the iteration started, µs (None: none yet).
     pub(super) first_start_us: Option<u64>,
@@ -137,6 +147,9 @@ impl Epoch {
             cloned_out: BTreeMap::new(),
             running: None,
             units_cancelled: 0,
+            wasted_us: 0,
+            clones_done: BTreeMap::new(),
+            waiting_helpers: Vec::new(),
             ready_us,
             first_start_us: None,
             last_end_us: ready_us,
@@ -268,6 +281,52 @@ pub(super) struct Running {
     pub(super) slowdown: f64,
     pub(super) delay: Duration,
     pub(super) slices: Vec<GradSlice>,
+    /// Its micro-batches (1 for a unit computed at once): they end evenly
+    /// spaced until the deadline, which is what its worker sees of its
+    /// progress.
+    pub(super) micro_batches: u32,
+    /// From its start to its deadline, µs.
+    pub(super) span_us: u64,
+    /// When it started.
+    pub(super) started: Instant,
+}
+
+impl Running {
+    /// The unit as its worker sees it at `now_us`: how long it has run and
+    /// how many micro-batches have ended.
+    pub(super) fn in_flight(&self, now_us: u64) -> InFlight {
+        let elapsed_us = now_us.saturating_sub(self.start_us);
+        let total = self.micro_batches.max(1);
+        let done = match self.span_us {
+            0 => total,
+            span => (u64::from(total) * elapsed_us / span).min(u64::from(total)) as u32,
+        };
+        InFlight {
+            elapsed_us,
+            done,
+            total,
+        }
+    }
+
+    /// When its worker next learns something of its progress that could make
+    /// it worth a copy on a helper taking `helper_unit_us` per unit: the end
+    /// of its next micro-batch, or the moment it has run
+    /// [`CLONE_IN_FLIGHT_MARGIN`] helper units; never after its deadline.
+    pub(super) fn next_check(&self, helper_unit_us: u64, now: Instant) -> Instant {
+        let span = Duration::from_micros(self.span_us);
+        let total = self.micro_batches.max(1);
+        let boundaries =
+            (1..total).map(|k| self.started + span.mul_f64(f64::from(k) / f64::from(total)));
+        let late = self.started
+            + Duration::from_micros(helper_unit_us).mul_f64(CLONE_IN_FLIGHT_MARGIN)
+            + Duration::from_micros(1);
+        boundaries
+            .chain(std::iter::once(late))
+            .filter(|&t| t > now)
+            .min()
+            .unwrap_or(self.deadline)
+            .min(self.deadline)
+    }
 }
 
 #[cfg(test)]

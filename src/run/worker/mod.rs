@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Capability;
 
 use self::compute::{finish_unit, sleep_until, start_unit};
-use self::control::{send_all, send_done};
+use self::control::{clone_to_waiting_helper, send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
 use super::context::JobContext;
@@ -148,7 +148,16 @@ impl ComputeState {
         }
         let epoch = self.epoch.as_ref()?;
         match &epoch.running {
-            Some(r) => Some(r.deadline.saturating_duration_since(Instant::now())),
+            Some(r) => {
+                let now = Instant::now();
+                let at = match epoch.waiting_helpers.iter().map(|h| h.1).min() {
+                    Some(helper_us) if !epoch.cloned_out.contains_key(&r.next.unit.rows.key) => {
+                        r.next_check(helper_us, now)
+                    }
+                    _ => r.deadline,
+                };
+                Some(at.saturating_duration_since(now))
+            }
             None => epoch.has_units().then_some(Duration::ZERO),
         }
     }
@@ -185,6 +194,10 @@ impl ComputeState {
             if self.cx.plan.respond == Respond::BetweenUnits {
                 sleep_until(deadline);
             } else if Instant::now() < deadline {
+                if !epoch.waiting_helpers.is_empty() {
+                    let now_us = self.cx.now_us();
+                    clone_to_waiting_helper(self.worker, epoch, &self.holdings, now_us, emit);
+                }
                 return; // in flight: answer peers until its end (`wake_in`)
             }
             let running = epoch.running.take().expect("checked above");
@@ -197,6 +210,12 @@ impl ComputeState {
                 ..
             } = next.unit;
             let unit_bytes = record.bytes_sent;
+            if action == UnitAction::Clone {
+                // In vain if the original's done notice comes after.
+                epoch
+                    .clones_done
+                    .insert((iteration, unit.key), record.compute_us);
+            }
             epoch.bytes_sent += unit_bytes;
             epoch.units.push(record);
             epoch.units_done += 1;
@@ -526,6 +545,7 @@ impl ComputeState {
             control_sent: epoch.control.messages,
             control_bytes: epoch.control.bytes,
             units_cancelled: epoch.units_cancelled,
+            wasted_us: epoch.wasted_us,
             params_version: epoch.params_version,
             predicted_unit_us: epoch.predicted_unit_us,
             // A worker that computed nothing (it gave its units away) records

@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 
 mod context;
 mod policy;
+mod units;
 
 pub use context::locate;
 use context::Context;
 pub use policy::DEFAULT_SLACK;
 use policy::{validate_policy, validate_predictor};
+pub use units::{check_against_data, unit_sizes};
 
 use super::job::{JobSpec, StragglerSection};
 use super::plan::*;
@@ -129,6 +131,7 @@ pub fn validate_with(
         data: data.config,
         partitions: data.partitions,
         units_per_partition: data.units_per_partition,
+        micro_batch: data.micro_batch,
         batch_fraction: data.batch_fraction,
         replicas: workers.replicas,
         model,
@@ -241,6 +244,7 @@ struct CheckedData {
     config: DataConfig,
     partitions: u32,
     units_per_partition: u32,
+    micro_batch: u32,
     batch_fraction: f64,
 }
 
@@ -290,6 +294,14 @@ fn check_data(
     if units_per_partition == 0 {
         return Err(cx.invalid("data", "units_per_partition", "must be at least 1 (got 0)"));
     }
+    let micro_batch = spec.data.micro_batch.unwrap_or(0);
+    if spec.data.micro_batch == Some(0) {
+        return Err(cx.invalid(
+            "data",
+            "micro_batch",
+            "must be at least 1 row (got 0); leave it out to compute each unit at once",
+        ));
+    }
     let batch_fraction = spec.data.batch_fraction.unwrap_or(1.0);
     if !(batch_fraction > 0.0 && batch_fraction <= 1.0) {
         return Err(cx.invalid(
@@ -317,6 +329,7 @@ fn check_data(
         },
         partitions,
         units_per_partition,
+        micro_batch,
         batch_fraction,
     })
 }

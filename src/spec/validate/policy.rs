@@ -28,7 +28,7 @@ pub(super) fn validate_policy(
     workers: u32,
 ) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 14] = [
+    let knobs: [(&str, bool, &str); 15] = [
         (
             "floor",
             s.floor.is_some(),
@@ -49,6 +49,7 @@ pub(super) fn validate_policy(
             "rapid-reassign or flexrr or speculate or forestall or forestall-ssp",
         ),
         ("broker", s.broker.is_some(), "forestall"),
+        ("clone_in_flight", s.clone_in_flight.is_some(), "forestall"),
         (
             "checkpoint",
             s.checkpoint.is_some(),
@@ -174,6 +175,7 @@ pub(super) fn validate_policy(
                 "forestall" => PolicyPlan::Forestall {
                     proactive,
                     reassign,
+                    clone_in_flight: s.clone_in_flight.unwrap_or(true),
                 },
                 "forestall-ssp" => PolicyPlan::ForestallSsp {
                     slack: s.slack.unwrap_or(DEFAULT_SLACK),

@@ -575,6 +575,11 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
         None
     };
     let units_cancelled = c.u32("units_cancelled")?;
+    let wasted = if c.version >= 5 {
+        Some(c.u64(crate::trace::schema::WASTED_COLUMN)?)
+    } else {
+        None
+    };
     let params_version = c.u64("params_version")?;
     let predicted = c.opt_f64("predicted_unit_us")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
@@ -598,6 +603,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             control_sent: control_sent.value(i),
             control_bytes: control_bytes.map_or(0, |b| b.value(i)),
             units_cancelled: units_cancelled.value(i),
+            wasted_us: wasted.map_or(0, |w| w.value(i)),
             params_version: params_version.value(i),
             predicted_unit_us: predicted.is_valid(i).then(|| predicted.value(i)),
             gt_slowdown: gt_slowdown.value(i),

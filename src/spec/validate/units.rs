@@ -1,0 +1,88 @@
+//! The checks that need the dataset: the partitions against its training
+//! rows, and the micro-batch against the units those rows are cut into.
+
+use std::collections::BTreeSet;
+
+use super::locate;
+use crate::data::Dataset;
+use crate::spec::{origin, partitioning_for, JobPlan, SpecError};
+
+/// Checks `plan` against the `dataset` it trains on: at least one training
+/// row per partition, and a micro-batch that divides every unit. The error
+/// points at the job file's line where it can.
+pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecError> {
+    let invalid = |key: &str, message: String| {
+        let text = plan
+            .source
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        SpecError::Invalid {
+            origin: origin(plan.source.as_deref()),
+            line: text.as_deref().and_then(|t| locate(t, "data", key)),
+            section: "data".to_owned(),
+            key: key.to_owned(),
+            message,
+        }
+    };
+    let train = dataset.train.len();
+    if train < plan.partitions as usize {
+        return Err(invalid(
+            "partitions",
+            format!(
+                "{} partitions but the dataset has only {train} training rows",
+                plan.partitions
+            ),
+        ));
+    }
+    if plan.micro_batch == 0 {
+        return Ok(());
+    }
+    let sizes = unit_sizes(plan, dataset);
+    let m = plan.micro_batch as usize;
+    let listed = || {
+        sizes
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(&smallest) = sizes.first().filter(|&&s| m > s) {
+        return Err(invalid(
+            "micro_batch",
+            format!(
+                "{m} rows is larger than a unit: this job's units hold {} rows \
+                 (the smallest {smallest}); choose a divisor of the unit size",
+                listed()
+            ),
+        ));
+    }
+    if let Some(&size) = sizes.iter().find(|&&s| s % m != 0) {
+        let divisors: Vec<String> = (1..=size)
+            .filter(|d| sizes.iter().all(|s| s % d == 0))
+            .map(|d| d.to_string())
+            .collect();
+        return Err(invalid(
+            "micro_batch",
+            format!(
+                "{m} rows does not divide a unit of {size} rows (this job's units hold {} \
+                 rows); sizes that divide every unit: {}",
+                listed(),
+                divisors.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The row counts of the plan's units (the same in every iteration: each
+/// partition samples a fixed number of rows and cuts them evenly).
+pub fn unit_sizes(plan: &JobPlan, dataset: &Dataset) -> BTreeSet<usize> {
+    let partitioning = partitioning_for(plan, dataset);
+    (0..plan.partitions)
+        .flat_map(|p| {
+            let sampled = partitioning.sample_size(partitioning.partition_rows(p).len());
+            let n = plan.units_per_partition as usize;
+            (0..n).map(move |u| crate::data::partition::even_range(sampled, n, u).len())
+        })
+        .collect()
+}
