@@ -206,7 +206,8 @@ pub fn peer_agent(
         } => Some(PeerAgent::Reassign(
             ReassignAgent::new(worker, group(config.group_size), *config)
                 .with_broker(workers)
-                .with_slack(policy.slack()),
+                .with_slack(policy.slack())
+                .with_silent_offers(policy.clones_in_flight()),
         )),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),

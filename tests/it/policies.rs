@@ -432,3 +432,80 @@ fn moved_partitions_stay_with_their_new_holder() {
         "the last third moved {late} of {moved} bytes: helpers should hold what they took"
     );
 }
+
+/// One heavy unit per worker and worker 1 persistently 8× slower: nothing is
+/// left in its list to give, so `forestall` copies its unit in flight to a
+/// peer that offered help once it has run 1.5 of that peer's units. The copy
+/// finishes first, the original stops (its compute is `wasted_us`), every
+/// unit still enters its sum once, and the parameters are `bsp`'s. With
+/// `clone_in_flight = false` nothing is copied.
+#[test]
+fn forestall_copies_a_slowed_unit_in_flight() {
+    let job = |clone: bool| {
+        plan(&format!(
+            "[job]\niterations = 6\nseed = 3\n[data]\npartitions = 4\nunits_per_partition = 1\n\
+             batch_fraction = 0.05\n[workers]\ncount = 4\npace_ns_per_row = 60000\n\
+             [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 8.0\n\
+             [policy]\nname = \"forestall\"\nclone_in_flight = {clone}\n"
+        ))
+    };
+    let p = job(true);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
+    for u in &trace.units {
+        ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default()
+            .push(u.action);
+    }
+    assert_eq!(ledger.len(), 6 * 4, "every unit of every iteration");
+    for (key, actions) in &ledger {
+        let mut a = actions.clone();
+        a.sort_by_key(|x| x.as_str());
+        assert!(
+            a == [UnitAction::Assigned]
+                || a == [UnitAction::Clone]
+                || a == [UnitAction::Assigned, UnitAction::Clone],
+            "{key:?}: {a:?}"
+        );
+    }
+    let copied: Vec<u64> = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Clone)
+        .map(|u| u.iteration)
+        .collect();
+    assert!(
+        copied.len() >= 3,
+        "the straggler's unit was copied: {copied:?}"
+    );
+    assert!(
+        copied.iter().all(|&t| trace
+            .units
+            .iter()
+            .any(|u| u.iteration == t && u.action == UnitAction::Clone && u.worker != 1)),
+        "copies run on peers"
+    );
+    let stopped = trace
+        .workers
+        .iter()
+        .filter(|w| w.worker == 1 && w.wasted_us > 0)
+        .count();
+    assert!(
+        stopped >= 2,
+        "the straggler stopped its originals: {stopped}"
+    );
+    let mut bsp = p.clone();
+    bsp.policy = forestall::policy::PolicyPlan::Bsp;
+    bsp.pace_ns_per_row = 0;
+    assert_eq!(run(&bsp).digest, out.digest);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let off = run_in(&job(false), dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    assert!(trace.units.iter().all(|u| u.action != UnitAction::Clone));
+    assert!(trace.workers.iter().all(|w| w.wasted_us == 0));
+    assert_eq!(off.digest, out.digest);
+}

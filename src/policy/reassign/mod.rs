@@ -275,6 +275,10 @@ pub struct ReassignAgent {
     started_us: u64,
     /// Its mean time per own unit in the iteration before, µs (0: none).
     usual_us: u64,
+    /// Whether an idle worker also offers help to peers it has not heard
+    /// from this iteration (a peer whose one unit is slowed in flight never
+    /// reports; it may answer with a copy of that unit).
+    offer_silent: bool,
 }
 
 impl ReassignAgent {
@@ -286,6 +290,7 @@ impl ReassignAgent {
             now_us: 0,
             started_us: 0,
             usual_us: 0,
+            offer_silent: false,
             me,
             group: group.into(),
             config,
@@ -309,6 +314,13 @@ impl ReassignAgent {
         if self.config.broker && self.me == 0 {
             self.broker = Some(Box::new(Broker::new(workers, DEFAULT_MIN_GAIN)));
         }
+        self
+    }
+
+    /// The same agent, offering help to silent peers too when `on` (the
+    /// policy copies units in flight).
+    pub fn with_silent_offers(mut self, on: bool) -> Self {
+        self.offer_silent = on;
         self
     }
 
@@ -843,6 +855,20 @@ impl ReassignAgent {
                     fa.total_cmp(&fb).then(a.0.cmp(&b.0))
                 })
                 .map(|&(w, _)| (t, w))
+        });
+        // Last, a peer of the group not heard from this iteration.
+        let behind = behind.or_else(|| {
+            let t = self.iteration;
+            self.offer_silent
+                .then(|| {
+                    self.group.iter().copied().find(|&w| {
+                        w != self.me
+                            && !self.declined.contains(&(t, w))
+                            && !self.peers.0.iter().any(|&(p, _)| p == w)
+                    })
+                })
+                .flatten()
+                .map(|w| (t, w))
         });
         if let Some((t, w)) = behind {
             self.waiting_on = Some((t, w));
