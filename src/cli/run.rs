@@ -96,6 +96,16 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot load the dataset of {}", args.job.display()))?;
     let dataset = workload.data();
     crate::spec::check_against_data(&plan, dataset)?;
+    if let Some(m) = crate::run::pace::check_pace(&plan, workload.as_ref())? {
+        let needed = m.needed_ns_per_row(plan.workers);
+        if (plan.pace_ns_per_row as f64) < needed && global.quiet == 0 && !global.json {
+            eprintln!(
+                "note: {} workers share {} cores, so a row's real compute takes about {needed:.0} ns, \
+                 over the pace of {} ns: units will run past their nominal time",
+                plan.workers, m.cores, plan.pace_ns_per_row
+            );
+        }
+    }
 
     let resume = match &args.resume {
         Some(dir) => Some(find_checkpoint(

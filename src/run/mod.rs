@@ -13,6 +13,7 @@ pub mod holdings;
 mod job;
 pub mod messages;
 pub mod oplog;
+pub mod pace;
 pub mod placement;
 pub mod plain;
 pub mod plain_burn;

@@ -66,6 +66,25 @@ pub enum SpecError {
     },
 }
 
+impl SpecError {
+    /// The error for `[section] key` of a validated `plan`, found wrong only
+    /// once its data was loaded or its compute measured: it points at the
+    /// key's line in the job file the plan came from, when it can.
+    pub fn in_plan(plan: &JobPlan, section: &str, key: &str, message: String) -> Self {
+        let text = plan
+            .source
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        SpecError::Invalid {
+            origin: origin(plan.source.as_deref()),
+            line: text.as_deref().and_then(|t| validate::locate(t, section, key)),
+            section: section.to_owned(),
+            key: key.to_owned(),
+            message,
+        }
+    }
+}
+
 /// Result type of this module.
 pub type Result<T, E = SpecError> = std::result::Result<T, E>;
 

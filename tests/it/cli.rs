@@ -165,6 +165,7 @@ rejects! {
     zero_micro_batch: micro_job(0), [] => "job.toml:8: [data] micro_batch: must be at least 1 row (got 0)";
     micro_batch_larger_than_a_unit: micro_job(1_000_000), [] => "job.toml:8: [data] micro_batch: 1000000 rows is larger than a unit";
     micro_batch_that_divides_no_unit: micro_job(7), [] => "job.toml:8: [data] micro_batch: 7 rows does not divide a unit of";
+    pace_shorter_than_the_compute: small_job("pace_ns_per_row = 1\n"), [] => "job.toml:10: [workers] pace_ns_per_row: 1 ns per row is shorter than the measured compute: a row takes";
 }
 
 /// [`small_job`] with `[data] micro_batch = rows` (line 8).

@@ -47,8 +47,8 @@ name = "{policy}"
 }
 
 /// A CNN job of 8 partitions of 8 images per iteration (3,882 / 8 × 0.0165),
-/// cut by `cut` (`units_per_partition`, `micro_batch`), W = `workers` paced
-/// at 2 ms per image with worker 1 persistently 4× slower.
+/// cut by `cut` (`units_per_partition`, `micro_batch`), W = `workers` at
+/// native speed with worker 1 persistently 4× slower.
 fn cnn_micro_job(npz: &Path, workers: u32, policy: &str, cut: &str) -> String {
     cnn_job(npz, workers, policy)
         .replace("partitions = 4\nunits_per_partition = 1\n", cut)
@@ -56,7 +56,7 @@ fn cnn_micro_job(npz: &Path, workers: u32, policy: &str, cut: &str) -> String {
             "batch_fraction = 0.0083",
             "partitions = 8\nbatch_fraction = 0.0165",
         )
-        .replace("pace_ns_per_row = 4000000", "pace_ns_per_row = 2000000")
+        .replace("pace_ns_per_row = 4000000", "pace_ns_per_row = 0")
 }
 
 /// Units of 8 images in micro-batches of 4, and units of 4 images.

@@ -3,27 +3,14 @@
 
 use std::collections::BTreeSet;
 
-use super::locate;
 use crate::data::Dataset;
-use crate::spec::{origin, partitioning_for, JobPlan, SpecError};
+use crate::spec::{partitioning_for, JobPlan, SpecError};
 
 /// Checks `plan` against the `dataset` it trains on: at least one training
 /// row per partition, and a micro-batch that divides every unit. The error
 /// points at the job file's line where it can.
 pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecError> {
-    let invalid = |key: &str, message: String| {
-        let text = plan
-            .source
-            .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        SpecError::Invalid {
-            origin: origin(plan.source.as_deref()),
-            line: text.as_deref().and_then(|t| locate(t, "data", key)),
-            section: "data".to_owned(),
-            key: key.to_owned(),
-            message,
-        }
-    };
+    let invalid = |key: &str, message: String| SpecError::in_plan(plan, "data", key, message);
     let train = dataset.train.len();
     if train < plan.partitions as usize {
         return Err(invalid(
