@@ -11,7 +11,9 @@ use crate::workload::{micro_batched_gradient, Workload};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredPace {
     /// ns per row on one core: the best of three gradients of the job's
-    /// first unit (the first call also warms the workload's caches).
+    /// first unit (the first call also warms the workload's caches), in the
+    /// thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`: what other processes on
+    /// a busy machine take is not counted), else in wall time.
     pub ns_per_row: f64,
     /// Rows of the unit measured.
     pub rows: usize,
@@ -38,9 +40,9 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
         .expect("every partition has at least one unit");
     let params = workload.init_params(plan.seed);
     let source = data.source();
-    let best = (0..3)
+    let best_ns = (0..3)
         .map(|_| {
-            let started = Instant::now();
+            let (cpu, wall) = (thread_cpu_ns(), Instant::now());
             let g = micro_batched_gradient(
                 workload,
                 &source,
@@ -49,12 +51,15 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
                 plan.micro_batch as usize,
             );
             std::hint::black_box(g);
-            started.elapsed()
+            match (cpu, thread_cpu_ns()) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => wall.elapsed().as_nanos() as u64,
+            }
         })
         .min()
         .unwrap_or_default();
     MeasuredPace {
-        ns_per_row: best.as_nanos() as f64 / unit.rows.len().max(1) as f64,
+        ns_per_row: best_ns as f64 / unit.rows.len().max(1) as f64,
         rows: unit.rows.len(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     }
@@ -65,7 +70,10 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
 /// injected slowdowns would not be what the pattern says. Returns the
 /// measurement (`None` at native speed), so the caller can also note a pace
 /// that fits one core but not the workers sharing the cores.
-pub fn check_pace(plan: &JobPlan, workload: &dyn Workload) -> Result<Option<MeasuredPace>, SpecError> {
+pub fn check_pace(
+    plan: &JobPlan,
+    workload: &dyn Workload,
+) -> Result<Option<MeasuredPace>, SpecError> {
     if plan.pace_ns_per_row == 0 {
         return Ok(None);
     }
@@ -89,4 +97,42 @@ pub fn check_pace(plan: &JobPlan, workload: &dyn Workload) -> Result<Option<Meas
         ));
     }
     Ok(Some(measured))
+}
+
+/// The calling thread's CPU time so far, ns, if the kernel tells it.
+fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_needed_pace_grows_with_workers_beyond_the_cores() {
+        let m = MeasuredPace {
+            ns_per_row: 1_000.0,
+            rows: 8,
+            cores: 2,
+        };
+        assert_eq!(m.needed_ns_per_row(1), 1_000.0);
+        assert_eq!(m.needed_ns_per_row(2), 1_000.0);
+        assert_eq!(m.needed_ns_per_row(8), 4_000.0);
+    }
+
+    #[test]
+    fn thread_cpu_time_advances_with_work() {
+        let before = thread_cpu_ns().expect("the kernel tells a thread's CPU time");
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(thread_cpu_ns().expect("still readable") > before, "{x}");
+    }
 }

@@ -77,7 +77,9 @@ impl SpecError {
             .and_then(|p| std::fs::read_to_string(p).ok());
         SpecError::Invalid {
             origin: origin(plan.source.as_deref()),
-            line: text.as_deref().and_then(|t| validate::locate(t, section, key)),
+            line: text
+                .as_deref()
+                .and_then(|t| validate::locate(t, section, key)),
             section: section.to_owned(),
             key: key.to_owned(),
             message,

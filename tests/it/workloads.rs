@@ -14,7 +14,8 @@ use forestall::workload::Workload;
 use crate::common::{forestall, npy, plan, run_workload_in, shared};
 
 /// A small CNN job: 4 partitions × 1 unit of 8 images, 3 iterations, worker 1
-/// persistently 4× slower (paced at 4 ms per image) so peers move its units.
+/// persistently 4× slower (at native speed: its compute stretched 4×) so
+/// peers move its units.
 fn cnn_job(npz: &Path, workers: u32, policy: &str) -> String {
     let straggler = if workers > 1 {
         "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 4.0"
@@ -37,7 +38,6 @@ kind = "cnn"
 eval_every = 100
 [workers]
 count = {workers}
-pace_ns_per_row = 4000000
 {straggler}
 [policy]
 name = "{policy}"
@@ -56,7 +56,6 @@ fn cnn_micro_job(npz: &Path, workers: u32, policy: &str, cut: &str) -> String {
             "batch_fraction = 0.0083",
             "partitions = 8\nbatch_fraction = 0.0165",
         )
-        .replace("pace_ns_per_row = 4000000", "pace_ns_per_row = 0")
 }
 
 /// Units of 8 images in micro-batches of 4, and units of 4 images.
@@ -215,7 +214,7 @@ fn cnn_micro_batches_keep_the_bits_across_processes() {
 #[ignore = "needs ../shared"]
 fn cnn_loss_curve_matches_a_plain_burn_loop() {
     let npz = pneumonia();
-    let p = plan(&cnn_job(&npz, 1, "bsp").replace("pace_ns_per_row = 4000000", ""));
+    let p = plan(&cnn_job(&npz, 1, "bsp"));
     let dir = tempfile::tempdir().expect("dir");
     let out = run_workload_in(&p, cnn(&npz), dir.path());
     let burn = burn_reference(&p).expect("reference runs");
