@@ -72,7 +72,7 @@ fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f6
         .map(|(w, u)| u * slowdown(w))
         .map(|u| if u > 0.0 { 1.0 / u } else { 0.0 })
         .collect();
-    crate::run::bound::fluid_and_whole(rows as f64, units, &speeds)
+    super::bound::fluid_and_whole(rows as f64, units, &speeds)
 }
 
 /// What every range of a replay shares.
@@ -149,9 +149,20 @@ impl Setup<'_> {
         // the range starts at the first iteration and runs on from there.
         let clock = self.timings.clock();
         let mut clock_us = clock.map_or(0, Clock::start_us);
+        // The lists of the last iteration cut from a workers table, to be
+        // filled anew.
+        let mut spare: Option<IterationTimings> = None;
         // `replayed`: iterations replayed before, as the history numbers them.
         for (replayed, i) in range.enumerate() {
-            let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
+            let recorded: Cow<'_, IterationTimings> = match self.timings {
+                // Cut into units in the lists of the iteration before.
+                Timings::Workers(cells) => {
+                    let mut t = spare.take().unwrap_or_default();
+                    cells.iteration_into(i, &mut t);
+                    Cow::Owned(t)
+                }
+                other => other.get(i),
+            };
             let t = &*recorded;
             let mut lists = Planned::new(t);
             let (bound, unit_bound) = match clock {
@@ -235,6 +246,9 @@ impl Setup<'_> {
                     .map(|(&units, &busy_us)| Timing { units, busy_us })
                     .collect();
                 history.record_next(&timings);
+            }
+            if let Cow::Owned(t) = recorded {
+                spare = Some(t);
             }
         }
         out

@@ -54,7 +54,14 @@ impl<M: InFlight> Fifo<M> {
         let due = self.due()?;
         if self.sorted != Some(due) {
             let n = self.queue.iter().take_while(|m| m.arrives() == due).count();
-            self.queue.make_contiguous()[..n].sort_by_key(M::order);
+            // Sorted where they lie: made contiguous, a queue that wraps
+            // around its buffer would move every message in it.
+            let (front, _) = self.queue.as_mut_slices();
+            if front.len() >= n {
+                front[..n].sort_by_key(M::order);
+            } else {
+                self.queue.make_contiguous()[..n].sort_by_key(M::order);
+            }
             self.sorted = Some(due);
         }
         self.queue.front().map(|m| (m.arrives(), m.order()))

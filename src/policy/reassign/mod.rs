@@ -649,7 +649,7 @@ impl ReassignAgent {
     /// a disrupted machine would otherwise balance with each other and lock
     /// units on the slow machine that fast peers were about to take.
     fn slowed_peer(&self, unit_us: u64) -> bool {
-        let mut paces: Vec<u64> = self
+        let mut paces: Small<u64> = self
             .left_us
             .iter()
             .map(|e| e.2)
