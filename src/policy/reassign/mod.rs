@@ -609,12 +609,12 @@ impl ReassignAgent {
     /// (a peer a unit ahead, timer noise, is no reason to move any, and
     /// moves between near-equals make work churn).
     fn gift(&self, to: u32, their_left: u32, their_unit_us: u64, left: usize) -> Option<u32> {
-        if self.config.broker && self.slowed_peer(their_unit_us) {
-            return None;
-        }
         let me = self.progress.giver(left);
         let theirs = u64::from(their_left) * their_unit_us;
         if me.remaining_us().saturating_sub(theirs) <= 2 * their_unit_us {
+            return None;
+        }
+        if self.config.broker && self.slowed_peer(their_unit_us) {
             return None;
         }
         let share = Self::balance(me, self.helpers_left(), their_left, their_unit_us, 0);
