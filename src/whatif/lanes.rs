@@ -270,7 +270,9 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
 }
 
 /// A barrier for the two lanes: a window is tens of microseconds of work, so
-/// a lane spins for the other (yielding after a while) instead of sleeping.
+/// a lane spins for the other instead of sleeping, and yields its core after
+/// a few microseconds: on a machine busy with other work the other lane may
+/// be waiting for that core, and spinning on would keep it waiting.
 #[derive(Default)]
 struct SpinBarrier {
     arrived: AtomicUsize,
@@ -288,7 +290,7 @@ impl SpinBarrier {
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
             spins = spins.saturating_add(1);
-            if spins < 1 << 14 {
+            if spins < 1 << 10 {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();

@@ -469,8 +469,10 @@ impl ReassignAgent {
         );
         let left = self.progress.listed as u32;
         let paced = self.pace(left, unit_us, false);
-        self.account(&paced);
-        out.extend(paced);
+        if !paced.is_empty() {
+            self.account(&paced);
+            out.extend(paced);
+        }
         out
     }
 
