@@ -3,8 +3,9 @@
 //! row), read and replayed under every policy the replay supports, each with
 //! its default predictor.
 //! Prints a Markdown report with the command, git revision and machine: the
-//! time to read the trace, each policy's replay time, and the peak memory
-//! (VmHWM) after each step.
+//! time to read the trace, each policy's replay time (wall and CPU, all
+//! threads: on a machine shared with other work the CPU time is the steadier
+//! figure), and the peak memory (VmHWM) after each step.
 //!
 //! Run: `cargo bench --bench whatif_scale` (WORKERS / ITERATIONS in the
 //! environment change the size, POLICIES a comma-separated list the policies,
@@ -33,6 +34,24 @@ fn peak_mib() -> f64 {
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// CPU time this process has used so far, all threads, user and system, s
+/// (from /proc/self/stat, in clock ticks of 10 ms; 0 where unreadable): a
+/// replay's CPU time is its cost whatever else the machine runs.
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (which may hold spaces):
+            // utime is the 14th field of the line, stime the 15th.
+            let rest = &s[s.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn env_or(key: &str, default: u64) -> u64 {
@@ -91,11 +110,11 @@ fn main() {
     );
     println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, 4 units × 100 rows × 10 µs/row; messages take 100 µs\n");
     println!(
-        "| step | wall s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
+        "| step | wall s | CPU s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    println!("| synthesise (write Parquet) | {synth_s:.2} | – | | | | |");
-    println!("| read the trace | {load_s:.2} | {load_mib:.0} | | | | |");
+    println!("|---|---|---|---|---|---|---|---|");
+    println!("| synthesise (write Parquet) | {synth_s:.2} | | – | | | | |");
+    println!("| read the trace | {load_s:.2} | | {load_mib:.0} | | | | |");
     let policies = std::env::var("POLICIES").unwrap_or_else(|_| {
         "bsp,ideal,rapid-reassign,speculate,proactive,proactive-clone,forestall".into()
     });
@@ -108,11 +127,13 @@ fn main() {
             .as_ref()
             .map(|p| load_predictor(p).expect("predictor"));
         let started = Instant::now();
+        let cpu = cpu_s();
         let o =
             replay_policy_on(&timings, &policy, predictor.as_ref(), 100, threads).expect("replays");
         println!(
-            "| replay `{name}` | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
+            "| replay `{name}` | {:.2} | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
             started.elapsed().as_secs_f64(),
+            cpu_s() - cpu,
             peak_mib(),
             o.mean_iteration_us / 1e3,
             o.vs_bound,
