@@ -1,6 +1,6 @@
-//! The load-balancing bounds of a replayed iteration, computed as
-//! [`crate::run::bound`] computes them, to the bit, at a cost that does not
-//! grow with the units when many workers share a speed.
+//! The load-balancing bounds of a replayed iteration, computed as the run's
+//! bounds (`run::bound`) are, to the bit, at a cost that does not grow with
+//! the units when many workers share a speed.
 //!
 //! The bound with whole units places every unit where it finishes earliest:
 //! worker `w`'s k-th unit ends at `c_w` added k times (its cost per unit), and
