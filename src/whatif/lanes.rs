@@ -8,7 +8,7 @@
 //! Ties between events are broken by the worker that caused them and its
 //! count of events, so the outcome is the same to the bit on one lane or two.
 
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -32,8 +32,8 @@ struct LaneBuffers {
     messages: Vec<Option<super::replay::Message>>,
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,
-    cloned: HashSet<crate::data::UnitKey>,
-    cloned_done: HashSet<crate::data::UnitKey>,
+    cloned: super::replay::Keys,
+    cloned_done: super::replay::Keys,
     outbox: Vec<Crossing>,
 }
 
@@ -199,8 +199,8 @@ fn lane<'a>(
         messages: cleared(&mut buffers.messages, Vec::clear),
         carried: cleared(&mut buffers.carried, Vec::clear),
         flat: cleared(&mut buffers.flat, Vec::clear),
-        cloned: cleared(&mut buffers.cloned, HashSet::clear),
-        cloned_done: cleared(&mut buffers.cloned_done, HashSet::clear),
+        cloned: cleared(&mut buffers.cloned, super::replay::Keys::clear),
+        cloned_done: cleared(&mut buffers.cloned_done, super::replay::Keys::clear),
         outbox: cleared(&mut buffers.outbox, Vec::clear),
         out: Replayed {
             iteration: lists.base.iteration,
