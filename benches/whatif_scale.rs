@@ -1,12 +1,15 @@
 //! The what-if replay at scale: a synthetic trace of 10,000 workers × 1,000
 //! iterations (slow-worker, p = 0.1, 400 %, 4 units of 100 rows at 10 µs a
-//! row), read and replayed under `bsp`, `rapid-reassign` and `forestall`.
+//! row), read and replayed under every policy the replay supports, each with
+//! its default predictor.
 //! Prints a Markdown report with the command, git revision and machine: the
-//! time to read the trace, each policy's replay time, and the peak memory
-//! (VmHWM) after each step.
+//! time to read the trace, each policy's replay time (wall and CPU, all
+//! threads: on a machine shared with other work the CPU time is the steadier
+//! figure), and the peak memory (VmHWM) after each step.
 //!
 //! Run: `cargo bench --bench whatif_scale` (WORKERS / ITERATIONS in the
-//! environment change the size, POLICIES a comma-separated list the policies).
+//! environment change the size, POLICIES a comma-separated list the policies,
+//! THREADS the threads a replay may use: by default one per core).
 
 #![allow(missing_docs)]
 
@@ -19,7 +22,7 @@ use forestall::run::context::load_predictor;
 use forestall::spec::policy_named;
 use forestall::trace::synth::{write_synth, Synth};
 use forestall::trace::TraceStamp;
-use forestall::whatif::{replay_policy, Timings};
+use forestall::whatif::{replay_policy_on, Timings};
 
 fn peak_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -31,6 +34,24 @@ fn peak_mib() -> f64 {
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// CPU time this process has used so far, all threads, user and system, s
+/// (from /proc/self/stat, in clock ticks of 10 ms; 0 where unreadable): a
+/// replay's CPU time is its cost whatever else the machine runs.
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (which may hold spaces):
+            // utime is the 14th field of the line, stime the 15th.
+            let rest = &s[s.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn env_or(key: &str, default: u64) -> u64 {
@@ -75,8 +96,12 @@ fn main() {
     let load_mib = peak_mib();
     let m = this_machine();
     println!("# What-if replay at scale\n");
+    let threads_env: String = ["THREADS", "POLICIES"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
+        .collect();
     println!(
-        "- command: `WORKERS={workers} ITERATIONS={iterations} cargo bench --bench whatif_scale`"
+        "- command: `{threads_env}WORKERS={workers} ITERATIONS={iterations} cargo bench --bench whatif_scale`"
     );
     println!("- git revision: {GIT_REVISION}");
     println!(
@@ -85,23 +110,30 @@ fn main() {
     );
     println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, 4 units × 100 rows × 10 µs/row; messages take 100 µs\n");
     println!(
-        "| step | wall s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
+        "| step | wall s | CPU s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    println!("| synthesise (write Parquet) | {synth_s:.2} | – | | | | |");
-    println!("| read the trace | {load_s:.2} | {load_mib:.0} | | | | |");
-    let policies =
-        std::env::var("POLICIES").unwrap_or_else(|_| "bsp,rapid-reassign,forestall".into());
+    println!("|---|---|---|---|---|---|---|---|");
+    println!("| synthesise (write Parquet) | {synth_s:.2} | | – | | | | |");
+    println!("| read the trace | {load_s:.2} | | {load_mib:.0} | | | | |");
+    let policies = std::env::var("POLICIES").unwrap_or_else(|_| {
+        "bsp,ideal,rapid-reassign,speculate,proactive,proactive-clone,forestall".into()
+    });
+    let threads = std::env::var("THREADS")
+        .ok()
+        .and_then(|t| t.parse::<usize>().ok());
     for name in policies.split(',') {
         let (policy, predictor) = policy_named(name, None, workers).expect("a policy");
         let predictor = predictor
             .as_ref()
             .map(|p| load_predictor(p).expect("predictor"));
         let started = Instant::now();
-        let o = replay_policy(&timings, &policy, predictor.as_ref(), 100).expect("replays");
+        let cpu = cpu_s();
+        let o =
+            replay_policy_on(&timings, &policy, predictor.as_ref(), 100, threads).expect("replays");
         println!(
-            "| replay `{name}` | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
+            "| replay `{name}` | {:.2} | {:.2} | {:.0} | {:.3} | {:.3} | {:.1} | {:.1} |",
             started.elapsed().as_secs_f64(),
+            cpu_s() - cpu,
             peak_mib(),
             o.mean_iteration_us / 1e3,
             o.vs_bound,

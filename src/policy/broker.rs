@@ -84,6 +84,10 @@ pub struct Broker {
     /// Every worker's units at the iteration's start, when known (see
     /// [`Broker::expect`]).
     lists: Vec<u32>,
+    /// The first units of the paces heard (those above 0), sorted, kept up
+    /// to date once a quorum is in: the median the patience is measured in,
+    /// read at every pace from then on, without sorting them all again.
+    firsts: Option<Vec<u64>>,
 }
 
 impl Broker {
@@ -97,6 +101,7 @@ impl Broker {
             min_gain,
             started_us: 0,
             lists: Vec::new(),
+            firsts: None,
         }
     }
 
@@ -108,6 +113,9 @@ impl Broker {
         self.balanced = false;
         self.started_us = now_us;
         self.lists.clear();
+        if let Some(firsts) = self.firsts.as_mut() {
+            firsts.clear();
+        }
     }
 
     /// Every worker's units at the iteration's start (its own after the
@@ -132,10 +140,12 @@ impl Broker {
         let Some(slot) = self.paces.get_mut(worker as usize) else {
             return Vec::new();
         };
+        let before = slot.map(|(_, p)| p.unit_us);
         if slot.is_none() {
             self.heard += 1;
         }
         *slot = Some((now_us, pace));
+        self.firsts_replace(before, pace.unit_us);
         if self.heard < self.paces.len() {
             if !self.waited_long_enough(now_us) {
                 return Vec::new();
@@ -152,13 +162,46 @@ impl Broker {
     /// and [`PATIENCE`] median first units have passed since worker 0
     /// began, so a worker not heard from yet has had a first unit in flight
     /// that long.
-    fn waited_long_enough(&self, now_us: u64) -> bool {
+    fn waited_long_enough(&mut self, now_us: u64) -> bool {
         let n = self.paces.len() as f64;
         if (self.heard as f64) < QUORUM * n {
             return false;
         }
-        let first = median_first_unit(&self.paces);
+        let first = self.median_first_unit();
         first > 0 && now_us.saturating_sub(self.started_us) >= PATIENCE * first
+    }
+
+    /// [`median_first_unit`] of the paces heard, from the sorted first
+    /// units (sorted now if they are not kept yet).
+    fn median_first_unit(&mut self) -> u64 {
+        let paces = &self.paces;
+        let firsts = self.firsts.get_or_insert_with(Vec::new);
+        if firsts.is_empty() {
+            firsts.extend(paces.iter().flatten().map(|(_, p)| p.unit_us));
+            firsts.retain(|&t| t > 0);
+            firsts.sort_unstable();
+        }
+        firsts
+            .get(firsts.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A worker's first unit was `before` (None: not heard) and is
+    /// `after`: the sorted first units, if kept, follow.
+    fn firsts_replace(&mut self, before: Option<u64>, after: u64) {
+        let Some(firsts) = self.firsts.as_mut().filter(|f| !f.is_empty()) else {
+            return;
+        };
+        if let Some(t) = before.filter(|&t| t > 0) {
+            if let Ok(i) = firsts.binary_search(&t) {
+                firsts.remove(i);
+            }
+        }
+        if after > 0 {
+            let i = firsts.partition_point(|&t| t < after);
+            firsts.insert(i, after);
+        }
     }
 
     /// The workers not heard from, as the balance takes them: a first unit in
@@ -216,8 +259,12 @@ fn balance_now(
         .flatten()
         .map(|&(at, p)| at.saturating_sub(started_us + p.elapsed_us))
         .collect();
-    delays.sort_unstable();
-    let latency = delays.get(delays.len() / 2).copied().unwrap_or(0);
+    let middle = delays.len() / 2;
+    let latency = if delays.is_empty() {
+        0
+    } else {
+        *delays.select_nth_unstable(middle).1
+    };
     let free = (now_us + 2 * latency) as f64;
     // The first units of an iteration share its start (parameters
     // arriving, every worker starting at once): a worker is a straggler when
@@ -343,8 +390,13 @@ fn lower_median<T: Copy>(
     mut values: Vec<T>,
     cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
 ) -> Option<T> {
-    values.sort_unstable_by(cmp);
-    values.get(values.len().saturating_sub(1) / 2).copied()
+    if values.is_empty() {
+        return None;
+    }
+    // The element a sort would put there (`cmp` is a total order: what it
+    // takes for equal is the same value).
+    let k = (values.len() - 1) / 2;
+    Some(*values.select_nth_unstable_by(k, cmp).1)
 }
 
 #[cfg(test)]

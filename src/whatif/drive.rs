@@ -72,7 +72,7 @@ fn bound_with(t: &IterationTimings, slowdown: impl Fn(usize) -> f64) -> (f64, f6
         .map(|(w, u)| u * slowdown(w))
         .map(|u| if u > 0.0 { 1.0 / u } else { 0.0 })
         .collect();
-    crate::run::bound::fluid_and_whole(rows as f64, units, &speeds)
+    super::bound::fluid_and_whole(rows as f64, units, &speeds)
 }
 
 /// What every range of a replay shares.
@@ -97,6 +97,11 @@ struct Partial {
     planned: u64,
     messages: u64,
     wasted: u64,
+    /// A digest of each iteration's replay (its times, every worker's
+    /// finish, every unit's executor in finishing order), for the tests
+    /// that pin a replay's outcome.
+    #[cfg(test)]
+    digests: Vec<u64>,
 }
 
 impl Partial {
@@ -111,6 +116,8 @@ impl Partial {
             all.planned += p.planned;
             all.messages += p.messages;
             all.wasted += p.wasted;
+            #[cfg(test)]
+            all.digests.extend(p.digests);
         }
         all
     }
@@ -142,9 +149,20 @@ impl Setup<'_> {
         // the range starts at the first iteration and runs on from there.
         let clock = self.timings.clock();
         let mut clock_us = clock.map_or(0, Clock::start_us);
+        // The lists of the last iteration cut from a workers table, to be
+        // filled anew.
+        let mut spare: Option<IterationTimings> = None;
         // `replayed`: iterations replayed before, as the history numbers them.
         for (replayed, i) in range.enumerate() {
-            let recorded: Cow<'_, IterationTimings> = self.timings.get(i);
+            let recorded: Cow<'_, IterationTimings> = match self.timings {
+                // Cut into units in the lists of the iteration before.
+                Timings::Workers(cells) => {
+                    let mut t = spare.take().unwrap_or_default();
+                    cells.iteration_into(i, &mut t);
+                    Cow::Owned(t)
+                }
+                other => other.get(i),
+            };
             let t = &*recorded;
             let mut lists = Planned::new(t);
             let (bound, unit_bound) = match clock {
@@ -170,6 +188,13 @@ impl Setup<'_> {
                 let units: Vec<u32> = (0..lists.workers())
                     .map(|w| lists.own(w).len() as u32)
                     .collect();
+                #[cfg(test)]
+                out.digests.push(tests::digest(
+                    [bound.to_bits(), unit_bound.to_bits(), sends.len() as u64]
+                        .into_iter()
+                        .chain(finish.iter().copied())
+                        .chain(units.iter().map(|&u| u64::from(u))),
+                ));
                 (finish.iter().copied().max().unwrap_or(0), finish, units)
             } else {
                 let r = replay_iteration_with(
@@ -182,6 +207,30 @@ impl Setup<'_> {
                 out.moved += u64::from(r.reassigned);
                 out.wasted += u64::from(r.wasted);
                 out.messages += u64::from(r.messages);
+                // By executor, each in its finishing order (lanes append
+                // their units one lane after the other).
+                #[cfg(test)]
+                let mut executed = r.executed.clone();
+                #[cfg(test)]
+                executed.sort_by_key(|&(_, w)| w);
+                #[cfg(test)]
+                out.digests.push(tests::digest(
+                    [
+                        bound.to_bits(),
+                        unit_bound.to_bits(),
+                        sends.len() as u64,
+                        r.iteration,
+                        r.makespan_us,
+                        u64::from(r.reassigned),
+                        u64::from(r.wasted),
+                        u64::from(r.messages),
+                    ]
+                    .into_iter()
+                    .chain(r.finish_us.iter().copied())
+                    .chain(executed.iter().map(|&(k, w)| {
+                        u64::from(k.partition) << 40 | u64::from(k.unit) << 24 | u64::from(w)
+                    })),
+                ));
                 let mut units = vec![0u32; workers as usize];
                 for &(_, w) in &r.executed {
                     units[w as usize] += 1;
@@ -197,6 +246,9 @@ impl Setup<'_> {
                     .map(|(&units, &busy_us)| Timing { units, busy_us })
                     .collect();
                 history.record_next(&timings);
+            }
+            if let Cow::Owned(t) = recorded {
+                spare = Some(t);
             }
         }
         out
@@ -327,6 +379,18 @@ pub fn replay_policy_on(
     latency_us: u64,
     threads: Option<usize>,
 ) -> Result<Outcome, WhatIfError> {
+    let all = replay_parts(timings, policy, predictor, latency_us, threads)?;
+    Ok(outcome(policy, timings.len(), all))
+}
+
+/// [`replay_policy_on`]'s iterations, before they are summed up.
+fn replay_parts(
+    timings: &Timings,
+    policy: &PolicyPlan,
+    predictor: Option<&OnlinePredictor>,
+    latency_us: u64,
+    threads: Option<usize>,
+) -> Result<Partial, WhatIfError> {
     if timings.is_empty() {
         return Err(WhatIfError::EmptyTrace);
     }
@@ -359,16 +423,20 @@ pub fn replay_policy_on(
         clones,
         latency_us,
     };
-    let all = Partial::joined(setup.replay_all(threads, &make_agents)?);
+    Ok(Partial::joined(setup.replay_all(threads, &make_agents)?))
+}
+
+/// The outcome of `iterations` iterations replayed under `policy` as `all`.
+fn outcome(policy: &PolicyPlan, iterations: usize, all: Partial) -> Outcome {
     let total: f64 = all.per_iteration.iter().sum();
     let bound: f64 = all.bounds.iter().sum();
     let unit_bound: f64 = all.unit_bounds.iter().sum();
     let (moved, planned, messages, wasted) = (all.moved, all.planned, all.messages, all.wasted);
     let mut per_iteration = all.per_iteration;
-    let n = timings.len() as f64;
-    Ok(Outcome {
+    let n = iterations as f64;
+    Outcome {
         policy: policy.as_str().to_owned(),
-        iterations: timings.len(),
+        iterations,
         mean_iteration_us: total / n,
         median_iteration_us: crate::stats::median(&mut per_iteration),
         bound_iteration_us: bound / n,
@@ -383,5 +451,8 @@ pub fn replay_policy_on(
         planned_units_per_iteration: planned as f64 / n,
         wasted_copies_per_iteration: wasted as f64 / n,
         messages_per_iteration: messages as f64 / n,
-    })
+    }
 }
+
+#[cfg(test)]
+pub(super) mod tests;

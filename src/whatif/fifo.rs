@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 pub(super) trait InFlight {
     /// Arrival time.
     fn arrives(&self) -> u64;
-    /// Order among the messages arriving at the same time.
+    /// Order among the messages arriving at the same time (unique).
     fn order(&self) -> u64;
 }
 
@@ -54,7 +54,15 @@ impl<M: InFlight> Fifo<M> {
         let due = self.due()?;
         if self.sorted != Some(due) {
             let n = self.queue.iter().take_while(|m| m.arrives() == due).count();
-            self.queue.make_contiguous()[..n].sort_by_key(M::order);
+            // Sorted where they lie: made contiguous, a queue that wraps
+            // around its buffer would move every message in it. Orders are
+            // unique, so an unstable sort puts them as a stable one would.
+            let (front, _) = self.queue.as_mut_slices();
+            if front.len() >= n {
+                front[..n].sort_unstable_by_key(M::order);
+            } else {
+                self.queue.make_contiguous()[..n].sort_unstable_by_key(M::order);
+            }
             self.sorted = Some(due);
         }
         self.queue.front().map(|m| (m.arrives(), m.order()))

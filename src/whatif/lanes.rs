@@ -8,7 +8,7 @@
 //! Ties between events are broken by the worker that caused them and its
 //! count of events, so the outcome is the same to the bit on one lane or two.
 
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -32,8 +32,8 @@ struct LaneBuffers {
     messages: Vec<Option<super::replay::Message>>,
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,
-    cloned: HashSet<crate::data::UnitKey>,
-    cloned_done: HashSet<crate::data::UnitKey>,
+    cloned: super::replay::Keys,
+    cloned_done: super::replay::Keys,
     outbox: Vec<Crossing>,
 }
 
@@ -199,8 +199,8 @@ fn lane<'a>(
         messages: cleared(&mut buffers.messages, Vec::clear),
         carried: cleared(&mut buffers.carried, Vec::clear),
         flat: cleared(&mut buffers.flat, Vec::clear),
-        cloned: cleared(&mut buffers.cloned, HashSet::clear),
-        cloned_done: cleared(&mut buffers.cloned_done, HashSet::clear),
+        cloned: cleared(&mut buffers.cloned, super::replay::Keys::clear),
+        cloned_done: cleared(&mut buffers.cloned_done, super::replay::Keys::clear),
         outbox: cleared(&mut buffers.outbox, Vec::clear),
         out: Replayed {
             iteration: lists.base.iteration,
@@ -270,7 +270,9 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
 }
 
 /// A barrier for the two lanes: a window is tens of microseconds of work, so
-/// a lane spins for the other (yielding after a while) instead of sleeping.
+/// a lane spins for the other instead of sleeping, and yields its core after
+/// a few microseconds: on a machine busy with other work the other lane may
+/// be waiting for that core, and spinning on would keep it waiting.
 #[derive(Default)]
 struct SpinBarrier {
     arrived: AtomicUsize,
@@ -288,7 +290,7 @@ impl SpinBarrier {
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
             spins = spins.saturating_add(1);
-            if spins < 1 << 14 {
+            if spins < 1 << 10 {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();

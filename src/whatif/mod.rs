@@ -25,6 +25,7 @@
 //! [`source::Timings`] reads a trace's timings (its units, or, without a units
 //! table, its workers' rows cut into equal units).
 
+mod bound;
 mod clock;
 pub mod drive;
 mod fifo;
@@ -57,7 +58,7 @@ pub struct TimedUnit {
 }
 
 /// What one iteration of a recorded run says about its workers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct IterationTimings {
     /// Iteration.
     pub iteration: u64,

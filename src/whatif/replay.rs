@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::fifo::{Fifo, InFlight};
 
@@ -168,12 +169,41 @@ pub(super) struct Replay<'a> {
     pub(super) flat: Vec<TimedUnit>,
     /// Units with more than one copy, and those of them already finished
     /// (clones never cross lanes: a replay with clones runs one lane).
-    pub(super) cloned: HashSet<UnitKey>,
-    pub(super) cloned_done: HashSet<UnitKey>,
+    pub(super) cloned: Keys,
+    pub(super) cloned_done: Keys,
     /// Messages to workers of other lanes, sent since the last exchange.
     pub(super) outbox: Vec<Crossing>,
     /// The lane's part of the outcome (`finish_us` of its workers).
     pub(super) out: Replayed,
+}
+
+/// A set of units, looked up at every unit's end when clones race: hashed
+/// by a multiply and a rotation per word rather than SipHash (a replay's
+/// keys are no adversary's, and only membership is read, never an order).
+pub(super) type Keys = HashSet<UnitKey, BuildHasherDefault<KeyHasher>>;
+
+/// The hasher of [`Keys`] (FxHash's step).
+#[derive(Default)]
+pub(super) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(u64::from(word));
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
 }
 
 /// The flag of a message's event (below it: the message's index, then 24
@@ -379,7 +409,8 @@ impl Replay<'_> {
         worker.last_unit_us = now - worker.started;
         let unit_us = worker.unit_us();
         self.out.finish_us[(w - self.lo) as usize] = now;
-        let first = !self.cloned.contains(&unit.key) || self.cloned_done.insert(unit.key);
+        let raced = !self.cloned.is_empty() && self.cloned.contains(&unit.key);
+        let first = !raced || self.cloned_done.insert(unit.key);
         if first {
             // The iteration ends when every unit has one finished copy.
             self.out.makespan_us = self.out.makespan_us.max(now);
@@ -387,7 +418,7 @@ impl Replay<'_> {
             if !own {
                 self.out.reassigned += 1;
             }
-            if self.cloned.contains(&unit.key) {
+            if raced {
                 // Tell the other holders of a copy to skip theirs.
                 let holders: Vec<u32> = if own {
                     let worker = &mut self.workers[(w - self.lo) as usize];

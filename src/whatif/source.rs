@@ -237,44 +237,44 @@ fn split_units(list: Vec<IterationTimings>, units: u32) -> Vec<IterationTimings>
 impl WorkerTimings {
     /// Iteration `i` with every worker's time cut into equal units.
     pub fn iteration(&self, i: usize) -> IterationTimings {
+        let mut t = IterationTimings::default();
+        self.iteration_into(i, &mut t);
+        t
+    }
+
+    /// [`WorkerTimings::iteration`] into `t`, reusing its lists (a replay
+    /// of thousands of workers would otherwise allocate one per worker and
+    /// iteration).
+    pub fn iteration_into(&self, i: usize, t: &mut IterationTimings) {
         let cells = &self.cells[i];
         let rows_of = |c: &Cell| if c.rows == 0 { c.units } else { c.rows };
         let (busy, rows) = cells.iter().fold((0u64, 0u64), |(b, r), c| {
             (b + c.busy_us, r + u64::from(rows_of(c)))
         });
         let mean = busy as f64 / rows.max(1) as f64;
-        let us_per_row = cells
-            .iter()
-            .map(|c| match rows_of(c) {
-                0 => mean,
-                r => c.busy_us as f64 / f64::from(r),
-            })
-            .collect();
-        let own = cells
-            .iter()
-            .enumerate()
-            .map(|(w, c)| {
-                let n = u64::from(c.units);
-                let rows = u64::from(rows_of(c));
-                (0..n)
-                    .map(|u| TimedUnit {
-                        key: UnitKey {
-                            partition: w as u32,
-                            unit: u as u32,
-                        },
-                        // Equal shares; the remainders go to the first units.
-                        rows: (rows / n + u64::from(u < rows % n)) as u32,
-                        owner_us: c.busy_us / n + u64::from(u < c.busy_us % n),
-                    })
-                    .collect()
-            })
-            .collect();
-        IterationTimings {
-            iteration: self.iterations[i],
-            own,
-            us_per_row,
-            overhead_us: self.overhead_us.get(i).copied().unwrap_or(0),
+        t.us_per_row.clear();
+        t.us_per_row.extend(cells.iter().map(|c| match rows_of(c) {
+            0 => mean,
+            r => c.busy_us as f64 / f64::from(r),
+        }));
+        t.own.resize_with(cells.len(), Vec::new);
+        t.own.truncate(cells.len());
+        for (w, (c, own)) in cells.iter().zip(&mut t.own).enumerate() {
+            let n = u64::from(c.units);
+            let rows = u64::from(rows_of(c));
+            own.clear();
+            own.extend((0..n).map(|u| TimedUnit {
+                key: UnitKey {
+                    partition: w as u32,
+                    unit: u as u32,
+                },
+                // Equal shares; the remainders go to the first units.
+                rows: (rows / n + u64::from(u < rows % n)) as u32,
+                owner_us: c.busy_us / n + u64::from(u < c.busy_us % n),
+            }));
         }
+        t.iteration = self.iterations[i];
+        t.overhead_us = self.overhead_us.get(i).copied().unwrap_or(0);
     }
 }
 

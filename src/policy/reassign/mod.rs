@@ -481,8 +481,10 @@ impl ReassignAgent {
         );
         let left = self.progress.listed as u32;
         let paced = self.pace(left, unit_us, false);
-        self.account(&paced);
-        out.extend(paced);
+        if !paced.is_empty() {
+            self.account(&paced);
+            out.extend(paced);
+        }
         out
     }
 
@@ -621,12 +623,12 @@ impl ReassignAgent {
     /// (a peer a unit ahead, timer noise, is no reason to move any, and
     /// moves between near-equals make work churn).
     fn gift(&self, to: u32, their_left: u32, their_unit_us: u64, left: usize) -> Option<u32> {
-        if self.config.broker && self.slowed_peer(their_unit_us) {
-            return None;
-        }
         let me = self.progress.giver(left);
         let theirs = u64::from(their_left) * their_unit_us;
         if me.remaining_us().saturating_sub(theirs) <= 2 * their_unit_us {
+            return None;
+        }
+        if self.config.broker && self.slowed_peer(their_unit_us) {
             return None;
         }
         let share = Self::balance(me, self.helpers_left(), their_left, their_unit_us, 0);
@@ -661,7 +663,7 @@ impl ReassignAgent {
     /// a disrupted machine would otherwise balance with each other and lock
     /// units on the slow machine that fast peers were about to take.
     fn slowed_peer(&self, unit_us: u64) -> bool {
-        let mut paces: Vec<u64> = self
+        let mut paces: Small<u64> = self
             .left_us
             .iter()
             .map(|e| e.2)

@@ -1,0 +1,253 @@
+//! Every replayable policy's replay of three small traces, pinned to the
+//! bit: a digest of each iteration's times, every worker's finish and the
+//! units each worker computed, in the order it finished them. A change that makes the replay
+//! faster must leave these alone; one that changes a decision or a
+//! modelled cost moves them (and must say why when it updates them).
+
+use std::sync::Arc;
+
+use super::{outcome, replay_parts};
+use crate::data::UnitKey;
+use crate::run::context::load_predictor;
+use crate::spec::policy_named;
+use crate::whatif::source::{Cell, Timings, WorkerTimings};
+use crate::whatif::{Clock, IterationTimings, TimedUnit};
+
+/// FNV-1a over the words.
+pub(in crate::whatif) fn digest(words: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The policies the replay supports.
+const POLICIES: [&str; 7] = [
+    "bsp",
+    "ideal",
+    "rapid-reassign",
+    "speculate",
+    "proactive",
+    "proactive-clone",
+    "forestall",
+];
+
+/// A deterministic draw in [0, 1) from `words`.
+fn draw(words: &[u64]) -> f64 {
+    crate::rng::uniform(words)
+}
+
+/// 2,500 workers (two lanes) × 6 iterations of 4 units, as `trace synth`
+/// has them: slow-worker p = 0.1 at 400 %, with a 10 % jitter.
+fn workers_table() -> Timings {
+    let (workers, iterations) = (2_500usize, 6usize);
+    let cells = (0..iterations)
+        .map(|i| {
+            (0..workers)
+                .map(|w| {
+                    let slow = if draw(&[1, i as u64, w as u64]) < 0.1 {
+                        5.0
+                    } else {
+                        1.0
+                    };
+                    let jitter = 1.0 + 0.1 * draw(&[2, i as u64, w as u64]);
+                    Cell {
+                        units: 4,
+                        rows: 400,
+                        busy_us: (4_000.0 * slow * jitter).round() as u64,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Timings::Workers(WorkerTimings {
+        iterations: (0..iterations as u64).collect(),
+        workers,
+        cells,
+        overhead_us: (0..iterations as u64).map(|i| 50 + 7 * i).collect(),
+    })
+}
+
+/// `workers` workers' iteration `i` of `units` units each of uneven cost,
+/// worker `w` at `us_per_row(w)`.
+fn iteration(
+    i: u64,
+    workers: u32,
+    units: u32,
+    us_per_row: impl Fn(u32) -> f64,
+) -> IterationTimings {
+    let us_per_row: Vec<f64> = (0..workers).map(us_per_row).collect();
+    let own = (0..workers)
+        .map(|w| {
+            (0..units)
+                .map(|u| {
+                    let rows = 40 + (draw(&[3, i, u64::from(w), u64::from(u)]) * 40.0) as u32;
+                    TimedUnit {
+                        key: UnitKey {
+                            partition: w,
+                            unit: u,
+                        },
+                        rows,
+                        owner_us: (f64::from(rows) * us_per_row[w as usize]).round() as u64,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    IterationTimings {
+        iteration: i,
+        own,
+        us_per_row,
+        overhead_us: 30,
+    }
+}
+
+/// 40 workers × 30 iterations of 6 uneven units: workers 3 and 17 slow 4×
+/// for good from iteration 5 (the plans act on them), a one-iteration
+/// spike elsewhere now and then.
+fn units_table() -> Timings {
+    Timings::Units(
+        (0..30)
+            .map(|i| {
+                iteration(i, 40, 6, |w| {
+                    let lasting = if i >= 5 && (w == 3 || w == 17) {
+                        4.0
+                    } else {
+                        1.0
+                    };
+                    let spike = if draw(&[4, i, u64::from(w)]) < 0.05 {
+                        3.0
+                    } else {
+                        1.0
+                    };
+                    10.0 * lasting * spike * (1.0 + 0.2 * draw(&[5, i, u64::from(w)]))
+                })
+            })
+            .collect(),
+    )
+}
+
+/// 24 workers × 12 iterations of 4 units whose slowdowns follow the clock:
+/// worker 5 is 5× slow from 3.1 ms to 9.4 ms on the job clock, worker 11
+/// 3× from 6.6 ms on (both within an iteration of the recorded run).
+fn clocked_table() -> Timings {
+    let slowdown = |w: u32, at: u64| match w {
+        5 if (3_100..9_400).contains(&at) => 5.0,
+        11 if at >= 6_600 => 3.0,
+        _ => 1.0,
+    };
+    let mut units = Vec::new();
+    for i in 0..12u64 {
+        for w in 0..24u32 {
+            for (k, at) in [0, 250, 500, 750].into_iter().enumerate() {
+                let start_us = i * 1_000 + at;
+                let mut u = crate::trace::tests_support::unit(i, w, w, k as u32);
+                u.start_us = start_us;
+                u.gt_slowdown = slowdown(w, start_us);
+                units.push(u);
+            }
+        }
+    }
+    let clock = Clock::from_units(&units, 0).expect("slowdowns keyed on time");
+    let list = (0..12)
+        .map(|i| iteration(i, 24, 4, |w| 5.0 + f64::from(w % 3)))
+        .collect();
+    Timings::Clocked(list, Arc::new(clock))
+}
+
+/// Every policy's digest of `timings`, the same on one thread as on all.
+fn digests(timings: &Timings) -> Vec<(&'static str, u64)> {
+    POLICIES
+        .iter()
+        .map(|&name| {
+            let (policy, predictor) =
+                policy_named(name, None, timings.workers() as u32).expect("a replayable policy");
+            let predictor = predictor.map(|p| load_predictor(&p).expect("its predictor"));
+            let run = |threads| {
+                let parts = replay_parts(timings, &policy, predictor.as_ref(), 100, threads)
+                    .expect("replays");
+                let digests = parts.digests.clone();
+                let o = outcome(&policy, timings.len(), parts);
+                let summary = [
+                    o.mean_iteration_us.to_bits(),
+                    o.median_iteration_us.to_bits(),
+                    o.bound_iteration_us.to_bits(),
+                    o.unit_bound_iteration_us.to_bits(),
+                    o.moved_units_per_iteration.to_bits(),
+                    o.planned_units_per_iteration.to_bits(),
+                    o.wasted_copies_per_iteration.to_bits(),
+                    o.messages_per_iteration.to_bits(),
+                ];
+                assert_eq!(digests.len(), timings.len(), "{name}");
+                digest(summary.into_iter().chain(digests))
+            };
+            let all = run(None);
+            assert_eq!(all, run(Some(1)), "{name}: one thread and all differ");
+            (name, all)
+        })
+        .collect()
+}
+
+fn pinned(table: &str, timings: &Timings, expected: &[(&str, u64)]) {
+    let got = digests(timings);
+    let listing: String = got
+        .iter()
+        .map(|(name, d)| format!("        (\"{name}\", {d:#018x}),\n"))
+        .collect();
+    assert_eq!(got, expected, "the {table} replays moved; now:\n{listing}");
+}
+
+#[test]
+fn a_workers_table_replays_as_pinned() {
+    pinned(
+        "workers-table",
+        &workers_table(),
+        &[
+            ("bsp", 0x3c1f9f65674a6f87),
+            ("ideal", 0x3c1f9f65674a6f87),
+            ("rapid-reassign", 0x20b4bff1532b6638),
+            ("speculate", 0xfa05d3624ab60643),
+            ("proactive", 0x3ad5b69fedc3ab3c),
+            ("proactive-clone", 0xeecfdd763588966d),
+            ("forestall", 0xe00a0d2c094c7780),
+        ],
+    );
+}
+
+#[test]
+fn a_units_table_replays_as_pinned() {
+    pinned(
+        "units-table",
+        &units_table(),
+        &[
+            ("bsp", 0x9355c9038af44041),
+            ("ideal", 0x9355c9038af44041),
+            ("rapid-reassign", 0x4299267ac68ca7e7),
+            ("speculate", 0x8650e9c88ea17be3),
+            ("proactive", 0x06e31263983449eb),
+            ("proactive-clone", 0xbdb614eb8df1a476),
+            ("forestall", 0xffb469ed8251b4d0),
+        ],
+    );
+}
+
+#[test]
+fn a_clocked_trace_replays_as_pinned() {
+    pinned(
+        "clocked",
+        &clocked_table(),
+        &[
+            ("bsp", 0x7425ffbd3ebc43ac),
+            ("ideal", 0x7425ffbd3ebc43ac),
+            ("rapid-reassign", 0x23347d1a6c1ab82b),
+            ("speculate", 0xdb97fd4ac852baa4),
+            ("proactive", 0x2e2643de8a9bd21e),
+            ("proactive-clone", 0x111c9eadc3fb29d2),
+            ("forestall", 0x178e01a98d2e7a4f),
+        ],
+    );
+}
