@@ -25,7 +25,7 @@ use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, LinearConfig, Lstm, LstmConfig, PaddingConfig2d};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{relu, sigmoid};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{s, Device, Tensor, TensorData};
 use std::cell::RefCell;
 
 /// Modules a thread keeps ([`Built`]): one for gradients and one for
@@ -145,9 +145,66 @@ impl Net {
         // Each position of the map is one step (row-major: step = row · w + column);
         // its channels are the features.
         let seq = x.reshape([batch, channels, h * w]); // [batch, feat, seq]
-        let seq = seq.swap_dims(1, 2); // [batch, seq, feat]
-        let (_, state) = self.lstm.forward(seq, None);
-        self.head.forward(state.hidden) // [batch, 1]
+        let seq = seq.permute([2, 0, 1]); // [seq, batch, feat]
+        self.head.forward(self.lstm_last_hidden(seq)) // [batch, 1]
+    }
+
+    /// The LSTM's hidden state after the last step, from the parameters of
+    /// burn's [`Lstm`] (the same gates, the same layout) but with the four
+    /// gates as one product per step: `[x_t, h] · [W_i W_f W_o W_c]`, one
+    /// sigmoid over the three gates, no per-step copy of the hidden state into
+    /// an output sequence (only the last one is read).
+    ///
+    /// # Shapes
+    /// - `seq`: `[steps, batch, features]`
+    /// - returns: `[batch, hidden]`
+    fn lstm_last_hidden(&self, seq: Tensor<3>) -> Tensor<2> {
+        let lstm = &self.lstm;
+        let forget = lstm
+            .forget_gate
+            .as_ref()
+            .expect("the net's LSTM has its own forget gate");
+        let gates = [&lstm.input_gate, forget, &lstm.output_gate, &lstm.cell_gate];
+        let bias = |linear: &Linear| {
+            linear
+                .bias
+                .as_ref()
+                .map(|b| b.val())
+                .expect("the net's LSTM has biases")
+        };
+        let w_x = Tensor::cat(
+            gates.iter().map(|g| g.input_transform.weight.val()).collect(),
+            1,
+        ); // [features, 4 · hidden]
+        let w_h = Tensor::cat(
+            gates.iter().map(|g| g.hidden_transform.weight.val()).collect(),
+            1,
+        ); // [hidden, 4 · hidden]
+        let b = Tensor::cat(
+            gates
+                .iter()
+                .map(|g| bias(&g.input_transform) + bias(&g.hidden_transform))
+                .collect(),
+            0,
+        )
+        .unsqueeze_dim::<2>(0); // [1, 4 · hidden]
+        let [steps, batch, features] = seq.dims();
+        let hidden = lstm.d_hidden;
+        let device = seq.device();
+        let mut h = Tensor::<2>::zeros([batch, hidden], &device);
+        let mut c = Tensor::<2>::zeros([batch, hidden], &device);
+        for t in 0..steps {
+            let x_t = seq.clone().slice(s![t..t + 1, .., ..]).reshape([batch, features]);
+            let z = x_t.matmul(w_x.clone()) + h.matmul(w_h.clone()) + b.clone(); // [batch, 4 · hidden]
+            let ifo = sigmoid(z.clone().slice(s![.., 0..3 * hidden]));
+            let candidate = z.slice(s![.., 3 * hidden..4 * hidden]).tanh();
+            let i = ifo.clone().slice(s![.., 0..hidden]);
+            let f = ifo.clone().slice(s![.., hidden..2 * hidden]);
+            let o = ifo.slice(s![.., 2 * hidden..3 * hidden]);
+            c = f * c + i * candidate;
+            h = o * c.clone().tanh();
+        }
+        h
     }
 }
 
