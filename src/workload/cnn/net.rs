@@ -13,7 +13,7 @@
 //! work stays on that worker's thread), and returns the gradient flattened in
 //! the same order. Same parameters and batch, same bits, on any thread.
 //!
-//! Each thread keeps the modules it built last ([`Built`]): a call at parameters
+//! Each thread keeps the modules it built last (`Built`): a call at parameters
 //! whose bits equal those of a kept module reuses it instead of converting
 //! 306,753 values again, as the micro-batches of one unit (all at the same
 //! parameters) do. The kept module holds exactly the tensors a fresh build
@@ -28,7 +28,7 @@ use burn::tensor::activation::{relu, sigmoid};
 use burn::tensor::{s, Device, Tensor, TensorData};
 use std::cell::RefCell;
 
-/// Modules a thread keeps ([`Built`]): one for gradients and one for
+/// Modules a thread keeps (`Built`): one for gradients and one for
 /// predictions of one net, with room for a second net on the same thread.
 const KEPT_MODULES: usize = 4;
 
