@@ -80,6 +80,20 @@ struct Timings {
     cold_extra: Vec<f64>,
 }
 
+/// One line of the report.
+struct Row {
+    m: usize,
+    calls: usize,
+    /// Median thread CPU per image, ms.
+    cpu: f64,
+    p10: f64,
+    p90: f64,
+    /// Median wall time per image, ms.
+    wall: f64,
+    /// Median extra CPU of the first call at fresh parameters, ms.
+    cold: f64,
+}
+
 fn main() {
     let data = std::env::var("DATA").map_or_else(
         |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/pneumoniamnist.npz"),
@@ -89,7 +103,11 @@ fn main() {
         .ok()
         .map(|s| {
             s.split(',')
-                .map(|v| v.trim().parse().expect("SIZES: comma-separated image counts"))
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .expect("SIZES: comma-separated image counts")
+                })
                 .collect()
         })
         .unwrap_or_else(|| vec![4, 8, 16, 32, 64]);
@@ -164,29 +182,39 @@ fn main() {
     println!(
         "- one thread; each round runs every size over {images} consecutive training images at fresh parameters; {rounds} rounds, sizes interleaved (checksum {checksum:.6})\n"
     );
-    let per_image: Vec<(usize, f64, f64, f64, f64, f64, usize)> = sizes
+    let rows: Vec<Row> = sizes
         .iter()
         .zip(&mut timings)
         .map(|(&m, t)| {
             let mut warm = t.warm_per_image.clone();
-            let med = median(&mut warm);
-            let (lo, hi) = (quantile(&warm, 0.1), quantile(&warm, 0.9));
-            let wall = median(&mut t.wall_per_image);
-            (m, med, lo, hi, wall, median(&mut t.cold_extra), warm.len())
+            let cpu = median(&mut warm);
+            Row {
+                m,
+                calls: warm.len(),
+                cpu,
+                p10: quantile(&warm, 0.1),
+                p90: quantile(&warm, 0.9),
+                wall: median(&mut t.wall_per_image),
+                cold: median(&mut t.cold_extra),
+            }
         })
         .collect();
-    let at32 = per_image
-        .iter()
-        .find(|r| r.0 == 32)
-        .map_or(f64::NAN, |r| r.1);
+    let at32 = rows.iter().find(|r| r.m == 32).map_or(f64::NAN, |r| r.cpu);
     println!("CPU time of the calling thread (wall time beside it: higher when other processes share the core).\n");
     println!("| micro-batch | calls | CPU ms per image (median) | p10–p90 | CPU ms per call | × the cost at 32 | wall ms per image | cold call's extra CPU ms |");
     println!("|---|---|---|---|---|---|---|---|");
-    for (m, med, lo, hi, wall, cold, calls) in per_image {
+    for r in rows {
         println!(
-            "| {m} | {calls} | {med:.3} | {lo:.3}–{hi:.3} | {:.1} | {:.2} | {wall:.3} | {cold:.1} |",
-            med * m as f64,
-            med / at32
+            "| {} | {} | {:.3} | {:.3}–{:.3} | {:.1} | {:.2} | {:.3} | {:.1} |",
+            r.m,
+            r.calls,
+            r.cpu,
+            r.p10,
+            r.p90,
+            r.cpu * r.m as f64,
+            r.cpu / at32,
+            r.wall,
+            r.cold
         );
     }
 }

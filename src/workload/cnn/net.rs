@@ -173,11 +173,17 @@ impl Net {
                 .expect("the net's LSTM has biases")
         };
         let w_x = Tensor::cat(
-            gates.iter().map(|g| g.input_transform.weight.val()).collect(),
+            gates
+                .iter()
+                .map(|g| g.input_transform.weight.val())
+                .collect(),
             1,
         ); // [features, 4 · hidden]
         let w_h = Tensor::cat(
-            gates.iter().map(|g| g.hidden_transform.weight.val()).collect(),
+            gates
+                .iter()
+                .map(|g| g.hidden_transform.weight.val())
+                .collect(),
             1,
         ); // [hidden, 4 · hidden]
         let b = Tensor::cat(
@@ -194,7 +200,10 @@ impl Net {
         let mut h = Tensor::<2>::zeros([batch, hidden], &device);
         let mut c = Tensor::<2>::zeros([batch, hidden], &device);
         for t in 0..steps {
-            let x_t = seq.clone().slice(s![t..t + 1, .., ..]).reshape([batch, features]);
+            let x_t = seq
+                .clone()
+                .slice(s![t..t + 1, .., ..])
+                .reshape([batch, features]);
             let z = x_t.matmul(w_x.clone()) + h.matmul(w_h.clone()) + b.clone(); // [batch, 4 · hidden]
             let ifo = sigmoid(z.clone().slice(s![.., 0..3 * hidden]));
             let candidate = z.slice(s![.., 3 * hidden..4 * hidden]).tanh();
@@ -455,12 +464,8 @@ impl CnnNet {
                 && b.params.iter().zip(params).all(|(&a, &p)| a == p.to_bits())
         };
         // Taken out while `f` runs, so a nested call cannot see it borrowed.
-        let kept = BUILT.with_borrow_mut(|built| {
-            built
-                .iter()
-                .position(same)
-                .map(|i| built.remove(i))
-        });
+        let kept =
+            BUILT.with_borrow_mut(|built| built.iter().position(same).map(|i| built.remove(i)));
         let built = match kept {
             Some(built) => built,
             None => {
