@@ -7,11 +7,17 @@
 //! output whose sigmoid is P(class 1).
 //!
 //! The runtime keeps parameters as one flat `f64` vector split into shards, so
-//! every call builds the burn module from that vector (in the fixed order of
+//! a call builds the burn module from that vector (in the fixed order of
 //! [`CnnNet::layout`]), runs on the calling thread (burn's `flex` CPU backend
 //! without its rayon feature never spawns a thread: each timely worker's burn
 //! work stays on that worker's thread), and returns the gradient flattened in
 //! the same order. Same parameters and batch, same bits, on any thread.
+//!
+//! Each thread keeps the modules it built last (`Built`): a call at parameters
+//! whose bits equal those of a kept module reuses it instead of converting
+//! 306,753 values again, as the micro-batches of one unit (all at the same
+//! parameters) do. The kept module holds exactly the tensors a fresh build
+//! would, so the bits do not depend on the cache.
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -19,7 +25,28 @@ use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Initializer, Linear, LinearConfig, Lstm, LstmConfig, PaddingConfig2d};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{relu, sigmoid};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{s, Device, Tensor, TensorData};
+use std::cell::RefCell;
+
+/// Modules a thread keeps (`Built`): one for gradients and one for
+/// predictions of one net, with room for a second net on the same thread.
+const KEPT_MODULES: usize = 4;
+
+/// A module built from a parameter vector, kept by the thread that built it.
+struct Built {
+    config: CnnConfig,
+    autodiff: bool,
+    /// The bits of the parameters it holds (f64 bits: `-0.0` and `0.0`, or
+    /// two NaNs, are different parameters here).
+    params: Vec<u64>,
+    device: Device,
+    net: Net,
+}
+
+thread_local! {
+    /// Most recently used last.
+    static BUILT: RefCell<Vec<Built>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Keys the initial parameters' generator.
 const INIT_STREAM: u64 = 0x434E_4E49; // "CNNI"
@@ -118,9 +145,75 @@ impl Net {
         // Each position of the map is one step (row-major: step = row · w + column);
         // its channels are the features.
         let seq = x.reshape([batch, channels, h * w]); // [batch, feat, seq]
-        let seq = seq.swap_dims(1, 2); // [batch, seq, feat]
-        let (_, state) = self.lstm.forward(seq, None);
-        self.head.forward(state.hidden) // [batch, 1]
+        let seq = seq.permute([2, 0, 1]); // [seq, batch, feat]
+        self.head.forward(self.lstm_last_hidden(seq)) // [batch, 1]
+    }
+
+    /// The LSTM's hidden state after the last step, from the parameters of
+    /// burn's [`Lstm`] (the same gates, the same layout) but with the four
+    /// gates as one product per step: `[x_t, h] · [W_i W_f W_o W_c]`, one
+    /// sigmoid over the three gates, no per-step copy of the hidden state into
+    /// an output sequence (only the last one is read).
+    ///
+    /// # Shapes
+    /// - `seq`: `[steps, batch, features]`
+    /// - returns: `[batch, hidden]`
+    fn lstm_last_hidden(&self, seq: Tensor<3>) -> Tensor<2> {
+        let lstm = &self.lstm;
+        let forget = lstm
+            .forget_gate
+            .as_ref()
+            .expect("the net's LSTM has its own forget gate");
+        let gates = [&lstm.input_gate, forget, &lstm.output_gate, &lstm.cell_gate];
+        let bias = |linear: &Linear| {
+            linear
+                .bias
+                .as_ref()
+                .map(|b| b.val())
+                .expect("the net's LSTM has biases")
+        };
+        let w_x = Tensor::cat(
+            gates
+                .iter()
+                .map(|g| g.input_transform.weight.val())
+                .collect(),
+            1,
+        ); // [features, 4 · hidden]
+        let w_h = Tensor::cat(
+            gates
+                .iter()
+                .map(|g| g.hidden_transform.weight.val())
+                .collect(),
+            1,
+        ); // [hidden, 4 · hidden]
+        let b = Tensor::cat(
+            gates
+                .iter()
+                .map(|g| bias(&g.input_transform) + bias(&g.hidden_transform))
+                .collect(),
+            0,
+        )
+        .unsqueeze_dim::<2>(0); // [1, 4 · hidden]
+        let [steps, batch, features] = seq.dims();
+        let hidden = lstm.d_hidden;
+        let device = seq.device();
+        let mut h = Tensor::<2>::zeros([batch, hidden], &device);
+        let mut c = Tensor::<2>::zeros([batch, hidden], &device);
+        for t in 0..steps {
+            let x_t = seq
+                .clone()
+                .slice(s![t..t + 1, .., ..])
+                .reshape([batch, features]);
+            let z = x_t.matmul(w_x.clone()) + h.matmul(w_h.clone()) + b.clone(); // [batch, 4 · hidden]
+            let ifo = sigmoid(z.clone().slice(s![.., 0..3 * hidden]));
+            let candidate = z.slice(s![.., 3 * hidden..4 * hidden]).tanh();
+            let i = ifo.clone().slice(s![.., 0..hidden]);
+            let f = ifo.clone().slice(s![.., hidden..2 * hidden]);
+            let o = ifo.slice(s![.., 2 * hidden..3 * hidden]);
+            c = f * c + i * candidate;
+            h = o * c.clone().tanh();
+        }
+        h
     }
 }
 
@@ -349,6 +442,58 @@ impl CnnNet {
         }))
     }
 
+    /// Runs `f` on the module of `params` on flex (with autodiff or not),
+    /// reusing the one this thread built last from the same bits, else
+    /// building it and keeping it for the next call.
+    fn with_module<R>(
+        &self,
+        params: &[f64],
+        autodiff: bool,
+        f: impl FnOnce(&Net, &Device) -> R,
+    ) -> Result<R, CnnError> {
+        if params.len() != self.count {
+            return Err(CnnError::Params {
+                expected: self.count,
+                found: params.len(),
+            });
+        }
+        let same = |b: &Built| {
+            b.autodiff == autodiff
+                && b.config == self.config
+                && b.params.len() == params.len()
+                && b.params.iter().zip(params).all(|(&a, &p)| a == p.to_bits())
+        };
+        // Taken out while `f` runs, so a nested call cannot see it borrowed.
+        let kept =
+            BUILT.with_borrow_mut(|built| built.iter().position(same).map(|i| built.remove(i)));
+        let built = match kept {
+            Some(built) => built,
+            None => {
+                let device = if autodiff {
+                    Device::flex().autodiff()
+                } else {
+                    Device::flex()
+                };
+                let net = self.module(params, &device)?;
+                Built {
+                    config: self.config.clone(),
+                    autodiff,
+                    params: params.iter().map(|p| p.to_bits()).collect(),
+                    device,
+                    net,
+                }
+            }
+        };
+        let out = f(&built.net, &built.device);
+        BUILT.with_borrow_mut(|kept| {
+            if kept.len() >= KEPT_MODULES {
+                kept.remove(0);
+            }
+            kept.push(built);
+        });
+        Ok(out)
+    }
+
     pub(super) fn images(&self, pixels: &[f32], n: usize, device: &Device) -> Tensor<4> {
         let s = self.config.side;
         Tensor::<4>::from_data(TensorData::new(pixels.to_vec(), [n, 1, s, s]), device)
@@ -389,32 +534,32 @@ impl CnnNet {
                 loss_sum: 0.0,
             });
         }
-        let device = Device::flex().autodiff();
-        let net = self.module(params, &device)?;
-        let z = net.forward(self.images(pixels, n, &device), &self.config); // [n, 1]
-        let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), &device);
-        let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), &device);
-        // BCE on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|)
-        let loss = weighted_bce_sum(z, y, w); // [1]
-        let loss_sum = f64::from(
-            loss.clone()
-                .into_data()
-                .convert::<f32>()
-                .as_slice::<f32>()
-                .expect("converted to f32")[0],
-        );
-        let grads = GradientsParams::from_grads(loss.backward(), &net);
-        let mut reader = Reader {
-            path: Vec::new(),
-            slots: Vec::new(),
-            values: Vec::with_capacity(self.count),
-            grads: Some(grads),
-            count: 0,
-        };
-        net.visit(&mut reader);
-        Ok(BatchGradient {
-            grad: reader.values,
-            loss_sum,
+        self.with_module(params, true, |net, device| {
+            let z = net.forward(self.images(pixels, n, device), &self.config); // [n, 1]
+            let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), device);
+            let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), device);
+            // BCE on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|)
+            let loss = weighted_bce_sum(z, y, w); // [1]
+            let loss_sum = f64::from(
+                loss.clone()
+                    .into_data()
+                    .convert::<f32>()
+                    .as_slice::<f32>()
+                    .expect("converted to f32")[0],
+            );
+            let grads = GradientsParams::from_grads(loss.backward(), net);
+            let mut reader = Reader {
+                path: Vec::new(),
+                slots: Vec::new(),
+                values: Vec::with_capacity(self.count),
+                grads: Some(grads),
+                count: 0,
+            };
+            net.visit(&mut reader);
+            BatchGradient {
+                grad: reader.values,
+                loss_sum,
+            }
         })
     }
 
@@ -439,14 +584,14 @@ impl CnnNet {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let device = Device::flex();
-        let net = self.module(params, &device)?;
-        let p = sigmoid(net.forward(self.images(pixels, n, &device), &self.config));
-        Ok(p.into_data()
-            .convert::<f32>()
-            .as_slice::<f32>()
-            .expect("converted to f32")
-            .to_vec())
+        self.with_module(params, false, |net, device| {
+            let p = sigmoid(net.forward(self.images(pixels, n, device), &self.config));
+            p.into_data()
+                .convert::<f32>()
+                .as_slice::<f32>()
+                .expect("converted to f32")
+                .to_vec()
+        })
     }
 }
 
@@ -559,6 +704,51 @@ mod tests {
                 "burn started threads: {before} -> {after}"
             );
         }
+    }
+
+    /// A kept module gives the bits of a fresh build: the gradient at `a`
+    /// after calls at other parameters, at `a` again (kept), after
+    /// predictions and another net on the same thread, equals that of a new
+    /// thread (nothing kept), and one changed bit is a different vector.
+    #[test]
+    fn kept_modules_give_the_bits_of_a_fresh_build() {
+        let net = tiny();
+        let a = net.init_params(5);
+        let b = net.init_params(6);
+        let (x, y, w) = batch(4, 8);
+        let fresh = {
+            let (net, a, x, y, w) = (net.clone(), a.clone(), x.clone(), y.clone(), w.clone());
+            std::thread::spawn(move || net.gradient(&a, &x, &y, &w).expect("fits"))
+                .join()
+                .expect("thread")
+        };
+        let other = CnnNet::new(CnnConfig {
+            filters: [3, 2, 4],
+            ..net.config().clone()
+        });
+        let other_params = other.init_params(5);
+        let mut seen = Vec::new();
+        for params in [&a, &b, &a, &a] {
+            seen.push(net.gradient(params, &x, &y, &w).expect("fits"));
+            let _ = net.predict(params, &x).expect("fits");
+            let _ = other.gradient(&other_params, &x, &y, &w).expect("fits");
+        }
+        assert_eq!(seen[0], fresh);
+        assert_eq!(seen[2], fresh);
+        assert_eq!(seen[3], fresh);
+        assert_ne!(seen[1], fresh);
+        let mut nudged = a.clone();
+        nudged[0] = f64::from_bits(nudged[0].to_bits() ^ (1 << 40));
+        let g = net.gradient(&nudged, &x, &y, &w).expect("fits");
+        let g_fresh = std::thread::spawn({
+            let (net, x, y, w) = (net.clone(), x.clone(), y.clone(), w.clone());
+            move || net.gradient(&nudged, &x, &y, &w).expect("fits")
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(g, g_fresh);
+        assert_ne!(g, fresh, "a changed parameter reused the old module");
+        assert!(net.gradient(&a[1..], &x, &y, &w).is_err());
     }
 
     #[test]
