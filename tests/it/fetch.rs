@@ -430,7 +430,13 @@ fn the_shared_derived_copy_imports_and_the_cnn_pipelines_run_on_it() {
     let pipelines = root.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("dir");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for file in ["pneumonia-cnn.toml", "cnn-stragglers.toml"] {
+    for file in [
+        "pneumonia-cnn.toml",
+        "cnn-stragglers.toml",
+        "cnn-paced.toml",
+        "cnn-paced-disrupted.toml",
+        "cnn-paced-no-copies.toml",
+    ] {
         std::fs::copy(repo.join("pipelines").join(file), pipelines.join(file)).expect("copy");
     }
     let r = fetch(&[
