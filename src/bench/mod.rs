@@ -7,6 +7,7 @@ pub mod dir;
 pub mod kind;
 pub mod launched;
 pub mod machine;
+pub mod peers;
 pub mod report;
 pub mod results;
 pub mod resume;
@@ -85,6 +86,14 @@ pub enum BenchError {
         /// Why.
         #[source]
         source: parquet::errors::ParquetError,
+    },
+    /// A peer script failed.
+    #[error("peer '{peer}': {message}")]
+    Peer {
+        /// The peer.
+        peer: String,
+        /// What happened.
+        message: String,
     },
     /// A run failed.
     #[error("sweep '{sweep}': {source}")]
@@ -167,6 +176,7 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
             runs.push((run, plan));
         }
     }
+    peers::plan_peers(path, &spec, &runs)?;
     Ok((spec, runs))
 }
 
