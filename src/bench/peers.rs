@@ -76,7 +76,7 @@ pub struct PeerSpec {
 }
 
 /// What a peer script does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PeerKind {
     /// One process: time per step, time to the target accuracy.
@@ -390,7 +390,8 @@ pub fn plan_peers(
                     if !seen.insert(key) {
                         continue;
                     }
-                    let schedule = StragglerSchedule::new(plan.seed, plan.pattern.clone(), plan.workers);
+                    let schedule =
+                        StragglerSchedule::new(plan.seed, plan.pattern.clone(), plan.workers);
                     let slowdowns: Vec<Vec<f64>> = (0..plan.iterations)
                         .map(|t| {
                             (0..plan.workers)
@@ -557,7 +558,12 @@ pub fn command(python: &str, job: &PeerJob, schedule: Option<&Path>) -> Command 
 }
 
 /// Runs one peer job with `python`, its schedule written beside its result.
-fn run_one(python: &str, job: &PeerJob, out_dir: &Path, index: usize) -> Result<PeerRow, BenchError> {
+fn run_one(
+    python: &str,
+    job: &PeerJob,
+    out_dir: &Path,
+    index: usize,
+) -> Result<PeerRow, BenchError> {
     let failed = |message: String| BenchError::Peer {
         peer: job.peer.clone(),
         message,
@@ -644,7 +650,14 @@ pub fn run_peers(
     let calm: Vec<(String, u32, u64, f64)> = rows
         .iter()
         .filter(|r| r.job.kind == PeerKind::Ddp && r.job.without_stragglers())
-        .map(|r| (r.job.peer.clone(), r.job.workers, r.job.seed, r.time_per_iteration_ms))
+        .map(|r| {
+            (
+                r.job.peer.clone(),
+                r.job.workers,
+                r.job.seed,
+                r.time_per_iteration_ms,
+            )
+        })
         .collect();
     for row in rows.iter_mut().filter(|r| r.job.kind == PeerKind::Ddp) {
         if let Some(&(.., t0)) = calm
@@ -712,7 +725,10 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
         s,
         "| peer | kind | sweep | seed | ranks × threads | pattern | probability | α | delay % | ms per iteration (ddp) or step (single) | median ms | images/s | no-straggler ms | excess | time to target s | reached at evaluation | final test acc | torch |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in rows {
         let j = &r.job;
         let _ = writeln!(
@@ -768,7 +784,8 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
                 );
                 let policies: BTreeSet<&str> = theirs.iter().map(|r| r.policy.as_str()).collect();
                 for policy in policies {
-                    let of: Vec<&&BenchRow> = theirs.iter().filter(|r| r.policy == policy).collect();
+                    let of: Vec<&&BenchRow> =
+                        theirs.iter().filter(|r| r.policy == policy).collect();
                     let t: Vec<f64> = of.iter().filter_map(|r| r.time_to_accuracy_s).collect();
                     let _ = write!(
                         s,
@@ -790,13 +807,18 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
                     let d = f64::from_bits(delay);
                     let ex: Vec<f64> = mine
                         .iter()
-                        .filter(|r| r.job.delay_percent.to_bits() == delay && !r.job.without_stragglers())
+                        .filter(|r| {
+                            r.job.delay_percent.to_bits() == delay && !r.job.without_stragglers()
+                        })
                         .filter_map(|r| r.excess)
                         .collect();
                     let _ = write!(
                         s,
                         "- `{peer}` at delay {d} %: mean excess {}",
-                        opt((!ex.is_empty()).then(|| ex.iter().sum::<f64>() / ex.len() as f64), 3)
+                        opt(
+                            (!ex.is_empty()).then(|| ex.iter().sum::<f64>() / ex.len() as f64),
+                            3
+                        )
                     );
                     let at = |policy: &str| {
                         let t: Vec<f64> = theirs
@@ -814,7 +836,11 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
                             .collect();
                         for policy in policies {
                             if let Some(t) = at(policy) {
-                                let _ = write!(s, "; sweep `{sweep}` `{policy}` {:.3}× `ideal`", t / ideal);
+                                let _ = write!(
+                                    s,
+                                    "; sweep `{sweep}` `{policy}` {:.3}× `ideal`",
+                                    t / ideal
+                                );
                             }
                         }
                     }
@@ -866,15 +892,24 @@ mod tests {
         let err = parse_output(PeerKind::Single, "Traceback (most recent call last):\n")
             .expect_err("not JSON");
         assert!(err.contains("line 1 of its output is not JSON"), "{err}");
-        let err = parse_output(PeerKind::Single, "{\"event\": \"done\", \"images_per_s\": 1.0}\n")
-            .expect_err("no seconds_per_step");
+        let err = parse_output(
+            PeerKind::Single,
+            "{\"event\": \"done\", \"images_per_s\": 1.0}\n",
+        )
+        .expect_err("no seconds_per_step");
         assert!(err.contains("seconds_per_step"), "{err}");
     }
 
     #[test]
     fn a_skipped_peer_section_says_why() {
-        let s = summary_section(&PeersOutcome::Skipped("python3 cannot import torch (x)".into()), &[]);
-        assert!(s.contains("## peers") && s.contains("skipped: python3 cannot import torch"), "{s}");
+        let s = summary_section(
+            &PeersOutcome::Skipped("python3 cannot import torch (x)".into()),
+            &[],
+        );
+        assert!(
+            s.contains("## peers") && s.contains("skipped: python3 cannot import torch"),
+            "{s}"
+        );
         assert!(summary_section(&PeersOutcome::None, &[]).is_empty());
     }
 

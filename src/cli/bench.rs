@@ -12,8 +12,8 @@ use super::output::{print_stdout, progress_bar};
 use super::run::GIT_REVISION;
 use super::GlobalArgs;
 use crate::bench::baseline::{self, compare_with_baseline};
-use crate::bench::resume::{self, pipeline_hash, start_in, BenchManifest, Start};
 use crate::bench::peers::{self, PeersOutcome};
+use crate::bench::resume::{self, pipeline_hash, start_in, BenchManifest, Start};
 use crate::bench::{
     machine::this_machine, plan_pipeline, report, results::write_rows, run_pipeline,
 };

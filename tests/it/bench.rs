@@ -587,7 +587,10 @@ fn bad_peers_are_named_and_run_nothing() {
     let dir = tmp.path();
     let missing = "[[peer]]\nname = \"p\"\nscript = \"peers/missing.py\"\nkind = \"single\"\nsweep = \"native\"\n";
     let cases = [
-        (missing.to_owned(), "peer 'p': script peers/missing.py not found"),
+        (
+            missing.to_owned(),
+            "peer 'p': script peers/missing.py not found",
+        ),
         (
             single_peer("").replace("\"single\"", "\"mpi\""),
             "peer 'p': unknown kind 'mpi'; accepted: single, ddp",
@@ -645,7 +648,10 @@ fn peers_mirror_their_sweeps_seeds_and_straggler_schedule() {
     use forestall::inject::{Pattern, StragglerSchedule};
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path();
-    write_peer_pipeline(dir, &format!("{}{}", single_peer("threads = 2\n"), ddp_peer("")));
+    write_peer_pipeline(
+        dir,
+        &format!("{}{}", single_peer("threads = 2\n"), ddp_peer("")),
+    );
     let path = dir.join("p.toml");
     let (spec, runs) = forestall::bench::plan_pipeline(&path).expect("plans");
     let jobs = plan_peers(&path, &spec, &runs).expect("peers plan");
@@ -656,10 +662,15 @@ fn peers_mirror_their_sweeps_seeds_and_straggler_schedule() {
     assert_eq!(single[0].target_accuracy, Some(0.6));
     let args = single[0].args.join(" ");
     assert!(
-        args.contains("--threads 2") && args.contains("--lr 0.001") && args.contains("--class-weighting balanced"),
+        args.contains("--threads 2")
+            && args.contains("--lr 0.001")
+            && args.contains("--class-weighting balanced"),
         "{args}"
     );
-    assert!(args.contains(&dir.join("images.npz").display().to_string()), "{args}");
+    assert!(
+        args.contains(&dir.join("images.npz").display().to_string()),
+        "{args}"
+    );
     // ddp: 0 % (no rank slowed: its own no-straggler run) and 400 %, seed 3,
     // once for bsp and ideal alike
     let ddp: Vec<_> = jobs.iter().filter(|j| j.kind == PeerKind::Ddp).collect();
@@ -682,7 +693,9 @@ fn peers_mirror_their_sweeps_seeds_and_straggler_schedule() {
     assert!(expected.iter().flatten().any(|&f| f == 5.0), "{expected:?}");
     let args = slowed.args.join(" ");
     assert!(
-        args.contains("--ranks 2") && args.contains("--units 2") && args.contains("--pace-ns-per-row 1000000"),
+        args.contains("--ranks 2")
+            && args.contains("--units 2")
+            && args.contains("--pace-ns-per-row 1000000"),
         "{args}"
     );
 }
@@ -696,8 +709,11 @@ fn a_bench_without_torch_says_so_once_and_runs_its_sweeps() {
     let text = std::fs::read_to_string(dir.join("p.toml")).expect("pipeline");
     let start = text.find("[[sweep]]\nname = \"slow\"").expect("slow sweep");
     let end = text.find("[[peer]]").expect("peer");
-    std::fs::write(dir.join("p.toml"), format!("{}{}", &text[..start], &text[end..]))
-        .expect("write");
+    std::fs::write(
+        dir.join("p.toml"),
+        format!("{}{}", &text[..start], &text[end..]),
+    )
+    .expect("write");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
         .args(["-q", "bench", "p.toml", "--out", "res"])
         .current_dir(dir)
@@ -707,7 +723,10 @@ fn a_bench_without_torch_says_so_once_and_runs_its_sweeps() {
         .expect("forestall runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let skipped: Vec<&str> = err.lines().filter(|l| l.contains("peers skipped")).collect();
+    let skipped: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("peers skipped"))
+        .collect();
     assert_eq!(skipped.len(), 1, "{err}");
     assert!(
         skipped[0].starts_with("peers skipped: cannot run /nonexistent/python3")
@@ -721,7 +740,11 @@ fn a_bench_without_torch_says_so_once_and_runs_its_sweeps() {
         "{summary}"
     );
     assert!(!dir.join("res/peers.json").exists());
-    assert_eq!(rows_of(&dir.join("res/raw.parquet")).len(), 2, "both seeds ran");
+    assert_eq!(
+        rows_of(&dir.join("res/raw.parquet")).len(),
+        2,
+        "both seeds ran"
+    );
 }
 
 /// The commands the bench builds for its peers are accepted by the real
@@ -756,12 +779,12 @@ fn the_peer_scripts_accept_the_benchs_commands_and_agree_on_the_data() {
             .expect("python3 runs");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{job:?}: {stderr}");
-        let plan: serde_json::Value =
-            serde_json::from_slice(&o.stdout).expect("one JSON line");
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
         assert_eq!(plan["event"], "plan");
         assert_eq!(plan["train"], 12);
         assert_eq!(plan["seed"], job.seed);
-        let weights: Vec<f64> = serde_json::from_value(plan["class_weights"].clone()).expect("weights");
+        let weights: Vec<f64> =
+            serde_json::from_value(plan["class_weights"].clone()).expect("weights");
         let expected = ours.class_weights().map(f64::from);
         assert_eq!(weights, expected, "{job:?}");
         match job.kind {
@@ -783,7 +806,10 @@ fn the_peer_scripts_accept_the_benchs_commands_and_agree_on_the_data() {
         }
     }
     // a schedule of other ranks is refused, naming the flag
-    let ddp = jobs.iter().find(|j| j.kind == PeerKind::Ddp).expect("a ddp job");
+    let ddp = jobs
+        .iter()
+        .find(|j| j.kind == PeerKind::Ddp)
+        .expect("a ddp job");
     let mut other = ddp.clone();
     other.workers = 3;
     other.schedule = Some(vec![vec![1.0; 3]; 5]);
@@ -797,5 +823,8 @@ fn the_peer_scripts_accept_the_benchs_commands_and_agree_on_the_data() {
         .expect("python3 runs");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--schedule") && err.contains("--ranks is 2"), "{err}");
+    assert!(
+        err.contains("--schedule") && err.contains("--ranks is 2"),
+        "{err}"
+    );
 }
