@@ -204,6 +204,8 @@ fn invalid(path: &Path, peer: &str, message: String) -> BenchError {
 /// no sweep of the pipeline, with a setting its kind does not take or out of
 /// range, or mirroring a sweep it cannot (not a CNN, a pattern that is not a
 /// function of the iteration, a ddp peer without a pace) is refused.
+// BenchError is large (a failed run travels unboxed; see `plan_pipeline`).
+#[allow(clippy::result_large_err)]
 pub fn plan_peers(
     path: &Path,
     spec: &PipelineSpec,
@@ -558,6 +560,8 @@ pub fn command(python: &str, job: &PeerJob, schedule: Option<&Path>) -> Command 
 }
 
 /// Runs one peer job with `python`, its schedule written beside its result.
+// BenchError is large (a failed run travels unboxed; see `plan_pipeline`).
+#[allow(clippy::result_large_err)]
 fn run_one(
     python: &str,
     job: &PeerJob,
@@ -619,6 +623,8 @@ fn run_one(
 /// `out_dir/peers/` holds the same job is not run again), then sets each ddp
 /// row's excess over the no-straggler run of the same peer, workers and seed.
 /// `progress` is called after each row.
+// BenchError is large (a failed run travels unboxed; see `plan_pipeline`).
+#[allow(clippy::result_large_err)]
 pub fn run_peers(
     python: &str,
     jobs: &[PeerJob],
