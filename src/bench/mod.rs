@@ -7,6 +7,7 @@ pub mod dir;
 pub mod kind;
 pub mod launched;
 pub mod machine;
+pub mod peers;
 pub mod report;
 pub mod results;
 pub mod resume;
@@ -85,6 +86,14 @@ pub enum BenchError {
         /// Why.
         #[source]
         source: parquet::errors::ParquetError,
+    },
+    /// A peer script failed.
+    #[error("peer '{peer}': {message}")]
+    Peer {
+        /// The peer.
+        peer: String,
+        /// What happened.
+        message: String,
     },
     /// A run failed.
     #[error("sweep '{sweep}': {source}")]
@@ -167,24 +176,29 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
             runs.push((run, plan));
         }
     }
+    peers::plan_peers(path, &spec, &runs)?;
     Ok((spec, runs))
 }
 
-/// Seconds from the first iteration's start until parameters of test accuracy
-/// ≥ `target` existed: the start of the first evaluated iteration that reaches
-/// it (its accuracy is that of the parameters it started from), or the end of
-/// the last iteration when only the final model does.
+/// Seconds from the first iteration's start until the run reached `target`
+/// test accuracy: the first of two consecutive evaluations at or above it
+/// ([`peers::first_of_two_at_or_above`], the peers' rule), each evaluation
+/// timed at the start of the iteration whose starting parameters it scored,
+/// the final model's at the end of the last iteration.
 pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
     let first_start = out.iterations.first()?.start_us;
-    let at = out
+    let mut evaluations: Vec<(u64, f64)> = out
         .iterations
         .iter()
-        .find(|r| r.test_accuracy.is_some_and(|a| a >= target))
-        .map(|r| r.start_us)
-        .or_else(|| {
-            (out.eval.accuracy >= target).then(|| out.iterations.last().map_or(0, |r| r.end_us))
-        })?;
-    Some(at.saturating_sub(first_start) as f64 / 1e6)
+        .filter_map(|r| r.test_accuracy.map(|a| (r.start_us, a)))
+        .collect();
+    evaluations.push((
+        out.iterations.last().map_or(0, |r| r.end_us),
+        out.eval.accuracy,
+    ));
+    let accuracies: Vec<f64> = evaluations.iter().map(|e| e.1).collect();
+    let i = peers::first_of_two_at_or_above(&accuracies, target)?;
+    Some(evaluations[i].0.saturating_sub(first_start) as f64 / 1e6)
 }
 
 /// The row of a reference loop (`plain`, `plain-burn`) timed outside timely.

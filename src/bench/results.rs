@@ -78,9 +78,10 @@ pub struct BenchRow {
     pub workload: String,
     /// The sweep's target test accuracy, if it has one.
     pub target_accuracy: Option<f64>,
-    /// Seconds from the first iteration's start until parameters that reach
-    /// `target_accuracy` existed (the start of the first evaluated iteration at
-    /// or above it, or the run's end for the final model), if they did.
+    /// Seconds from the first iteration's start until the run reached
+    /// `target_accuracy`: the first of two consecutive evaluations at or
+    /// above it (each timed at the start of the iteration whose starting
+    /// parameters it scored; the final model's at the run's end), if it did.
     pub time_to_accuracy_s: Option<f64>,
     /// SHA-256 of the final parameters.
     pub params_sha256: String,

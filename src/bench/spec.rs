@@ -6,7 +6,8 @@ use serde::Deserialize;
 
 use crate::spec::Overrides;
 
-/// A pipeline file: `[bench]` and one `[[sweep]]` per group of runs.
+/// A pipeline file: `[bench]`, one `[[sweep]]` per group of runs, and the
+/// `[[peer]]`s run beside them.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineSpec {
@@ -15,6 +16,9 @@ pub struct PipelineSpec {
     /// The sweeps, run in order.
     #[serde(rename = "sweep")]
     pub sweeps: Vec<SweepSpec>,
+    /// The PyTorch peers run beside the sweeps (`[[peer]]`, none by default).
+    #[serde(rename = "peer", default)]
+    pub peers: Vec<super::peers::PeerSpec>,
 }
 
 /// `[bench]`.

@@ -12,6 +12,7 @@ use super::output::{print_stdout, progress_bar};
 use super::run::GIT_REVISION;
 use super::GlobalArgs;
 use crate::bench::baseline::{self, compare_with_baseline};
+use crate::bench::peers::{self, PeersOutcome};
 use crate::bench::resume::{self, pipeline_hash, start_in, BenchManifest, Start};
 use crate::bench::{
     machine::this_machine, plan_pipeline, report, results::write_rows, run_pipeline,
@@ -114,6 +115,7 @@ fn read_baseline(
 /// Runs `forestall bench`.
 pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (spec, runs) = plan_pipeline(&args.pipeline)?;
+    let peer_jobs = peers::plan_peers(&args.pipeline, &spec, &runs)?;
     let machine = this_machine();
     let baseline_rows = match &args.baseline {
         Some(dir) => Some(read_baseline(dir, &spec.bench.name, &machine, global)?),
@@ -192,6 +194,27 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             "this binary was built from uncommitted changes; its figures cannot be tied to a commit"
         );
     }
+    // the peers run after forestall's jobs, with a Python that imports torch
+    let python = peers::python();
+    let peers_ready = if peer_jobs.is_empty() {
+        None
+    } else {
+        match peers::torch_version(&python) {
+            Ok(_) => Some(Ok(())),
+            Err(why) => {
+                let why = format!(
+                    "{why}; install torch there or set {} to a Python that has it",
+                    peers::PYTHON_ENV
+                );
+                if global.json {
+                    print_stdout(&json::line("peers_skipped", &why));
+                } else {
+                    eprintln!("peers skipped: {why}");
+                }
+                Some(Err(why))
+            }
+        }
+    };
     let bar = progress_bar(global, runs.len() as u64, "runs");
     // the ETA counts the jobs still to run
     bar.set_position(done.len() as u64);
@@ -219,9 +242,35 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
     })?;
     bar.finish_and_clear();
+    let outcome = match peers_ready {
+        None => PeersOutcome::None,
+        Some(Err(why)) => PeersOutcome::Skipped(why),
+        Some(Ok(())) => {
+            let peer_bar = progress_bar(global, peer_jobs.len() as u64, "peer runs");
+            let peer_rows = peers::run_peers(&python, &peer_jobs, &out_dir, |row| {
+                peer_bar.inc(1);
+                peer_bar.set_message(format!(
+                    "{} seed={} delay={}: {:.1} ms",
+                    row.job.peer, row.job.seed, row.job.delay_percent, row.time_per_iteration_ms
+                ));
+            })?;
+            peer_bar.finish_and_clear();
+            if global.json {
+                for row in &peer_rows {
+                    print_stdout(&json::line("peer", row));
+                }
+            }
+            PeersOutcome::Ran(peer_rows)
+        }
+    };
+    if let PeersOutcome::Ran(peer_rows) = &outcome {
+        let json = serde_json::to_vec_pretty(peer_rows).context("cannot encode peers.json")?;
+        write_atomic(&out_dir.join("peers.json"), &json)?;
+    }
     write_rows(&out_dir.join("raw.parquet"), &rows).context("cannot write raw.parquet")?;
     let plots = report::plots(&spec, &rows, &out_dir);
     let mut summary = report::summary(&spec, &rows);
+    summary.push_str(&peers::summary_section(&outcome, &rows));
     for plot in plots
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "png"))
