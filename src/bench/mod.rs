@@ -8,6 +8,7 @@ pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod peers;
+pub mod precheck;
 pub mod report;
 pub mod results;
 pub mod resume;

@@ -116,6 +116,7 @@ fn read_baseline(
 pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (spec, runs) = plan_pipeline(&args.pipeline)?;
     let peer_jobs = peers::plan_peers(&args.pipeline, &spec, &runs)?;
+    crate::bench::precheck::check_runs(&runs)?;
     let machine = this_machine();
     let baseline_rows = match &args.baseline {
         Some(dir) => Some(read_baseline(dir, &spec.bench.name, &machine, global)?),

@@ -78,8 +78,17 @@ pub fn check_pace(
         return Ok(None);
     }
     let measured = measure(plan, workload);
-    if (plan.pace_ns_per_row as f64) < measured.ns_per_row {
-        return Err(SpecError::in_plan(
+    if let Some(refused) = refusal(plan, &measured) {
+        return Err(refused);
+    }
+    Ok(Some(measured))
+}
+
+/// The error for a `plan` whose pace is shorter than one core's `measured`
+/// compute per row, if it is.
+pub fn refusal(plan: &JobPlan, measured: &MeasuredPace) -> Option<SpecError> {
+    ((plan.pace_ns_per_row as f64) < measured.ns_per_row).then(|| {
+        SpecError::in_plan(
             plan,
             "workers",
             "pace_ns_per_row",
@@ -94,9 +103,8 @@ pub fn check_pace(
                 measured.cores,
                 measured.needed_ns_per_row(plan.workers)
             ),
-        ));
-    }
-    Ok(Some(measured))
+        )
+    })
 }
 
 /// The calling thread's CPU time so far, ns, if the kernel tells it.

@@ -154,6 +154,51 @@ fn bad_pipelines_are_named_and_run_nothing() {
     }
 }
 
+/// A job found bad only against its data (a micro-batch that divides no
+/// unit) or its measured compute (a pace no core keeps), in a sweep after a
+/// good one: refused before the good sweep runs.
+#[test]
+fn jobs_bad_against_their_data_or_compute_run_nothing() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let job = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    std::fs::write(
+        dir.join("micro.toml"),
+        job.replace(
+            "batch_fraction = 0.25\n",
+            "batch_fraction = 0.25\nmicro_batch = 10\n",
+        ),
+    )
+    .expect("write");
+    let cases = [
+        ("job = \"micro.toml\"", "sweep 'b': "),
+        ("job = \"job.toml\"\npace_ns_per_row = 1", "sweep 'b': "),
+    ];
+    let needles = [
+        "[data] micro_batch: 10 rows does not divide a unit of 511 rows",
+        "[workers] pace_ns_per_row: 1 ns per row is shorter than the measured compute",
+    ];
+    for ((second, sweep), needle) in cases.into_iter().zip(needles) {
+        std::fs::write(
+            dir.join("p.toml"),
+            format!(
+                "[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\n\
+                 [[sweep]]\nname = \"b\"\n{second}\nseeds = [1]\n"
+            ),
+        )
+        .expect("write");
+        let o = forestall(dir, &["bench", "p.toml", "--out", "res"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{needle}: {err}");
+        assert!(
+            err.contains(sweep) && err.contains(needle),
+            "expected {needle:?} in {err}"
+        );
+        assert!(!dir.join("res").exists(), "nothing written for {needle}");
+    }
+}
+
 /// Every pipeline the project ships plans: its job files parse and validate,
 /// and the files they name (datasets, LSTM models) exist.
 #[test]

@@ -1,0 +1,57 @@
+//! The checks a pipeline's jobs need their data for, all made before the
+//! first job runs, so that a bad job in the last sweep writes nothing: the
+//! partitions and micro-batch against the dataset, and a paced job's pace
+//! against the compute it stands for.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::spec::RunSpec;
+use super::BenchError;
+use crate::run::pace::{measure, MeasuredPace};
+use crate::spec::{check_against_data, load_workload, JobPlan, SpecError};
+use crate::workload::Workload;
+
+/// Checks every planned run against its data and its pace; loads each
+/// dataset once and measures each cut of it once.
+pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
+    let mut workloads: HashMap<String, Arc<dyn Workload>> = HashMap::new();
+    let mut measured: HashMap<String, MeasuredPace> = HashMap::new();
+    for (run, plan) in runs {
+        let job_err = |source: SpecError| BenchError::Job {
+            sweep: run.sweep.clone(),
+            source: Box::new(source),
+        };
+        let data_key = format!("{:?} {:?}", plan.data, plan.model);
+        let workload = match workloads.get(&data_key) {
+            Some(w) => Arc::clone(w),
+            None => {
+                let w = load_workload(plan).map_err(|source| BenchError::Data {
+                    sweep: run.sweep.clone(),
+                    source,
+                })?;
+                workloads.insert(data_key.clone(), Arc::clone(&w));
+                w
+            }
+        };
+        check_against_data(plan, workload.data()).map_err(job_err)?;
+        if plan.pace_ns_per_row == 0 {
+            continue;
+        }
+        let cut = format!(
+            "{data_key} {} {} {} {} {}",
+            plan.partitions,
+            plan.units_per_partition,
+            plan.batch_fraction,
+            plan.micro_batch,
+            plan.seed
+        );
+        let m = *measured
+            .entry(cut)
+            .or_insert_with(|| measure(plan, workload.as_ref()));
+        if let Some(refused) = crate::run::pace::refusal(plan, &m) {
+            return Err(job_err(refused));
+        }
+    }
+    Ok(())
+}
