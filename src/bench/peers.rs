@@ -32,6 +32,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use super::results::BenchRow;
+pub use super::spec::PeerSpec;
 use super::spec::{PipelineSpec, RunSpec};
 use super::BenchError;
 use crate::inject::{Pattern, StragglerSchedule};
@@ -48,32 +49,6 @@ pub const DEFAULT_BATCH: u32 = 32;
 pub const DEFAULT_EVAL_EVERY: u64 = 16;
 /// Units per rank per iteration of a ddp peer unless it says otherwise.
 pub const DEFAULT_UNITS: u32 = 2;
-
-/// One `[[peer]]` as written.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PeerSpec {
-    /// Name of the peer, unique in the pipeline.
-    pub name: String,
-    /// The Python script, relative to the pipeline file.
-    pub script: String,
-    /// `single` or `ddp`.
-    pub kind: String,
-    /// The sweep whose data, seeds, learning rate, target accuracy (and, for
-    /// `ddp`, workers, pattern, pace and iterations) the peer mirrors.
-    pub sweep: String,
-    /// `single`: torch threads (default 1).
-    pub threads: Option<u32>,
-    /// Images per step (`single`) or per unit (`ddp`); default 32.
-    pub batch: Option<u32>,
-    /// `single`: optimiser steps (default: the sweep's iterations × units
-    /// per iteration, so that it sees as many images as the sweep's runs).
-    pub steps: Option<u64>,
-    /// `single`: steps between evaluations on the whole test set (default 16).
-    pub eval_every: Option<u64>,
-    /// `ddp`: units per rank per iteration (default 2).
-    pub units: Option<u32>,
-}
 
 /// What a peer script does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

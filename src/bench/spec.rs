@@ -18,7 +18,7 @@ pub struct PipelineSpec {
     pub sweeps: Vec<SweepSpec>,
     /// The PyTorch peers run beside the sweeps (`[[peer]]`, none by default).
     #[serde(rename = "peer", default)]
-    pub peers: Vec<super::peers::PeerSpec>,
+    pub peers: Vec<PeerSpec>,
 }
 
 /// `[bench]`.
@@ -176,4 +176,30 @@ impl SweepSpec {
         }
         runs
     }
+}
+
+/// One `[[peer]]` as written.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSpec {
+    /// Name of the peer, unique in the pipeline.
+    pub name: String,
+    /// The Python script, relative to the pipeline file.
+    pub script: String,
+    /// `single` or `ddp`.
+    pub kind: String,
+    /// The sweep whose data, seeds, learning rate, target accuracy (and, for
+    /// `ddp`, workers, pattern, pace and iterations) the peer mirrors.
+    pub sweep: String,
+    /// `single`: torch threads (default 1).
+    pub threads: Option<u32>,
+    /// Images per step (`single`) or per unit (`ddp`); default 32.
+    pub batch: Option<u32>,
+    /// `single`: optimiser steps (default: the sweep's iterations × units
+    /// per iteration, so that it sees as many images as the sweep's runs).
+    pub steps: Option<u64>,
+    /// `single`: steps between evaluations on the whole test set (default 16).
+    pub eval_every: Option<u64>,
+    /// `ddp`: units per rank per iteration (default 2).
+    pub units: Option<u32>,
 }

@@ -439,6 +439,20 @@ fn the_shared_derived_copy_imports_and_the_cnn_pipelines_run_on_it() {
     ] {
         std::fs::copy(repo.join("pipelines").join(file), pipelines.join(file)).expect("copy");
     }
+    // the PyTorch peer the stragglers pipeline names
+    std::fs::create_dir_all(pipelines.join("peers")).expect("dir");
+    for entry in std::fs::read_dir(repo.join("pipelines/peers")).expect("peers") {
+        let path = entry.expect("entry").path();
+        if path.is_file() {
+            std::fs::copy(
+                &path,
+                pipelines
+                    .join("peers")
+                    .join(path.file_name().expect("name")),
+            )
+            .expect("copy");
+        }
+    }
     let r = fetch(&[
         "--from",
         dir_str(&shared),
