@@ -14,6 +14,8 @@ use crate::workload::Workload;
 
 /// Checks every planned run against its data and its pace; loads each
 /// dataset once and measures each cut of it once.
+// The error type is the bench's, whose run errors travel unboxed.
+#[allow(clippy::result_large_err)]
 pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
     let mut workloads: HashMap<String, Arc<dyn Workload>> = HashMap::new();
     let mut measured: HashMap<String, MeasuredPace> = HashMap::new();
