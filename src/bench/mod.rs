@@ -202,6 +202,26 @@ pub fn time_to_accuracy(out: &RunOutput, target: f64) -> Option<f64> {
     Some(evaluations[i].0.saturating_sub(first_start) as f64 / 1e6)
 }
 
+/// The workload `plan` trains, loaded once per dataset and model into
+/// `loaded` (runs on the same data share it).
+#[allow(clippy::result_large_err)]
+pub(crate) fn workload_for(
+    loaded: &mut HashMap<String, Arc<dyn Workload>>,
+    run: &RunSpec,
+    plan: &JobPlan,
+) -> Result<Arc<dyn Workload>, BenchError> {
+    let data_key = format!("{:?} {:?}", plan.data, plan.model);
+    if let Some(w) = loaded.get(&data_key) {
+        return Ok(Arc::clone(w));
+    }
+    let w = load_workload(plan).map_err(|source| BenchError::Data {
+        sweep: run.sweep.clone(),
+        source,
+    })?;
+    loaded.insert(data_key, Arc::clone(&w));
+    Ok(w)
+}
+
 /// The row of a reference loop (`plain`, `plain-burn`) timed outside timely.
 fn reference_row(
     base: &BenchRow,
@@ -268,18 +288,7 @@ pub fn run_pipeline(
             continue;
         }
         let job_start = rows.len();
-        let data_key = format!("{:?} {:?}", plan.data, plan.model);
-        let workload = match workloads.get(&data_key) {
-            Some(w) => Arc::clone(w),
-            None => {
-                let w = load_workload(plan).map_err(|source| BenchError::Data {
-                    sweep: run.sweep.clone(),
-                    source,
-                })?;
-                workloads.insert(data_key, Arc::clone(&w));
-                w
-            }
-        };
+        let workload = workload_for(&mut workloads, run, plan)?;
         let (delay_percent, probability) = match &plan.pattern {
             Pattern::SlowWorker {
                 probability,

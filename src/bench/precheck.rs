@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::spec::RunSpec;
-use super::BenchError;
+use super::{workload_for, BenchError};
 use crate::run::pace::{measure, MeasuredPace};
-use crate::spec::{check_against_data, load_workload, JobPlan, SpecError};
+use crate::spec::{check_against_data, JobPlan, SpecError};
 use crate::workload::Workload;
 
 /// Checks every planned run against its data and its pace; loads each
@@ -24,24 +24,15 @@ pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
             sweep: run.sweep.clone(),
             source: Box::new(source),
         };
-        let data_key = format!("{:?} {:?}", plan.data, plan.model);
-        let workload = match workloads.get(&data_key) {
-            Some(w) => Arc::clone(w),
-            None => {
-                let w = load_workload(plan).map_err(|source| BenchError::Data {
-                    sweep: run.sweep.clone(),
-                    source,
-                })?;
-                workloads.insert(data_key.clone(), Arc::clone(&w));
-                w
-            }
-        };
+        let workload = workload_for(&mut workloads, run, plan)?;
         check_against_data(plan, workload.data()).map_err(job_err)?;
         if plan.pace_ns_per_row == 0 {
             continue;
         }
         let cut = format!(
-            "{data_key} {} {} {} {} {}",
+            "{:?} {:?} {} {} {} {} {}",
+            plan.data,
+            plan.model,
             plan.partitions,
             plan.units_per_partition,
             plan.batch_fraction,

@@ -7,6 +7,18 @@ use forestall::trace::{read_trace_dir, UnitAction};
 
 use crate::common::{plan, run, run_in, run_within, STRAGGLER};
 
+/// Every copy of every unit in the trace, by (iteration, partition, unit).
+fn ledger(trace: &forestall::trace::TraceSet) -> BTreeMap<(u64, u32, u32), Vec<UnitAction>> {
+    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
+    for u in &trace.units {
+        ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default()
+            .push(u.action);
+    }
+    ledger
+}
+
 const JOB: &str = r#"
 [job]
 iterations = 10
@@ -175,13 +187,7 @@ control_delay = 5
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
-    for u in &trace.units {
-        ledger
-            .entry((u.iteration, u.partition, u.unit))
-            .or_default()
-            .push(u.action);
-    }
+    let ledger = ledger(&trace);
     assert_eq!(ledger.len(), 6 * 32 * 16);
     for (key, actions) in &ledger {
         let mut a = actions.clone();
@@ -453,13 +459,7 @@ fn forestall_copies_a_slowed_unit_in_flight() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
-    for u in &trace.units {
-        ledger
-            .entry((u.iteration, u.partition, u.unit))
-            .or_default()
-            .push(u.action);
-    }
+    let ledger = ledger(&trace);
     assert_eq!(ledger.len(), 6 * 4, "every unit of every iteration");
     for (key, actions) in &ledger {
         let mut a = actions.clone();
