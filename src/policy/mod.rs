@@ -238,6 +238,13 @@ impl PeerAgent {
         }
     }
 
+    /// Whether its worker answers an offer of help with a copy of its unit
+    /// in flight, when it has nothing else to give (its agent then also
+    /// offers help to peers it has not heard from; see [`peer_agent`]).
+    pub fn copies_in_flight(&self) -> bool {
+        matches!(self, PeerAgent::Reassign(a) if a.offers_to_silent_peers())
+    }
+
     /// Whether it is worker 0's with a broker, which wants every worker's
     /// list at the start of an iteration ([`PeerAgent::expect_lists`]).
     pub fn brokers(&self) -> bool {

@@ -10,7 +10,7 @@ use super::lanes::{replay_iteration_with, Scratch};
 use super::source::Timings;
 use super::{replay_agents, Clock, IterationTimings, Planned, WhatIfError};
 use crate::policy::boundary::Action;
-use crate::policy::{decide, ControlKind, Known, PeerAgent, PolicyPlan};
+use crate::policy::{decide, peer_agent, ControlKind, Known, PeerAgent, PolicyPlan};
 use crate::predict::online::{OnlineHistory, OnlinePredictor, Timing};
 
 /// What a policy's replay came to.
@@ -408,9 +408,11 @@ fn replay_parts(
             PolicyPlan::Proactive(_) | PolicyPlan::ProactiveClone { .. } => {
                 Ok(vec![None; workers as usize])
             }
-            PolicyPlan::Forestall { reassign, .. } => {
-                replay_agents(&PolicyPlan::RapidReassign(*reassign), workers)
-            }
+            // Rapid reassignment's agents, offering help to silent peers
+            // when the policy copies units in flight.
+            PolicyPlan::Forestall { .. } => Ok((0..workers)
+                .map(|w| peer_agent(policy, w, workers, workers))
+                .collect()),
             other => replay_agents(other, workers),
         }
     };

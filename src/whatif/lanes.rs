@@ -115,7 +115,8 @@ pub fn replay_iteration_with(
     let clones = !planned.is_empty()
         || agents
             .iter()
-            .any(|a| matches!(a, Some(PeerAgent::Speculate(_))));
+            .flatten()
+            .any(|a| matches!(a, PeerAgent::Speculate(_)) || a.copies_in_flight());
     let lanes = if scratch.split && latency_us > 0 && !clones && n >= SPLIT_FROM {
         2
     } else {
@@ -185,7 +186,9 @@ fn lane<'a>(
     let mut workers = std::mem::take(&mut buffers.workers);
     workers.resize_with(hi - lo, Worker::default);
     workers.truncate(hi - lo);
+    let clone_in_flight = agents.iter().flatten().any(PeerAgent::copies_in_flight);
     Replay {
+        clone_in_flight,
         timings: lists.base,
         clock: lists.clock,
         agents,

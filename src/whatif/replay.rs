@@ -8,7 +8,7 @@ use super::fifo::{Fifo, InFlight};
 
 use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
-use crate::policy::handover::{self, Cancelled};
+use crate::policy::handover::{self, Cancelled, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::{ControlKind, PeerAgent};
 
 /// What a replayed iteration came to.
@@ -33,8 +33,13 @@ pub struct Replayed {
 }
 
 pub(super) enum Event {
-    /// Worker finishes the unit it is computing.
-    UnitDone(u32),
+    /// Worker finishes the unit it is computing (the order of the end filed
+    /// when it began: a unit stopped before is no longer awaited).
+    UnitDone(u32, u64),
+    /// Worker looks again whether its unit in flight is late enough for a
+    /// copy on the fastest helper waiting (the order filed with it: only the
+    /// last one filed counts).
+    Check(u32, u64),
     /// A control message reaches `to`.
     Message { to: u32, message: Message },
 }
@@ -83,8 +88,17 @@ pub(super) struct Worker {
     running: Option<(TimedUnit, bool, Option<u32>)>,
     /// Events it has caused this iteration (their order among ties).
     caused: u32,
-    /// When the running unit began.
+    /// When the running unit began, and when it ends.
     started: u64,
+    ends: u64,
+    /// The order of the running unit's end event (0: none awaited).
+    end_order: u64,
+    /// Peers that offered help while the unit in flight was not yet late
+    /// enough to copy, with their time per unit (policies that copy units
+    /// in flight).
+    waiting: Vec<(u32, u64)>,
+    /// The order of the last check for them filed.
+    check_order: u64,
     units_done: u32,
     last_end_us: u64,
     last_unit_us: u64,
@@ -100,6 +114,9 @@ impl Worker {
         self.cloned_out.clear();
         self.skip.clear();
         self.running = None;
+        self.end_order = 0;
+        self.waiting.clear();
+        self.check_order = 0;
         self.caused = 0;
         self.units_done = 0;
         self.last_end_us = 0;
@@ -167,6 +184,9 @@ pub(super) struct Replay<'a> {
     pub(super) carried: Vec<TimedUnit>,
     /// The lane's workers' own units, worker after worker.
     pub(super) flat: Vec<TimedUnit>,
+    /// Whether a worker with nothing to give answers an offer of help with
+    /// a copy of its unit in flight ([`handover::clone_in_flight`]).
+    pub(super) clone_in_flight: bool,
     /// Units with more than one copy, and those of them already finished
     /// (clones never cross lanes: a replay with clones runs one lane).
     pub(super) cloned: Keys,
@@ -210,6 +230,9 @@ impl Hasher for KeyHasher {
 /// bits of receiver).
 const MESSAGE: u64 = 1 << 63;
 
+/// The flag of a check's event (below it, 24 bits of worker).
+const CHECK: u64 = 1 << 62;
+
 impl Replay<'_> {
     /// The order among ties of the next event worker `w` causes: (the
     /// worker, its count of events), the same however the workers are split.
@@ -222,6 +245,9 @@ impl Replay<'_> {
     /// Files the end of the unit worker `w` starts now, at time `at`.
     fn push_unit_done(&mut self, at: u64, w: u32) {
         let order = self.next_order(w);
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        worker.ends = at;
+        worker.end_order = order;
         self.units.push(Reverse((at, order)));
     }
 
@@ -305,8 +331,11 @@ impl Replay<'_> {
             }
         };
         let to = (what & 0xff_ffff) as u32;
+        if what & CHECK != 0 {
+            return Some((t, Event::Check(to, order)));
+        }
         if what & MESSAGE == 0 {
-            return Some((t, Event::UnitDone(to)));
+            return Some((t, Event::UnitDone(to, order)));
         }
         // Each message is read once.
         let message = self.messages[((what & !MESSAGE) >> 24) as usize].take()?;
@@ -351,7 +380,17 @@ impl Replay<'_> {
     pub(super) fn run_until(&mut self, limit: u64) {
         while let Some((now, event)) = self.pop(limit) {
             match event {
-                Event::UnitDone(w) => self.unit_done(w, now),
+                Event::UnitDone(w, order) => {
+                    // (a unit stopped for a copy that came first: not awaited)
+                    if self.workers[(w - self.lo) as usize].end_order == order {
+                        self.unit_done(w, now);
+                    }
+                }
+                Event::Check(w, order) => {
+                    if self.workers[(w - self.lo) as usize].check_order == order {
+                        self.copy_to_waiting_helper(w, now);
+                    }
+                }
                 Event::Message { to, message } => {
                     self.read_message(to, message, now);
                     self.next_unit(to, now);
@@ -404,6 +443,7 @@ impl Replay<'_> {
     fn unit_done(&mut self, w: u32, now: u64) {
         let worker = &mut self.workers[(w - self.lo) as usize];
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
+        worker.end_order = 0;
         worker.units_done += 1;
         worker.last_end_us = now;
         worker.last_unit_us = now - worker.started;
@@ -471,7 +511,16 @@ impl Replay<'_> {
         }
         let left = worker.left();
         if let Some(agent) = self.observed(w, now) {
-            let sends = agent.on_message(from, &kind, left);
+            let mut sends = agent.on_message(from, &kind, left);
+            if let (ControlKind::Offer { unit_us }, [(to, ControlKind::Decline)]) =
+                (&kind, sends.as_slice())
+            {
+                // Nothing in the list to give: the unit in flight, if it is
+                // far from its end, is worth a copy.
+                if self.clone_in_flight && self.copy_in_flight(w, (*to, *unit_us), now) {
+                    sends.clear();
+                }
+            }
             self.send_all(w, sends, now);
         }
         if let ControlKind::Decline = kind {
@@ -490,7 +539,6 @@ impl Replay<'_> {
             match handover::done(&mut lists, from, key) {
                 Cancelled::Nothing => {}
                 Cancelled::Copy => self.out.wasted += 1,
-                // (the replay does not clone a unit in flight)
                 Cancelled::Own | Cancelled::Running => {
                     self.out.wasted += 1;
                     let unit_us = self.workers[(w - self.lo) as usize].unit_us();
@@ -536,6 +584,7 @@ impl Replay<'_> {
             worker.running = Some((unit, own, clone_of));
             worker.started = now;
             self.push_unit_done(now + us, w);
+            self.file_check(w);
             return;
         }
         if worker.idle_reported {
@@ -548,6 +597,77 @@ impl Replay<'_> {
             let offers = agent.on_idle(unit_us, iteration);
             self.send_all(w, offers.into_iter().map(|(to, _, kind)| (to, kind)), now);
         }
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// a copy of worker `w`'s own unit in flight, when
+    /// [`handover::clone_in_flight`] says it is far enough from its end (a
+    /// replayed unit is one micro-batch: the trace does not say more), as the
+    /// run's worker does. Otherwise the helper waits for a later look (see
+    /// [`Replay::file_check`]). Returns whether a copy went.
+    fn copy_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        let Some((unit, own, _)) = worker.running else {
+            return false;
+        };
+        let in_flight = handover::InFlight {
+            elapsed_us: now - worker.started,
+            done: 0,
+            total: 1,
+        };
+        let eligible = own
+            && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
+            && handover::clone_in_flight(&in_flight, helper_us);
+        if !eligible {
+            if helper_us > 0 {
+                // Not late yet: it may be by the next look.
+                worker.waiting.retain(|h| h.0 != to);
+                worker.waiting.push((to, helper_us));
+                self.file_check(w);
+            }
+            return false;
+        }
+        worker.cloned_out.push((unit.key, to));
+        worker.waiting.clear();
+        worker.check_order = 0;
+        self.cloned.insert(unit.key);
+        let at = self.carried.len();
+        self.carried.push(unit);
+        self.send(w, to, ControlKind::Clone { count: 1 }, at..at + 1, now);
+        true
+    }
+
+    /// Files worker `w`'s next look at its unit in flight for the fastest
+    /// helper waiting: the moment it has run [`CLONE_IN_FLIGHT_MARGIN`] of
+    /// that helper's units, if before its end and not copied already.
+    fn file_check(&mut self, w: u32) {
+        let worker = &self.workers[(w - self.lo) as usize];
+        let Some(fastest) = worker.waiting.iter().map(|h| h.1).min() else {
+            return;
+        };
+        let Some((unit, true, _)) = worker.running else {
+            return;
+        };
+        if worker.cloned_out.iter().any(|c| c.0 == unit.key) {
+            return;
+        }
+        let at = worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1;
+        if at >= worker.ends {
+            return;
+        }
+        let order = self.next_order(w);
+        self.workers[(w - self.lo) as usize].check_order = order;
+        self.events.push(Reverse((at, order, CHECK | u64::from(w))));
+    }
+
+    /// Worker `w`'s look for a waiting helper: a copy of its unit in flight
+    /// to the fastest, now that it is late enough.
+    fn copy_to_waiting_helper(&mut self, w: u32, now: u64) {
+        let worker = &self.workers[(w - self.lo) as usize];
+        let Some(&fastest) = worker.waiting.iter().min_by_key(|h| (h.1, h.0)) else {
+            return;
+        };
+        self.copy_in_flight(w, fastest, now);
     }
 
     /// Sends the agent's messages; an `Assign` takes its units from the end of
@@ -677,7 +797,25 @@ impl handover::Lists for LaneLists<'_> {
         self.worker
             .given
             .retain(|g| !(g.0.key == key && g.1 == from && g.2));
-        self.worker.given.len() < before
+        if self.worker.given.len() < before {
+            return true;
+        }
+        // The copy in flight here: stopped, its compute in vain.
+        let running = matches!(self.worker.running, Some((u, false, Some(f))) if u.key == key && f == from);
+        if running {
+            self.worker.running = None;
+            self.worker.end_order = 0;
+        }
+        running
+    }
+
+    fn stop_running(&mut self, key: UnitKey) -> bool {
+        let running = matches!(self.worker.running, Some((u, true, _)) if u.key == key);
+        if running {
+            self.worker.running = None;
+            self.worker.end_order = 0;
+        }
+        running
     }
 
     fn skip_own(&mut self, key: UnitKey) -> bool {
@@ -692,116 +830,4 @@ impl handover::Lists for LaneLists<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::{peer_agent, PolicyPlan, ReassignConfig};
-    use crate::whatif::replay_iteration;
-
-    /// Four workers with 8 units of 100 rows each; worker 3 takes 4 µs a row,
-    /// the others 1 µs.
-    fn timings() -> IterationTimings {
-        let us_per_row = vec![1.0, 1.0, 1.0, 4.0];
-        let own = (0..4u32)
-            .map(|w| {
-                (0..8)
-                    .map(|u| TimedUnit {
-                        key: UnitKey {
-                            partition: w,
-                            unit: u,
-                        },
-                        rows: 100,
-                        owner_us: (100.0 * us_per_row[w as usize]) as u64,
-                    })
-                    .collect()
-            })
-            .collect();
-        IterationTimings {
-            iteration: 0,
-            own,
-            us_per_row,
-            overhead_us: 0,
-        }
-    }
-
-    fn agents(policy: &PolicyPlan) -> Vec<Option<PeerAgent>> {
-        (0..4).map(|w| peer_agent(policy, w, 4, 4)).collect()
-    }
-
-    fn exactly_once(r: &Replayed) {
-        let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
-        keys.sort();
-        keys.dedup();
-        assert_eq!(keys.len(), 32);
-        assert_eq!(r.executed.len(), 32, "no unit computed twice");
-    }
-
-    #[test]
-    fn bsp_replays_to_the_slowest_workers_sum() {
-        let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
-        exactly_once(&r);
-        assert_eq!(r.makespan_us, 8 * 400);
-        assert_eq!(r.finish_us[..3], [800, 800, 800]);
-        assert_eq!((r.reassigned, r.messages), (0, 0));
-    }
-
-    #[test]
-    fn rapid_reassign_moves_the_slow_workers_tail() {
-        let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
-        let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
-        exactly_once(&r);
-        assert!(r.reassigned > 0 && r.messages > 0);
-        // 32 units of work at speeds 1, 1, 1, 1/4 balance at 32·100/3.25 ≈ 985 µs;
-        // whole units and the 75 % checkpoint leave some of the gain (1200 µs).
-        assert!(r.makespan_us < 1300, "{r:?}");
-        assert!(r
-            .executed
-            .iter()
-            .all(|&(k, w)| k.partition == w || k.partition == 3));
-    }
-
-    #[test]
-    fn clones_race_and_each_unit_counts_once() {
-        let policy = PolicyPlan::Speculate(crate::policy::SpeculateConfig {
-            group_size: 3,
-            quantile: 0.5,
-            multiplier: 1.5,
-            max_clone_share: 0.5,
-        });
-        let bsp = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
-        let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
-        exactly_once(&r);
-        assert!(r.reassigned > 0, "a clone finished first: {r:?}");
-        assert!(
-            r.makespan_us < bsp.makespan_us,
-            "{} vs {}",
-            r.makespan_us,
-            bsp.makespan_us
-        );
-
-        // A plan's clones, sent as the iteration begins (proactive-clone): the
-        // slow worker's last 4 units are copied to worker 0, which finishes
-        // them first; worker 3 skips its copies.
-        let planned = [(3, 0, ControlKind::Clone { count: 4 })];
-        let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &planned);
-        exactly_once(&r);
-        assert_eq!(r.reassigned, 4);
-        assert!(r.makespan_us <= 4 * 400 + 2 * 10, "{r:?}");
-        assert!(r.wasted >= 1, "worker 3 skipped or dropped copies: {r:?}");
-        // The copies go last first: worker 0 starts where worker 3 ends.
-        let copies: Vec<u32> = r
-            .executed
-            .iter()
-            .filter(|&&(k, w)| w == 0 && k.partition == 3)
-            .map(|(k, _)| k.unit)
-            .collect();
-        assert_eq!(copies, [7, 6, 5, 4]);
-    }
-
-    #[test]
-    fn replay_is_deterministic() {
-        let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
-        let a = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
-        let b = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
-        assert_eq!(a, b);
-    }
-}
+mod tests;

@@ -324,6 +324,11 @@ impl ReassignAgent {
         self
     }
 
+    /// Whether it offers help to silent peers too ([`Self::with_silent_offers`]).
+    pub fn offers_to_silent_peers(&self) -> bool {
+        self.offer_silent
+    }
+
     /// Whether this agent is worker 0's with a broker (it wants
     /// [`ReassignAgent::expect_lists`]).
     pub fn brokers(&self) -> bool {

@@ -213,7 +213,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0xeecfdd763588966d),
-            ("forestall", 0xe00a0d2c094c7780),
+            ("forestall", 0xcc593d60f27825e5),
         ],
     );
 }
@@ -227,10 +227,10 @@ fn a_units_table_replays_as_pinned() {
             ("bsp", 0x9355c9038af44041),
             ("ideal", 0x9355c9038af44041),
             ("rapid-reassign", 0x4299267ac68ca7e7),
-            ("speculate", 0x8650e9c88ea17be3),
+            ("speculate", 0x6aed549b8f6dcdc1),
             ("proactive", 0x06e31263983449eb),
-            ("proactive-clone", 0xbdb614eb8df1a476),
-            ("forestall", 0xffb469ed8251b4d0),
+            ("proactive-clone", 0xfddc5936ec18366b),
+            ("forestall", 0x24d9f9523f3b15c3),
         ],
     );
 }
@@ -246,8 +246,8 @@ fn a_clocked_trace_replays_as_pinned() {
             ("rapid-reassign", 0x23347d1a6c1ab82b),
             ("speculate", 0xdb97fd4ac852baa4),
             ("proactive", 0x2e2643de8a9bd21e),
-            ("proactive-clone", 0x111c9eadc3fb29d2),
-            ("forestall", 0x178e01a98d2e7a4f),
+            ("proactive-clone", 0x33b499d93fb79cb9),
+            ("forestall", 0x564096b855cd1ce1),
         ],
     );
 }

@@ -1,0 +1,147 @@
+//! The replay of one iteration on small hand-made lists.
+
+use super::*;
+use crate::policy::{peer_agent, PolicyPlan, ReassignConfig};
+use crate::whatif::replay_iteration;
+
+/// Four workers with 8 units of 100 rows each; worker 3 takes 4 µs a row,
+/// the others 1 µs.
+fn timings() -> IterationTimings {
+    let us_per_row = vec![1.0, 1.0, 1.0, 4.0];
+    let own = (0..4u32)
+        .map(|w| {
+            (0..8)
+                .map(|u| TimedUnit {
+                    key: UnitKey {
+                        partition: w,
+                        unit: u,
+                    },
+                    rows: 100,
+                    owner_us: (100.0 * us_per_row[w as usize]) as u64,
+                })
+                .collect()
+        })
+        .collect();
+    IterationTimings {
+        iteration: 0,
+        own,
+        us_per_row,
+        overhead_us: 0,
+    }
+}
+
+fn agents(policy: &PolicyPlan) -> Vec<Option<PeerAgent>> {
+    (0..4).map(|w| peer_agent(policy, w, 4, 4)).collect()
+}
+
+fn exactly_once(r: &Replayed) {
+    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 32);
+    assert_eq!(r.executed.len(), 32, "no unit computed twice");
+}
+
+#[test]
+fn bsp_replays_to_the_slowest_workers_sum() {
+    let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
+    exactly_once(&r);
+    assert_eq!(r.makespan_us, 8 * 400);
+    assert_eq!(r.finish_us[..3], [800, 800, 800]);
+    assert_eq!((r.reassigned, r.messages), (0, 0));
+}
+
+#[test]
+fn rapid_reassign_moves_the_slow_workers_tail() {
+    let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
+    let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
+    exactly_once(&r);
+    assert!(r.reassigned > 0 && r.messages > 0);
+    // 32 units of work at speeds 1, 1, 1, 1/4 balance at 32·100/3.25 ≈ 985 µs;
+    // whole units and the 75 % checkpoint leave some of the gain (1200 µs).
+    assert!(r.makespan_us < 1300, "{r:?}");
+    assert!(r
+        .executed
+        .iter()
+        .all(|&(k, w)| k.partition == w || k.partition == 3));
+}
+
+#[test]
+fn clones_race_and_each_unit_counts_once() {
+    let policy = PolicyPlan::Speculate(crate::policy::SpeculateConfig {
+        group_size: 3,
+        quantile: 0.5,
+        multiplier: 1.5,
+        max_clone_share: 0.5,
+    });
+    let bsp = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &[]);
+    let r = replay_iteration(&timings(), &mut agents(&policy), 10, &[]);
+    exactly_once(&r);
+    assert!(r.reassigned > 0, "a clone finished first: {r:?}");
+    assert!(
+        r.makespan_us < bsp.makespan_us,
+        "{} vs {}",
+        r.makespan_us,
+        bsp.makespan_us
+    );
+
+    // A plan's clones, sent as the iteration begins (proactive-clone): the
+    // slow worker's last 4 units are copied to worker 0, which finishes
+    // them first; worker 3 skips its copies.
+    let planned = [(3, 0, ControlKind::Clone { count: 4 })];
+    let r = replay_iteration(&timings(), &mut agents(&PolicyPlan::Bsp), 10, &planned);
+    exactly_once(&r);
+    assert_eq!(r.reassigned, 4);
+    assert!(r.makespan_us <= 4 * 400 + 2 * 10, "{r:?}");
+    assert!(r.wasted >= 1, "worker 3 skipped or dropped copies: {r:?}");
+    // The copies go last first: worker 0 starts where worker 3 ends.
+    let copies: Vec<u32> = r
+        .executed
+        .iter()
+        .filter(|&&(k, w)| w == 0 && k.partition == 3)
+        .map(|(k, _)| k.unit)
+        .collect();
+    assert_eq!(copies, [7, 6, 5, 4]);
+}
+
+#[test]
+fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
+    // One unit a worker: worker 3's takes 800 µs, the others' 100 µs.
+    let mut t = timings();
+    for (w, own) in t.own.iter_mut().enumerate() {
+        own.truncate(1);
+        own[0].owner_us = if w == 3 { 800 } else { 100 };
+    }
+    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
+    let forestall = |clone_in_flight| PolicyPlan::Forestall {
+        proactive: crate::policy::ProactiveConfig::default(),
+        reassign: ReassignConfig::default(),
+        clone_in_flight,
+    };
+    let without = replay_iteration(&t, &mut agents(&forestall(false)), 10, &[]);
+    assert_eq!((without.makespan_us, without.reassigned), (800, 0));
+    assert_eq!(without.wasted, 0);
+
+    let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
+    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((keys.len(), r.executed.len()), (4, 4), "once each: {r:?}");
+    // The idle workers' offers reach worker 3 at 110 µs, before its unit
+    // has run 1.5 of their units: they wait, and at 151 µs the fastest
+    // (worker 0) gets a copy, at 161 µs, done at 261 µs; worker 3 stops
+    // its own when told, its compute in vain.
+    let &(key, by) = r.executed.last().expect("four units");
+    assert_eq!((key.partition, by), (3, 0), "{r:?}");
+    assert_eq!(r.makespan_us, 261);
+    assert_eq!((r.reassigned, r.wasted), (1, 1));
+    assert_eq!(r.finish_us[0], 261);
+}
+
+#[test]
+fn replay_is_deterministic() {
+    let policy = PolicyPlan::RapidReassign(ReassignConfig::default());
+    let a = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
+    let b = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
+    assert_eq!(a, b);
+}
