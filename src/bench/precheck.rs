@@ -13,10 +13,13 @@ use crate::spec::{check_against_data, JobPlan, SpecError};
 use crate::workload::Workload;
 
 /// Checks every planned run against its data and its pace; loads each
-/// dataset once and measures each cut of it once.
+/// dataset once and measures each cut of it once. Returns a note for each
+/// sweep whose pace is shorter than its workers' compute sharing the cores
+/// (allowed, but its units will overrun).
 // The error type is the bench's, whose run errors travel unboxed.
 #[allow(clippy::result_large_err)]
-pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
+pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<Vec<String>, BenchError> {
+    let mut notes = Vec::new();
     let mut workloads: HashMap<String, Arc<dyn Workload>> = HashMap::new();
     let mut measured: HashMap<String, MeasuredPace> = HashMap::new();
     for (run, plan) in runs {
@@ -30,14 +33,15 @@ pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
             continue;
         }
         let cut = format!(
-            "{:?} {:?} {} {} {} {} {}",
+            "{:?} {:?} {} {} {} {} {} {}",
             plan.data,
             plan.model,
             plan.partitions,
             plan.units_per_partition,
             plan.batch_fraction,
             plan.micro_batch,
-            plan.seed
+            plan.seed,
+            plan.workers
         );
         let m = *measured
             .entry(cut)
@@ -45,6 +49,23 @@ pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<(), BenchError> {
         if let Some(refused) = crate::run::pace::refusal(plan, &m) {
             return Err(job_err(refused));
         }
+        let needed = m.needed_ns_per_row(plan.workers);
+        if (plan.pace_ns_per_row as f64) < needed {
+            let note = format!(
+                "sweep {}: {} workers share {} cores, so a row's real compute takes about \
+                 {needed:.0} ns ({}), over the pace of {} ns: units will run past their \
+                 nominal time, and the bound, which takes the pace for the compute, will be \
+                 too low",
+                run.sweep,
+                plan.workers,
+                m.cores,
+                m.how(plan.workers),
+                plan.pace_ns_per_row
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
     }
-    Ok(())
+    Ok(notes)
 }

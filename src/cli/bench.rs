@@ -116,7 +116,11 @@ fn read_baseline(
 pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (spec, runs) = plan_pipeline(&args.pipeline)?;
     let peer_jobs = peers::plan_peers(&args.pipeline, &spec, &runs)?;
-    crate::bench::precheck::check_runs(&runs)?;
+    for note in crate::bench::precheck::check_runs(&runs)? {
+        if global.quiet == 0 && !global.json {
+            eprintln!("note: {note}");
+        }
+    }
     let machine = this_machine();
     let baseline_rows = match &args.baseline {
         Some(dir) => Some(read_baseline(dir, &spec.bench.name, &machine, global)?),

@@ -100,9 +100,12 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         let needed = m.needed_ns_per_row(plan.workers);
         if (plan.pace_ns_per_row as f64) < needed && global.quiet == 0 && !global.json {
             eprintln!(
-                "note: {} workers share {} cores, so a row's real compute takes about {needed:.0} ns, \
-                 over the pace of {} ns: units will run past their nominal time",
-                plan.workers, m.cores, plan.pace_ns_per_row
+                "note: {} workers share {} cores, so a row's real compute takes about {needed:.0} ns \
+                 ({}), over the pace of {} ns: units will run past their nominal time",
+                plan.workers,
+                m.cores,
+                m.how(plan.workers),
+                plan.pace_ns_per_row
             );
         }
     }

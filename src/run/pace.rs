@@ -1,6 +1,8 @@
 //! Whether a paced run's nominal time per row leaves room for the real
-//! compute it stands for: measured once before the run, on the calling
-//! thread, on the job's own first unit.
+//! compute it stands for: measured once before the run on the job's own
+//! first unit, on the calling thread alone and then on as many threads at
+//! once as the job has workers (the cores' sharing, caches and memory
+//! included: 8 CNN workers on 2 cores take well over 4× one core's time).
 
 use std::time::Instant;
 
@@ -19,18 +21,55 @@ pub struct MeasuredPace {
     pub rows: usize,
     /// Cores this process may use.
     pub cores: u32,
+    /// The same unit computed by several threads at once, if measured.
+    pub shared: Option<SharedPace>,
 }
+
+/// A unit's compute with `threads` threads computing it at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharedPace {
+    /// Threads that computed at once.
+    pub threads: u32,
+    /// Wall ns per row of the median thread.
+    pub ns_per_row: f64,
+}
+
+/// The most threads [`measure`] starts at once; more workers are estimated
+/// from that many in proportion.
+const MOST_SHARED_THREADS: u32 = 256;
 
 impl MeasuredPace {
     /// The pace `workers` workers sharing [`MeasuredPace::cores`] cores need
-    /// for every unit's real gradient to fit in its nominal time, ns per row.
+    /// for every unit's real gradient to fit in its nominal time, ns per row:
+    /// measured with that many threads at once, or estimated from the
+    /// threads measured (from one core's compute when none were) in
+    /// proportion to the workers beyond the cores.
     pub fn needed_ns_per_row(&self, workers: u32) -> f64 {
-        self.ns_per_row * (f64::from(workers) / f64::from(self.cores.max(1))).max(1.0)
+        let cores = f64::from(self.cores.max(1));
+        let share = |n: u32| (f64::from(n) / cores).max(1.0);
+        match self.shared {
+            Some(s) if s.threads == workers => s.ns_per_row,
+            Some(s) => s.ns_per_row * share(workers) / share(s.threads),
+            None => self.ns_per_row * share(workers),
+        }
+    }
+
+    /// How the needed pace of `workers` workers was found, for messages.
+    pub fn how(&self, workers: u32) -> String {
+        match self.shared {
+            Some(s) if s.threads == workers => {
+                format!("measured with {workers} threads computing at once")
+            }
+            Some(s) => format!("estimated from {} threads computing at once", s.threads),
+            None => "estimated from one core's compute".to_owned(),
+        }
     }
 }
 
 /// Times the gradient of iteration 0's first unit of `plan` (micro-batch
-/// by micro-batch, as the run computes it) three times.
+/// by micro-batch, as the run computes it) three times on this thread, then
+/// once on each of `plan.workers` threads at once (at most
+/// [`MOST_SHARED_THREADS`]) when the job has more than one worker.
 pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
     let data = workload.data();
     let unit = partitioning_for(plan, data)
@@ -58,11 +97,59 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
         })
         .min()
         .unwrap_or_default();
+    let gradient = || {
+        micro_batched_gradient(
+            workload,
+            &source,
+            &params,
+            &unit.rows,
+            plan.micro_batch as usize,
+        )
+    };
+    let rows = unit.rows.len().max(1) as f64;
+    let shared = (plan.workers > 1).then(|| {
+        let threads = plan.workers.min(MOST_SHARED_THREADS);
+        // Units back to back for about 20 ms each, so that the threads
+        // compute side by side rather than one after the other.
+        let repeats = (20e6 / best_ns.max(1) as f64).ceil().clamp(1.0, 1000.0) as u32;
+        SharedPace {
+            threads,
+            ns_per_row: at_once(threads, repeats, &gradient) / (rows * f64::from(repeats)),
+        }
+    });
     MeasuredPace {
-        ns_per_row: best_ns as f64 / unit.rows.len().max(1) as f64,
+        ns_per_row: best_ns as f64 / rows,
         rows: unit.rows.len(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        shared,
     }
+}
+
+/// The median wall time, ns, of `repeats` calls of `compute` on each of
+/// `threads` threads started together (each thread calls it once before, so
+/// per-thread caches such as the CNN's built module are warm, as in a run).
+fn at_once<T>(threads: u32, repeats: u32, compute: &(impl Fn() -> T + Sync)) -> f64 {
+    let start = std::sync::Barrier::new(threads as usize);
+    let mut walls: Vec<f64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    std::hint::black_box(compute());
+                    start.wait();
+                    let t = Instant::now();
+                    for _ in 0..repeats {
+                        std::hint::black_box(compute());
+                    }
+                    t.elapsed().as_nanos() as f64
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a gradient does not panic"))
+            .collect()
+    });
+    crate::stats::median(&mut walls)
 }
 
 /// Refuses a paced `plan` whose pace is shorter than one core's measured
@@ -95,13 +182,14 @@ pub fn refusal(plan: &JobPlan, measured: &MeasuredPace) -> Option<SpecError> {
             format!(
                 "{} ns per row is shorter than the measured compute: a row takes {:.0} ns on one \
                  core (best of 3 gradients of a {}-row unit); {} workers on {} cores need at least \
-                 {:.0} ns per row (0 runs at native speed)",
+                 {:.0} ns per row ({}; 0 runs at native speed)",
                 plan.pace_ns_per_row,
                 measured.ns_per_row,
                 measured.rows,
                 plan.workers,
                 measured.cores,
-                measured.needed_ns_per_row(plan.workers)
+                measured.needed_ns_per_row(plan.workers),
+                measured.how(plan.workers)
             ),
         )
     })
@@ -124,14 +212,24 @@ mod tests {
 
     #[test]
     fn the_needed_pace_grows_with_workers_beyond_the_cores() {
-        let m = MeasuredPace {
+        let mut m = MeasuredPace {
             ns_per_row: 1_000.0,
             rows: 8,
             cores: 2,
+            shared: None,
         };
         assert_eq!(m.needed_ns_per_row(1), 1_000.0);
         assert_eq!(m.needed_ns_per_row(2), 1_000.0);
         assert_eq!(m.needed_ns_per_row(8), 4_000.0);
+        // Measured with 8 threads at once: what 8 take, and in proportion beyond.
+        m.shared = Some(SharedPace {
+            threads: 8,
+            ns_per_row: 6_000.0,
+        });
+        assert_eq!(m.needed_ns_per_row(8), 6_000.0);
+        assert_eq!(m.needed_ns_per_row(16), 12_000.0);
+        assert!(m.how(8).contains("measured with 8 threads"));
+        assert!(m.how(16).contains("estimated from 8 threads"));
     }
 
     #[test]

@@ -801,7 +801,8 @@ impl handover::Lists for LaneLists<'_> {
             return true;
         }
         // The copy in flight here: stopped, its compute in vain.
-        let running = matches!(self.worker.running, Some((u, false, Some(f))) if u.key == key && f == from);
+        let running =
+            matches!(self.worker.running, Some((u, false, Some(f))) if u.key == key && f == from);
         if running {
             self.worker.running = None;
             self.worker.end_order = 0;

@@ -9,10 +9,12 @@ use crate::data::RowSource;
 /// micro-batch's sums added to the running sums by a left fold from zero.
 ///
 /// The sums depend only on the rows and the micro-batch size, never on who
-/// computes which micro-batch: a unit of k micro-batches of m rows has the
-/// bits of k units of m rows reduced in order (the shard owners fold units
-/// the same way), and a unit handed over between micro-batches carries its
-/// running sums, so whoever finishes it adds the rest to the same values.
+/// computes which micro-batch: a unit handed over between micro-batches
+/// carries its running sums, so whoever finishes it adds the rest to the
+/// same values. As the first of its partition's units, a unit of k
+/// micro-batches of m rows has the bits of k units of m rows reduced in order
+/// (the shard owners fold units the same way from zero); after another unit
+/// it does not (the owners add its whole sum to the running one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MicroBatches {
     /// Rows per micro-batch (the last may be shorter only when the unit is

