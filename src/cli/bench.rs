@@ -40,6 +40,40 @@ pub struct BenchArgs {
     /// git revision differs. Written to baseline.md.
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
+    /// Run only this sweep of the pipeline, and the peers that mirror it
+    /// (repeatable; default: every sweep).
+    #[arg(long = "sweep", value_name = "NAME")]
+    pub sweeps: Vec<String>,
+}
+
+/// Keeps the sweeps named `names` of `spec` (and its planned `runs`, and the
+/// peers that mirror them), refusing a name the pipeline does not have.
+fn select_sweeps(
+    path: &Path,
+    spec: &mut crate::bench::spec::PipelineSpec,
+    runs: &mut Vec<(crate::bench::spec::RunSpec, crate::spec::JobPlan)>,
+    names: &[String],
+) -> Result<(), crate::bench::BenchError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    if let Some(unknown) = names
+        .iter()
+        .find(|n| !spec.sweeps.iter().any(|s| &s.name == *n))
+    {
+        let all: Vec<&str> = spec.sweeps.iter().map(|s| s.name.as_str()).collect();
+        return Err(crate::bench::BenchError::Pipeline {
+            path: path.to_owned(),
+            message: format!(
+                "--sweep {unknown}: no such sweep (the pipeline's: {})",
+                all.join(", ")
+            ),
+        });
+    }
+    spec.sweeps.retain(|s| names.contains(&s.name));
+    spec.peers.retain(|p| names.contains(&p.sweep));
+    runs.retain(|(r, _)| names.contains(&r.sweep));
+    Ok(())
 }
 
 /// The rows of the `--baseline` directory, refusing one that is not a
@@ -114,7 +148,8 @@ fn read_baseline(
 
 /// Runs `forestall bench`.
 pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let (spec, runs) = plan_pipeline(&args.pipeline)?;
+    let (mut spec, mut runs) = plan_pipeline(&args.pipeline)?;
+    select_sweeps(&args.pipeline, &mut spec, &mut runs, &args.sweeps)?;
     let peer_jobs = peers::plan_peers(&args.pipeline, &spec, &runs)?;
     for note in crate::bench::precheck::check_runs(&runs)? {
         if global.quiet == 0 && !global.json {

@@ -250,6 +250,43 @@ fn write_pipeline_of(dir: &Path, name: &str, seeds: &str, iterations: u64) {
     .expect("write pipeline");
 }
 
+/// `--sweep NAME` runs that sweep of a pipeline and no other; a name the
+/// pipeline does not have is refused with its sweeps, and nothing runs.
+#[test]
+fn one_sweep_of_a_pipeline_runs_alone() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_small_pipeline(dir, "two", "[1]");
+    let text = std::fs::read_to_string(dir.join("two.toml")).expect("pipeline");
+    let second = text
+        .split("[[sweep]]")
+        .nth(1)
+        .expect("a sweep")
+        .replace("name = \"sw\"", "name = \"other\"");
+    std::fs::write(dir.join("two.toml"), format!("{text}[[sweep]]{second}")).expect("write");
+    let o = forestall(
+        dir,
+        &["bench", "two.toml", "--sweep", "nope", "--out", "bad"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--sweep nope: no such sweep (the pipeline's: sw, other)"),
+        "{err}"
+    );
+    assert!(!dir.join("bad").exists());
+    let o = forestall(
+        dir,
+        &[
+            "-q", "bench", "two.toml", "--sweep", "other", "--out", "res",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = rows_of(&dir.join("res/raw.parquet"));
+    assert_eq!(rows.len(), 2, "two policies, one seed");
+    assert!(rows.iter().all(|r| r.sweep == "other"));
+}
+
 fn rows_of(path: &Path) -> Vec<forestall::bench::BenchRow> {
     forestall::bench::results::read_rows(path).expect("readable results")
 }
