@@ -48,6 +48,8 @@ pub struct BenchArgs {
 
 /// Keeps the sweeps named `names` of `spec` (and its planned `runs`, and the
 /// peers that mirror them), refusing a name the pipeline does not have.
+// The error type is the bench's, whose run errors travel unboxed.
+#[allow(clippy::result_large_err)]
 fn select_sweeps(
     path: &Path,
     spec: &mut crate::bench::spec::PipelineSpec,

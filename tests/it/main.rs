@@ -2,6 +2,7 @@
 
 mod analyze;
 mod bench;
+mod bench_peers;
 mod bound;
 mod cli;
 mod cluster;
