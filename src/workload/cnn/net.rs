@@ -897,7 +897,12 @@ mod tests {
     /// The loss, its gradient (layout order) and the predictions of the
     /// matrix form of the convolutions (`direct` false) or of burn's own
     /// `Conv2d` and `MaxPool2d` (`direct` true).
-    fn both_forms(net: &CnnNet, params: &[f64], n: usize, direct: bool) -> (f64, Vec<f64>, Vec<f32>) {
+    fn both_forms(
+        net: &CnnNet,
+        params: &[f64],
+        n: usize,
+        direct: bool,
+    ) -> (f64, Vec<f64>, Vec<f32>) {
         let side = net.config().side;
         let (x, y, w) = batch(n, side);
         let device = Device::flex().autodiff();
@@ -913,7 +918,13 @@ mod tests {
         let y = Tensor::<2>::from_data(TensorData::new(y, [n, 1]), &device);
         let w = Tensor::<2>::from_data(TensorData::new(w, [n, 1]), &device);
         let loss = weighted_bce_sum(z, y, w);
-        let loss_sum = f64::from(loss.clone().into_data().convert::<f32>().as_slice::<f32>().expect("f32")[0]);
+        let loss_sum = f64::from(
+            loss.clone()
+                .into_data()
+                .convert::<f32>()
+                .as_slice::<f32>()
+                .expect("f32")[0],
+        );
         let grads = GradientsParams::from_grads(loss.backward(), &module);
         let mut reader = Reader {
             path: Vec::new(),
