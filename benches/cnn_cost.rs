@@ -18,6 +18,16 @@
 //! .npz, default `data/pneumoniamnist.npz` as `forestall data fetch pneumonia`
 //! writes it; `SIZES` comma-separated micro-batch sizes; `ROUNDS`, default 5;
 //! `IMAGES` per size and round, default 128).
+//!
+//! The PyTorch peer's counterpart, thread CPU per image of the same net on
+//! one thread by batch size (forward and backward, and with Adam):
+//! `taskset -c 0 python3 pipelines/peers/cnn_torch_cost.py --data
+//! data/pneumoniamnist.npz`. Run the two alternately on the same core and
+//! compare like with like (the gradient call here is forward and backward).
+//!
+//! What the call costs is mostly the three convolutions, which the net
+//! computes as gathered matrix products (`Net::forward` in
+//! `src/workload/cnn/net.rs`); their products run in burn-flex's `gemm`.
 
 #![allow(missing_docs)]
 
