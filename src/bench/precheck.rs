@@ -49,19 +49,8 @@ pub fn check_runs(runs: &[(RunSpec, JobPlan)]) -> Result<Vec<String>, BenchError
         if let Some(refused) = crate::run::pace::refusal(plan, &m) {
             return Err(job_err(refused));
         }
-        let needed = m.needed_ns_per_row(plan.workers);
-        if (plan.pace_ns_per_row as f64) < needed {
-            let note = format!(
-                "sweep {}: {} workers share {} cores, so a row's real compute takes about \
-                 {needed:.0} ns ({}), over the pace of {} ns: units will run past their \
-                 nominal time, and the bound, which takes the pace for the compute, will be \
-                 too low",
-                run.sweep,
-                plan.workers,
-                m.cores,
-                m.how(plan.workers),
-                plan.pace_ns_per_row
-            );
+        if let Some(note) = crate::run::pace::shortfall(plan.workers, plan.pace_ns_per_row, &m) {
+            let note = format!("sweep {}: {note}", run.sweep);
             if !notes.contains(&note) {
                 notes.push(note);
             }

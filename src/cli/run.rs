@@ -97,16 +97,9 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let dataset = workload.data();
     crate::spec::check_against_data(&plan, dataset)?;
     if let Some(m) = crate::run::pace::check_pace(&plan, workload.as_ref())? {
-        let needed = m.needed_ns_per_row(plan.workers);
-        if (plan.pace_ns_per_row as f64) < needed && global.quiet == 0 && !global.json {
-            eprintln!(
-                "note: {} workers share {} cores, so a row's real compute takes about {needed:.0} ns \
-                 ({}), over the pace of {} ns: units will run past their nominal time",
-                plan.workers,
-                m.cores,
-                m.how(plan.workers),
-                plan.pace_ns_per_row
-            );
+        let note = crate::run::pace::shortfall(plan.workers, plan.pace_ns_per_row, &m);
+        if let (Some(note), 0, false) = (note, global.quiet, global.json) {
+            eprintln!("note: {note}");
         }
     }
 

