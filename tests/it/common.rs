@@ -156,3 +156,18 @@ pub fn summary_digest(o: &std::process::Output) -> String {
             )
         })
 }
+
+/// Every copy's action of every unit, by (iteration, partition, unit).
+pub type Ledger = std::collections::BTreeMap<(u64, u32, u32), Vec<forestall::trace::UnitAction>>;
+
+/// Every copy of every unit in the trace, by (iteration, partition, unit).
+pub fn ledger(trace: &forestall::trace::TraceSet) -> Ledger {
+    let mut ledger = Ledger::new();
+    for u in &trace.units {
+        ledger
+            .entry((u.iteration, u.partition, u.unit))
+            .or_default()
+            .push(u.action);
+    }
+    ledger
+}

@@ -5,19 +5,7 @@ use std::collections::BTreeMap;
 
 use forestall::trace::{read_trace_dir, UnitAction};
 
-use crate::common::{plan, run, run_in, run_within, STRAGGLER};
-
-/// Every copy of every unit in the trace, by (iteration, partition, unit).
-fn ledger(trace: &forestall::trace::TraceSet) -> BTreeMap<(u64, u32, u32), Vec<UnitAction>> {
-    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
-    for u in &trace.units {
-        ledger
-            .entry((u.iteration, u.partition, u.unit))
-            .or_default()
-            .push(u.action);
-    }
-    ledger
-}
+use crate::common::{ledger, plan, run, run_in, run_within, STRAGGLER};
 
 const JOB: &str = r#"
 [job]

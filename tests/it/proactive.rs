@@ -260,13 +260,7 @@ fn proactive_clone_clones_within_its_budget_and_counts_every_unit_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let mut ledger: BTreeMap<(u64, u32, u32), Vec<UnitAction>> = BTreeMap::new();
-    for u in &trace.units {
-        ledger
-            .entry((u.iteration, u.partition, u.unit))
-            .or_default()
-            .push(u.action);
-    }
+    let ledger = crate::common::ledger(&trace);
     assert_eq!(ledger.len(), 8 * 32 * 8, "every unit is in the trace");
     for t in 0..8u64 {
         let twice = ledger
