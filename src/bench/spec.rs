@@ -112,7 +112,9 @@ pub struct RunSpec {
 
 impl SweepSpec {
     /// Every run of the sweep, in a stable order (workers, probability, delay,
-    /// policy, seed).
+    /// seed, policy): a seed's policies run back to back, so a machine whose
+    /// speed drifts over the sweep (a shared VM) shifts every policy alike
+    /// instead of whichever runs last.
     pub fn runs(&self, pipeline_dir: &Path) -> Vec<RunSpec> {
         let opt = |v: &[f64]| -> Vec<Option<f64>> {
             if v.is_empty() {
@@ -144,8 +146,8 @@ impl SweepSpec {
             for probability in opt(&self.probability) {
                 for alpha in opt(&self.alpha) {
                     for delay in opt(&self.delay_percent) {
-                        for policy in &policies {
-                            for &seed in &self.seeds {
+                        for &seed in &self.seeds {
+                            for policy in &policies {
                                 runs.push(RunSpec {
                                     sweep: self.name.clone(),
                                     job: pipeline_dir.join(&self.job),
