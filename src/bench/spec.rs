@@ -205,3 +205,50 @@ pub struct PeerSpec {
     /// `ddp`: units per rank per iteration (default 2).
     pub units: Option<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seeds_policies_run_back_to_back() {
+        let sweep: PipelineSpec = toml::from_str(
+            r#"
+            [bench]
+            name = "order"
+            [[sweep]]
+            name = "s"
+            job = "job.toml"
+            workers = [2, 4]
+            policies = ["bsp", "forestall"]
+            seeds = [1, 2]
+            "#,
+        )
+        .expect("a valid pipeline");
+        let order: Vec<(Option<u32>, u64, String)> = sweep.sweeps[0]
+            .runs(Path::new("."))
+            .into_iter()
+            .map(|r| {
+                (
+                    r.overrides.workers,
+                    r.overrides.seed.expect("a seed"),
+                    r.overrides.policy.expect("a policy"),
+                )
+            })
+            .collect();
+        let expected: Vec<(Option<u32>, u64, String)> = [
+            (2, 1, "bsp"),
+            (2, 1, "forestall"),
+            (2, 2, "bsp"),
+            (2, 2, "forestall"),
+            (4, 1, "bsp"),
+            (4, 1, "forestall"),
+            (4, 2, "bsp"),
+            (4, 2, "forestall"),
+        ]
+        .into_iter()
+        .map(|(w, s, p)| (Some(w), s, p.to_owned()))
+        .collect();
+        assert_eq!(order, expected);
+    }
+}
