@@ -22,8 +22,9 @@
 //! Each thread keeps the modules it built last (`Built`): a call at parameters
 //! whose bits equal those of a kept module reuses it instead of converting
 //! 306,753 values again, as the micro-batches of one unit (all at the same
-//! parameters) do. The kept module holds exactly the tensors a fresh build
-//! would, so the bits do not depend on the cache.
+//! parameters) do. It also keeps the gather indices of the batch sizes it saw
+//! last (`Gathers`). Both hold exactly what a fresh build would, so the bits
+//! do not depend on the caches.
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -33,11 +34,92 @@ use burn::nn::{Initializer, Linear, LinearConfig, Lstm, LstmConfig, PaddingConfi
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{relu, sigmoid};
 use burn::tensor::{s, Device, Int, Tensor, TensorData};
+use lstm::LstmTape;
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// Modules a thread keeps (`Built`): one for gradients and one for
 /// predictions of one net, with room for a second net on the same thread.
 const KEPT_MODULES: usize = 4;
+
+/// Gather indices a thread keeps (`Gathers`): a few batch sizes (micro-batch,
+/// evaluation batch, the last partial one) of gradients and predictions.
+const KEPT_GATHERS: usize = 8;
+
+/// Where each convolution reads its input, for one net, one batch size and
+/// one kind of device (with autodiff or not), kept by the thread that built
+/// it.
+struct Gathers {
+    config: CnnConfig,
+    batch: usize,
+    autodiff: bool,
+    /// The first convolution's [`conv_rows_index`] of one image (the zero
+    /// row is `side²`), repeated over the images by a gather in plain Rust:
+    /// the images carry no gradient.
+    first: Vec<u32>,
+    /// The other convolutions' [`conv_rows_index`], as burn index tensors.
+    rest: Vec<Tensor<1, Int>>,
+}
+
+thread_local! {
+    /// Most recently used last.
+    static GATHERS: RefCell<Vec<Rc<Gathers>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Gathers {
+    /// This thread's indices for `config` at `batch` images on `device`,
+    /// built on first use.
+    fn of(config: &CnnConfig, batch: usize, device: &Device) -> Rc<Self> {
+        let autodiff = device.is_autodiff();
+        let kept = GATHERS.with_borrow_mut(|kept| {
+            let at = kept
+                .iter()
+                .position(|g| g.batch == batch && g.autodiff == autodiff && g.config == *config)?;
+            let g = kept.remove(at);
+            kept.push(Rc::clone(&g));
+            Some(g)
+        });
+        if let Some(g) = kept {
+            return g;
+        }
+        let mut side = config.side;
+        let mut first = Vec::new();
+        let mut rest = Vec::new();
+        for (layer, &pooled) in config.pool_after.iter().enumerate() {
+            if layer == 0 {
+                // one image: its rows are the positions, the zero row is `side²`
+                first = conv_rows_index(side, config.kernel, pooled, 1)
+                    .into_iter()
+                    .map(|r| u32::try_from(r).expect("an image has fewer than 2³² pixels"))
+                    .collect();
+            } else {
+                let index = conv_rows_index(side, config.kernel, pooled, batch);
+                let len = index.len();
+                rest.push(Tensor::<1, Int>::from_data(
+                    TensorData::new(index, [len]),
+                    device,
+                ));
+            }
+            if pooled {
+                side /= 2;
+            }
+        }
+        let g = Rc::new(Self {
+            config: config.clone(),
+            batch,
+            autodiff,
+            first,
+            rest,
+        });
+        GATHERS.with_borrow_mut(|kept| {
+            if kept.len() >= KEPT_GATHERS {
+                kept.remove(0);
+            }
+            kept.push(Rc::clone(&g));
+        });
+        g
+    }
+}
 
 /// A module built from a parameter vector, kept by the thread that built it.
 struct Built {
@@ -132,43 +214,84 @@ impl Net {
 
     /// Logits of P(class 1).
     ///
-    /// The convolutions are products of matrices: each reads its input as
-    /// rows `[channels · positions, batch]` (channel-major, positions
-    /// row-major), gathers the `kernel² · channels` rows every output position
-    /// reads (one zero row stands for the "same" padding) into one matrix, and
-    /// multiplies it by the weights, so the forward pass and both gradients
-    /// are one matrix product each on the whole batch. A convolution followed
-    /// by a pool computes its positions grouped by their place in the 2 × 2
-    /// window, so the pool is the maximum of four contiguous blocks (taken
-    /// before the ReLU, with which it commutes). The same function as burn's
-    /// [`Conv2d`] with "same" padding, ReLU and
-    /// [`MaxPool2d`](burn::nn::pool::MaxPool2d), up to the order of the sums
-    /// (see [`Net::forward_direct`]).
-    ///
     /// # Shapes
     /// - `images`: `[batch, 1, side, side]`
     /// - returns: `[batch, 1]`
     pub(super) fn forward(&self, images: Tensor<4>, config: &CnnConfig) -> Tensor<2> {
+        let [batch, ..] = images.dims();
+        let (seq, steps) = self.features(images, config);
+        let (z_x, w_h) = self.lstm_input(seq);
+        self.head.forward(lstm_last_hidden(z_x, w_h, steps, batch)) // [batch, 1]
+    }
+
+    /// The last feature map as the LSTM's sequence, and its number of steps.
+    ///
+    /// The convolutions are products of matrices on the whole batch. Each
+    /// reads its input as rows `[positions · batch, channels]` (one row per
+    /// position of each image, positions row-major, images inside), gathers
+    /// for every output row the `kernel²` input rows it reads (one zero row
+    /// stands for the "same" padding; see [`conv_rows_index`]) into one matrix
+    /// `[positions · batch, kernel² · channels]`, and multiplies it by the
+    /// weights, so the forward pass and both gradients are one matrix product
+    /// each, and the output is again rows `[positions · batch, filters]`. A
+    /// convolution followed by a pool computes its positions grouped by their
+    /// place in the 2 × 2 window, so the pool is the maximum over the four
+    /// quarters of its output, taken before the bias and the ReLU (both
+    /// commute with it, and the bias then covers a quarter of the values).
+    /// The last map's rows are step after step (step = row · side + column,
+    /// the channels as features), so the LSTM reads each step as a block of
+    /// contiguous rows. The same function as burn's [`Conv2d`] with "same"
+    /// padding, ReLU and [`MaxPool2d`](burn::nn::pool::MaxPool2d), up to the
+    /// order of the sums (see [`Net::forward_direct`]).
+    ///
+    /// # Shapes
+    /// - `images`: `[batch, 1, side, side]`
+    /// - returns: `[steps · batch, features]`, step after step
+    fn features(&self, images: Tensor<4>, config: &CnnConfig) -> (Tensor<2>, usize) {
         let [batch, _, side, _] = images.dims();
-        let mut x = images.reshape([batch, side * side]).transpose(); // [side², batch]
+        let device = images.device();
+        let gathers = Gathers::of(config, batch, &device);
+        let taps = config.kernel * config.kernel;
+        // The first convolution's gathered matrix, as data: the images carry
+        // no gradient.
+        let pixels = images.into_data().convert::<f32>();
+        let pixels = pixels.as_slice::<f32>().expect("converted to f32");
+        let map = side * side;
+        let mut gathered = Vec::with_capacity(gathers.first.len() * batch);
+        for reads in gathers.first.chunks_exact(taps) {
+            for image in pixels.chunks_exact(map) {
+                // past the image: the zero row
+                gathered.extend(
+                    reads
+                        .iter()
+                        .map(|&p| image.get(p as usize).copied().unwrap_or(0.0)),
+                );
+            }
+        }
+        let len = gathered.len();
+        let mut x = Tensor::<2>::from_data(TensorData::new(gathered, [len / taps, taps]), &device);
         let mut channels = 1;
         let mut s = side;
-        for (conv, &pool) in [&self.conv1, &self.conv2, &self.conv3]
+        for (layer, (conv, &pool)) in [&self.conv1, &self.conv2, &self.conv3]
             .into_iter()
             .zip(&config.pool_after)
+            .enumerate()
         {
-            x = conv_rows(conv, x, channels, s, pool);
+            if layer > 0 {
+                let padded = Tensor::cat(vec![x, Tensor::<2>::zeros([1, channels], &device)], 0);
+                let index = gathers.rest[layer - 1].clone();
+                let [len] = index.dims();
+                x = padded
+                    .select(0, index)
+                    .reshape([len / taps, taps * channels]); // [positions · batch, (di, dj, c)]
+            }
+            x = conv_rows(conv, x, channels, pool);
             channels = conv.weight.dims()[0];
             if pool {
                 s /= 2;
-                x = max_of_quarters(x, channels, s * s); // [filters · (s/2)², batch]
             }
-            x = relu(x); // [filters · s², batch]
         }
-        // Each position of the map is one step (row-major: step = row · s + column);
-        // its channels are the features.
-        let seq = x.reshape([channels, s * s, batch]).permute([1, 2, 0]); // [seq, batch, feat]
-        self.head.forward(self.lstm_last_hidden(seq)) // [batch, 1]
+        (x, s * s)
     }
 
     /// [`Net::forward`] through burn's own [`Conv2d`] and
@@ -189,20 +312,20 @@ impl Net {
         }
         let [batch, channels, h, w] = x.dims();
         let seq = x.reshape([batch, channels, h * w]); // [batch, feat, seq]
-        let seq = seq.permute([2, 0, 1]); // [seq, batch, feat]
-        self.head.forward(self.lstm_last_hidden(seq)) // [batch, 1]
+        let seq = seq.permute([2, 0, 1]).reshape([h * w * batch, channels]); // [seq · batch, feat]
+        let (z_x, w_h) = self.lstm_input(seq);
+        self.head.forward(lstm_last_hidden(z_x, w_h, h * w, batch)) // [batch, 1]
     }
 
-    /// The LSTM's hidden state after the last step, from the parameters of
-    /// burn's [`Lstm`] (the same gates, the same layout) but with the four
-    /// gates as one product per step: `[x_t, h] · [W_i W_f W_o W_c]`, one
-    /// sigmoid over the three gates, no per-step copy of the hidden state into
-    /// an output sequence (only the last one is read).
+    /// The LSTM's parameters (burn's [`Lstm`]: the same gates, the same
+    /// layout) as two products: the input's share of the four gates for
+    /// every step, `z_x = x · [W_i W_f W_o W_c] + b` (one product before the
+    /// recurrence), and the hidden state's weights `U = [U_i U_f U_o U_c]`.
     ///
     /// # Shapes
-    /// - `seq`: `[steps, batch, features]`
-    /// - returns: `[batch, hidden]`
-    fn lstm_last_hidden(&self, seq: Tensor<3>) -> Tensor<2> {
+    /// - `seq`: `[steps · batch, features]`
+    /// - returns: `z_x` `[steps · batch, 4 · hidden]` and `U` `[hidden, 4 · hidden]`
+    pub(super) fn lstm_input(&self, seq: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
         let lstm = &self.lstm;
         let forget = lstm
             .forget_gate
@@ -238,39 +361,69 @@ impl Net {
             0,
         )
         .unsqueeze_dim::<2>(0); // [1, 4 · hidden]
-        let [steps, batch, features] = seq.dims();
-        let hidden = lstm.d_hidden;
-        let device = seq.device();
-        let mut h = Tensor::<2>::zeros([batch, hidden], &device);
-        let mut c = Tensor::<2>::zeros([batch, hidden], &device);
-        for t in 0..steps {
-            let x_t = seq
-                .clone()
-                .slice(s![t..t + 1, .., ..])
-                .reshape([batch, features]);
-            let z = x_t.matmul(w_x.clone()) + h.matmul(w_h.clone()) + b.clone(); // [batch, 4 · hidden]
-            let ifo = sigmoid(z.clone().slice(s![.., 0..3 * hidden]));
-            let candidate = z.slice(s![.., 3 * hidden..4 * hidden]).tanh();
-            let i = ifo.clone().slice(s![.., 0..hidden]);
-            let f = ifo.clone().slice(s![.., hidden..2 * hidden]);
-            let o = ifo.slice(s![.., 2 * hidden..3 * hidden]);
-            c = f * c + i * candidate;
-            h = o * c.clone().tanh();
-        }
-        h
+        (seq.matmul(w_x) + b, w_h)
     }
 }
 
-/// Where the rows of a "same" convolution's gathered matrix come from: for
-/// kernel offset `(di, dj)`, input channel `c` and output position `(i, j)`
-/// (in that order), the input row `c · side² + (i + di − pad) · side + (j +
-/// dj − pad)`, or the zero row `channels · side²` where that falls outside
-/// the map. `pad` is burn's "same" padding at stride 1, `(kernel − 1) / 2`
-/// before and the rest after. The output positions are row-major, or, with
-/// `pooled`, only those a 2 × 2 pool at stride 2 reads, grouped by their
-/// place `(a, b)` in the window: `(2i' + a, 2j' + b)` for `a`, `b`, `i'`,
-/// `j'` in that order.
-fn conv_rows_index(side: usize, channels: usize, kernel: usize, pooled: bool) -> Vec<i64> {
+/// The LSTM's hidden state after the last step, from [`Net::lstm_input`]:
+/// per step one product `h · U`, one sigmoid over the three gates, and no
+/// copy of the hidden state into an output sequence (only the last one is
+/// read). The state starts at zero, so the first step has no product with
+/// it. Differentiable by burn's autodiff; [`CnnNet::gradient`] runs the
+/// recurrence's backward pass itself (`LstmTape`).
+///
+/// A step's rows are cut from `z_x` in two levels (blocks of about √steps
+/// steps, then steps), because the gradient of a cut is as large as what it
+/// is cut from.
+///
+/// # Shapes
+/// - `z_x`: `[steps · batch, 4 · hidden]`, step after step
+/// - `w_h`: `[hidden, 4 · hidden]`
+/// - returns: `[batch, hidden]`
+fn lstm_last_hidden(z_x: Tensor<2>, w_h: Tensor<2>, steps: usize, batch: usize) -> Tensor<2> {
+    let [hidden, _] = w_h.dims();
+    if steps == 0 {
+        return Tensor::<2>::zeros([batch, hidden], &z_x.device());
+    }
+    let block = (1..=steps).find(|k| k * k >= steps).unwrap_or(steps);
+    let mut state: Option<(Tensor<2>, Tensor<2>)> = None; // (h, c)
+    for start in (0..steps).step_by(block) {
+        let end = (start + block).min(steps);
+        let z_block = z_x.clone().slice(s![start * batch..end * batch, ..]);
+        for t in 0..end - start {
+            let z_t = z_block.clone().slice(s![t * batch..(t + 1) * batch, ..]);
+            let z = match &state {
+                Some((h, _)) => z_t + h.clone().matmul(w_h.clone()),
+                None => z_t,
+            }; // [batch, 4 · hidden]
+            let ifo = sigmoid(z.clone().slice(s![.., 0..3 * hidden]));
+            let candidate = z.slice(s![.., 3 * hidden..4 * hidden]).tanh();
+            let i = ifo.clone().slice(s![.., 0..hidden]);
+            let o = ifo.clone().slice(s![.., 2 * hidden..3 * hidden]);
+            let c = match state {
+                Some((_, c)) => ifo.slice(s![.., hidden..2 * hidden]) * c + i * candidate,
+                None => i * candidate,
+            };
+            let h = o * c.clone().tanh();
+            state = Some((h, c));
+        }
+    }
+    state.map(|(h, _)| h).expect("at least one step")
+}
+
+/// Where the rows of a "same" convolution's gathered matrix come from, for
+/// an input held as rows `[side² · batch, channels]` (position `p` of image
+/// `n` at row `p · batch + n`) and one zero row after them (row `side² ·
+/// batch`): for every output position `(i, j)` and image `n` (in that
+/// order), then every kernel offset `(di, dj)`, the input row of position
+/// `(i + di − pad, j + dj − pad)` of image `n`, or the zero row where that
+/// falls outside the map. `pad` is burn's "same" padding at stride 1,
+/// `(kernel − 1) / 2` before and the rest after. The output positions are
+/// row-major, or, with `pooled`, only those a 2 × 2 pool at stride 2 reads,
+/// grouped by their place `(a, b)` in the window: `(2i' + a, 2j' + b)` for
+/// `a`, `b`, `i'`, `j'` in that order, so that each quarter of the rows is
+/// one place of every window, the windows row-major.
+fn conv_rows_index(side: usize, kernel: usize, pooled: bool, batch: usize) -> Vec<i64> {
     let positions: Vec<(usize, usize)> = if pooled {
         let half = side / 2;
         let mut p = Vec::with_capacity(4 * half * half);
@@ -289,17 +442,16 @@ fn conv_rows_index(side: usize, channels: usize, kernel: usize, pooled: bool) ->
             .flat_map(|i| (0..side).map(move |j| (i, j)))
             .collect()
     };
-    let map = side * side;
-    let zero = (channels * map) as i64;
+    let zero = (side * side * batch) as i64;
     let pad = (kernel - 1) / 2;
     let inside = |v: usize, d: usize| (v + d).checked_sub(pad).filter(|&r| r < side);
-    let mut index = Vec::with_capacity(kernel * kernel * channels * positions.len());
-    for di in 0..kernel {
-        for dj in 0..kernel {
-            for c in 0..channels {
-                for &(i, j) in &positions {
+    let mut index = Vec::with_capacity(positions.len() * batch * kernel * kernel);
+    for &(i, j) in &positions {
+        for n in 0..batch {
+            for di in 0..kernel {
+                for dj in 0..kernel {
                     index.push(match (inside(i, di), inside(j, dj)) {
-                        (Some(r), Some(q)) => (c * map + r * side + q) as i64,
+                        (Some(r), Some(q)) => ((r * side + q) * batch + n) as i64,
                         _ => zero,
                     });
                 }
@@ -309,55 +461,39 @@ fn conv_rows_index(side: usize, channels: usize, kernel: usize, pooled: bool) ->
     index
 }
 
-/// A stride-1 convolution with "same" padding of a map held as rows, as one
-/// matrix product: the weights `[out, in, k, k]` read as `[out, k² · in]`
-/// times the gathered input `[k² · in, positions · batch]`, plus the bias.
-/// The positions are those of [`conv_rows_index`].
+/// A stride-1 convolution with "same" padding as one matrix product, then
+/// its pool (if `pooled`), bias and ReLU: the gathered input `[rows, k² ·
+/// in]` (columns `(di, dj, c)`, rows those of [`conv_rows_index`]) times the
+/// weights `[out, in, k, k]` read as `[k² · in, out]`. The pool is the
+/// maximum over the four quarters of the rows; it commutes with the bias
+/// (the same for the four) and the ReLU, so both follow it.
 ///
 /// # Shapes
-/// - `x`: `[channels · side², batch]`
-/// - returns: `[out · positions, batch]`
-fn conv_rows(conv: &Conv2d, x: Tensor<2>, channels: usize, side: usize, pooled: bool) -> Tensor<2> {
+/// - `cols`: `[rows, k² · in]`
+/// - returns: `[rows, out]`, or `[rows / 4, out]` with `pooled`
+fn conv_rows(conv: &Conv2d, cols: Tensor<2>, channels: usize, pooled: bool) -> Tensor<2> {
     let [out, _, kernel, _] = conv.weight.dims();
-    let [_, batch] = x.dims();
-    let device = x.device();
     let taps = kernel * kernel;
     let w = conv
         .weight
         .val()
         .reshape([out, channels, taps])
         .swap_dims(1, 2)
-        .reshape([out, taps * channels]); // [out, (di, dj, c)]
-    let padded = Tensor::cat(vec![x, Tensor::<2>::zeros([1, batch], &device)], 0);
-    let index = conv_rows_index(side, channels, kernel, pooled);
-    let rows = index.len();
-    let positions = rows / (taps * channels);
-    let index = Tensor::<1, Int>::from_data(TensorData::new(index, [rows]), &device);
-    let cols = padded
-        .select(0, index)
-        .reshape([taps * channels, positions * batch]);
-    let y = w.matmul(cols); // [out, positions · batch]
+        .reshape([out, taps * channels])
+        .transpose(); // [(di, dj, c), out]
+    let mut y = cols.matmul(w); // [rows, out]
+    if pooled {
+        let [rows, _] = y.dims();
+        y = y
+            .reshape([4, rows / 4 * out])
+            .max_dim(0)
+            .reshape([rows / 4, out]);
+    }
     let y = match &conv.bias {
-        Some(bias) => y + bias.val().reshape([out, 1]),
+        Some(bias) => y + bias.val().reshape([1, out]),
         None => y,
     };
-    y.reshape([out * positions, batch])
-}
-
-/// The element-wise maximum of the four places of each 2 × 2 window, from a
-/// convolution's output in [`conv_rows_index`]'s pooled order.
-///
-/// # Shapes
-/// - `x`: `[channels · 4 · cells, batch]`
-/// - returns: `[channels · cells, batch]`
-fn max_of_quarters(x: Tensor<2>, channels: usize, cells: usize) -> Tensor<2> {
-    let [_, batch] = x.dims();
-    let x = x.reshape([channels, 4, cells * batch]);
-    let quarter = |q: usize| x.clone().slice(s![.., q..q + 1, ..]);
-    let x = quarter(0)
-        .max_pair(quarter(1))
-        .max_pair(quarter(2).max_pair(quarter(3)));
-    x.reshape([channels * cells, batch])
+    relu(y)
 }
 
 /// Σ_i w_i · BCE(σ(z_i), y_i) on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|).
@@ -678,19 +814,44 @@ impl CnnNet {
             });
         }
         self.with_module(params, true, |net, device| {
-            let z = net.forward(self.images(pixels, n, device), &self.config); // [n, 1]
-            let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), device);
-            let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), device);
+            // burn's autodiff up to the LSTM's input products; the recurrence,
+            // the head and the loss, forward and backward, on plain tensors;
+            // their gradients go back into autodiff as Σ θ ⊙ ∂L/∂θ (constant
+            // ∂L/∂θ), whose gradient is ∂L/∂θ
+            let (seq, steps) = net.features(self.images(pixels, n, device), &self.config);
+            let (z_x, w_h) = net.lstm_input(seq);
+            let tape = LstmTape::forward(z_x.clone().inner(), w_h.clone().inner(), steps, n);
+            let head_w = net.head.weight.val(); // [hidden, 1]
+            let head_b = net
+                .head
+                .bias
+                .as_ref()
+                .map(|b| b.val())
+                .expect("the net's head has a bias"); // [1]
+            let h = tape.last_hidden(); // [n, hidden]
+            let z = h.clone().matmul(head_w.clone().inner())
+                + head_b.clone().inner().unsqueeze_dim::<2>(0); // [n, 1]
+            let plain = device.clone().inner();
+            let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), &plain);
+            let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), &plain);
             // BCE on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|)
-            let loss = weighted_bce_sum(z, y, w); // [1]
+            let loss = weighted_bce_sum(z.clone(), y.clone(), w.clone()); // [1]
             let loss_sum = f64::from(
-                loss.clone()
-                    .into_data()
+                loss.into_data()
                     .convert::<f32>()
                     .as_slice::<f32>()
                     .expect("converted to f32")[0],
             );
-            let grads = GradientsParams::from_grads(loss.backward(), net);
+            let d_z = (sigmoid(z) - y) * w; // ∂L/∂z: [n, 1]
+            let d_head_w = h.transpose().matmul(d_z.clone()); // [hidden, 1]
+            let d_head_b = d_z.clone().sum_dim(0).reshape([1]);
+            let d_h = d_z.matmul(head_w.clone().inner().transpose()); // [n, hidden]
+            let (d_z_x, d_w_h) = tape.backward(d_h);
+            let surrogate = (z_x * Tensor::from_inner(d_z_x)).sum()
+                + (w_h * Tensor::from_inner(d_w_h)).sum()
+                + (head_w * Tensor::from_inner(d_head_w)).sum()
+                + (head_b * Tensor::from_inner(d_head_b)).sum();
+            let grads = GradientsParams::from_grads(surrogate.backward(), net);
             let mut reader = Reader {
                 path: Vec::new(),
                 slots: Vec::new(),
@@ -738,5 +899,6 @@ impl CnnNet {
     }
 }
 
+mod lstm;
 #[cfg(test)]
 mod tests;

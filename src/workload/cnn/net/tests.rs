@@ -110,16 +110,18 @@ fn repeated_and_other_thread_calls_are_bit_identical() {
     }
 }
 
-/// A kept module gives the bits of a fresh build: the gradient at `a`
-/// after calls at other parameters, at `a` again (kept), after
-/// predictions and another net on the same thread, equals that of a new
-/// thread (nothing kept), and one changed bit is a different vector.
+/// A kept module and kept gather indices give the bits of a fresh build:
+/// the gradient at `a` after calls at other parameters, at `a` again
+/// (kept), after predictions, other batch sizes and another net on the
+/// same thread, equals that of a new thread (nothing kept), and one
+/// changed bit is a different vector.
 #[test]
 fn kept_modules_give_the_bits_of_a_fresh_build() {
     let net = tiny();
     let a = net.init_params(5);
     let b = net.init_params(6);
     let (x, y, w) = batch(4, 8);
+    let (x3, y3, w3) = batch(3, 8);
     let fresh = {
         let (net, a, x, y, w) = (net.clone(), a.clone(), x.clone(), y.clone(), w.clone());
         std::thread::spawn(move || net.gradient(&a, &x, &y, &w).expect("fits"))
@@ -135,6 +137,8 @@ fn kept_modules_give_the_bits_of_a_fresh_build() {
     for params in [&a, &b, &a, &a] {
         seen.push(net.gradient(params, &x, &y, &w).expect("fits"));
         let _ = net.predict(params, &x).expect("fits");
+        let _ = net.gradient(params, &x3, &y3, &w3).expect("fits");
+        let _ = net.predict(params, &x3).expect("fits");
         let _ = other.gradient(&other_params, &x, &y, &w).expect("fits");
     }
     assert_eq!(seen[0], fresh);
@@ -306,4 +310,44 @@ fn the_pneumonia_net_runs_on_two_images() {
     }
     assert_eq!(g, net.gradient(&params, &x, &y, &w).expect("fits"));
     assert_eq!(net.predict(&params, &x).expect("fits").len(), 2);
+}
+
+/// The gradient with the LSTM's backward pass written out (`LstmTape`) is
+/// burn's autodiff through the whole forward pass, up to the order of the
+/// sums: the same loss and gradient to within f32 rounding, on the
+/// pneumonia net and a small one.
+#[test]
+fn the_written_out_lstm_backward_is_autodiffs() {
+    for (net, n) in [(CnnNet::new(CnnConfig::pneumonia()), 3), (tiny(), 5)] {
+        let params = net.init_params(13);
+        let (loss_autodiff, grad_autodiff, _) = both_forms(&net, &params, n, false);
+        let (x, y, w) = batch(n, net.config().side);
+        let g = net.gradient(&params, &x, &y, &w).expect("fits");
+        let what = format!("{:?}", net.config());
+        // not vacuous: the loss reaches the parameters
+        assert!(
+            grad_autodiff.iter().any(|&v| v != 0.0),
+            "{what}: no gradient"
+        );
+        assert!(
+            (g.loss_sum - loss_autodiff).abs() <= 1e-5 * loss_autodiff.abs().max(1.0),
+            "{what}: loss {} vs {loss_autodiff}",
+            g.loss_sum
+        );
+        for slot in net.layout() {
+            let len: usize = slot.shape.iter().product();
+            let range = slot.offset..slot.offset + len;
+            let scale = grad_autodiff[range.clone()]
+                .iter()
+                .fold(0.0f64, |m, v| m.max(v.abs()));
+            let pairs = g.grad[range.clone()].iter().zip(&grad_autodiff[range]);
+            for (k, (a, b)) in pairs.enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-4 * scale,
+                    "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
+                    slot.name
+                );
+            }
+        }
+    }
 }
