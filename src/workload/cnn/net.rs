@@ -32,94 +32,17 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::MaxPool2dConfig;
 use burn::nn::{Initializer, Linear, LinearConfig, Lstm, LstmConfig, PaddingConfig2d};
 use burn::optim::GradientsParams;
-use burn::tensor::activation::{relu, sigmoid};
-use burn::tensor::{s, Device, Int, Tensor, TensorData};
+#[cfg(test)]
+use burn::tensor::activation::relu;
+use burn::tensor::activation::sigmoid;
+use burn::tensor::{s, Device, Tensor, TensorData};
+use conv::{conv_rows, Gathers};
 use lstm::LstmTape;
 use std::cell::RefCell;
-use std::rc::Rc;
 
 /// Modules a thread keeps (`Built`): one for gradients and one for
 /// predictions of one net, with room for a second net on the same thread.
 const KEPT_MODULES: usize = 4;
-
-/// Gather indices a thread keeps (`Gathers`): a few batch sizes (micro-batch,
-/// evaluation batch, the last partial one) of gradients and predictions.
-const KEPT_GATHERS: usize = 8;
-
-/// Where each convolution reads its input, for one net, one batch size and
-/// one kind of device (with autodiff or not), kept by the thread that built
-/// it.
-struct Gathers {
-    config: CnnConfig,
-    batch: usize,
-    autodiff: bool,
-    /// The first convolution's [`conv_rows_index`] of one image (the zero
-    /// row is `side²`), repeated over the images by a gather in plain Rust:
-    /// the images carry no gradient.
-    first: Vec<u32>,
-    /// The other convolutions' [`conv_rows_index`], as burn index tensors.
-    rest: Vec<Tensor<1, Int>>,
-}
-
-thread_local! {
-    /// Most recently used last.
-    static GATHERS: RefCell<Vec<Rc<Gathers>>> = const { RefCell::new(Vec::new()) };
-}
-
-impl Gathers {
-    /// This thread's indices for `config` at `batch` images on `device`,
-    /// built on first use.
-    fn of(config: &CnnConfig, batch: usize, device: &Device) -> Rc<Self> {
-        let autodiff = device.is_autodiff();
-        let kept = GATHERS.with_borrow_mut(|kept| {
-            let at = kept
-                .iter()
-                .position(|g| g.batch == batch && g.autodiff == autodiff && g.config == *config)?;
-            let g = kept.remove(at);
-            kept.push(Rc::clone(&g));
-            Some(g)
-        });
-        if let Some(g) = kept {
-            return g;
-        }
-        let mut side = config.side;
-        let mut first = Vec::new();
-        let mut rest = Vec::new();
-        for (layer, &pooled) in config.pool_after.iter().enumerate() {
-            if layer == 0 {
-                // one image: its rows are the positions, the zero row is `side²`
-                first = conv_rows_index(side, config.kernel, pooled, 1)
-                    .into_iter()
-                    .map(|r| u32::try_from(r).expect("an image has fewer than 2³² pixels"))
-                    .collect();
-            } else {
-                let index = conv_rows_index(side, config.kernel, pooled, batch);
-                let len = index.len();
-                rest.push(Tensor::<1, Int>::from_data(
-                    TensorData::new(index, [len]),
-                    device,
-                ));
-            }
-            if pooled {
-                side /= 2;
-            }
-        }
-        let g = Rc::new(Self {
-            config: config.clone(),
-            batch,
-            autodiff,
-            first,
-            rest,
-        });
-        GATHERS.with_borrow_mut(|kept| {
-            if kept.len() >= KEPT_GATHERS {
-                kept.remove(0);
-            }
-            kept.push(Rc::clone(&g));
-        });
-        g
-    }
-}
 
 /// A module built from a parameter vector, kept by the thread that built it.
 struct Built {
@@ -230,7 +153,7 @@ impl Net {
     /// reads its input as rows `[positions · batch, channels]` (one row per
     /// position of each image, positions row-major, images inside), gathers
     /// for every output row the `kernel²` input rows it reads (one zero row
-    /// stands for the "same" padding; see [`conv_rows_index`]) into one matrix
+    /// stands for the "same" padding; see `conv::conv_rows_index`) into one matrix
     /// `[positions · batch, kernel² · channels]`, and multiplies it by the
     /// weights, so the forward pass and both gradients are one matrix product
     /// each, and the output is again rows `[positions · batch, filters]`. A
@@ -409,91 +332,6 @@ fn lstm_last_hidden(z_x: Tensor<2>, w_h: Tensor<2>, steps: usize, batch: usize) 
         }
     }
     state.map(|(h, _)| h).expect("at least one step")
-}
-
-/// Where the rows of a "same" convolution's gathered matrix come from, for
-/// an input held as rows `[side² · batch, channels]` (position `p` of image
-/// `n` at row `p · batch + n`) and one zero row after them (row `side² ·
-/// batch`): for every output position `(i, j)` and image `n` (in that
-/// order), then every kernel offset `(di, dj)`, the input row of position
-/// `(i + di − pad, j + dj − pad)` of image `n`, or the zero row where that
-/// falls outside the map. `pad` is burn's "same" padding at stride 1,
-/// `(kernel − 1) / 2` before and the rest after. The output positions are
-/// row-major, or, with `pooled`, only those a 2 × 2 pool at stride 2 reads,
-/// grouped by their place `(a, b)` in the window: `(2i' + a, 2j' + b)` for
-/// `a`, `b`, `i'`, `j'` in that order, so that each quarter of the rows is
-/// one place of every window, the windows row-major.
-fn conv_rows_index(side: usize, kernel: usize, pooled: bool, batch: usize) -> Vec<i64> {
-    let positions: Vec<(usize, usize)> = if pooled {
-        let half = side / 2;
-        let mut p = Vec::with_capacity(4 * half * half);
-        for a in 0..2 {
-            for b in 0..2 {
-                for i in 0..half {
-                    for j in 0..half {
-                        p.push((2 * i + a, 2 * j + b));
-                    }
-                }
-            }
-        }
-        p
-    } else {
-        (0..side)
-            .flat_map(|i| (0..side).map(move |j| (i, j)))
-            .collect()
-    };
-    let zero = (side * side * batch) as i64;
-    let pad = (kernel - 1) / 2;
-    let inside = |v: usize, d: usize| (v + d).checked_sub(pad).filter(|&r| r < side);
-    let mut index = Vec::with_capacity(positions.len() * batch * kernel * kernel);
-    for &(i, j) in &positions {
-        for n in 0..batch {
-            for di in 0..kernel {
-                for dj in 0..kernel {
-                    index.push(match (inside(i, di), inside(j, dj)) {
-                        (Some(r), Some(q)) => ((r * side + q) * batch + n) as i64,
-                        _ => zero,
-                    });
-                }
-            }
-        }
-    }
-    index
-}
-
-/// A stride-1 convolution with "same" padding as one matrix product, then
-/// its pool (if `pooled`), bias and ReLU: the gathered input `[rows, k² ·
-/// in]` (columns `(di, dj, c)`, rows those of [`conv_rows_index`]) times the
-/// weights `[out, in, k, k]` read as `[k² · in, out]`. The pool is the
-/// maximum over the four quarters of the rows; it commutes with the bias
-/// (the same for the four) and the ReLU, so both follow it.
-///
-/// # Shapes
-/// - `cols`: `[rows, k² · in]`
-/// - returns: `[rows, out]`, or `[rows / 4, out]` with `pooled`
-fn conv_rows(conv: &Conv2d, cols: Tensor<2>, channels: usize, pooled: bool) -> Tensor<2> {
-    let [out, _, kernel, _] = conv.weight.dims();
-    let taps = kernel * kernel;
-    let w = conv
-        .weight
-        .val()
-        .reshape([out, channels, taps])
-        .swap_dims(1, 2)
-        .reshape([out, taps * channels])
-        .transpose(); // [(di, dj, c), out]
-    let mut y = cols.matmul(w); // [rows, out]
-    if pooled {
-        let [rows, _] = y.dims();
-        y = y
-            .reshape([4, rows / 4 * out])
-            .max_dim(0)
-            .reshape([rows / 4, out]);
-    }
-    let y = match &conv.bias {
-        Some(bias) => y + bias.val().reshape([1, out]),
-        None => y,
-    };
-    relu(y)
 }
 
 /// Σ_i w_i · BCE(σ(z_i), y_i) on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|).
@@ -899,6 +737,7 @@ impl CnnNet {
     }
 }
 
+mod conv;
 mod lstm;
 #[cfg(test)]
 mod tests;
