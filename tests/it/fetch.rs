@@ -430,14 +430,17 @@ fn the_shared_derived_copy_imports_and_the_cnn_pipelines_run_on_it() {
     let pipelines = root.join("pipelines");
     std::fs::create_dir_all(&pipelines).expect("dir");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for file in [
-        "pneumonia-cnn.toml",
-        "cnn-stragglers.toml",
-        "cnn-paced.toml",
-        "cnn-paced-disrupted.toml",
-        "cnn-paced-no-copies.toml",
-    ] {
-        std::fs::copy(repo.join("pipelines").join(file), pipelines.join(file)).expect("copy");
+    // the CNN's job files and pipelines, whichever the stragglers pipeline names
+    for entry in std::fs::read_dir(repo.join("pipelines")).expect("pipelines") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        if (name.starts_with("cnn-") || name == "pneumonia-cnn.toml") && name.ends_with(".toml") {
+            std::fs::copy(&path, pipelines.join(&name)).expect("copy");
+        }
     }
     // the PyTorch peer the stragglers pipeline names
     std::fs::create_dir_all(pipelines.join("peers")).expect("dir");
