@@ -26,7 +26,9 @@
 //!   but whose unit in flight is far from its end answers a peer's offer of
 //!   help with a copy of that unit. Both copies compute the same bits; the
 //!   first to finish is counted and the other stops or is discarded, so a
-//!   unit slowed after it began is not a lost cause.
+//!   unit slowed after it began is not a lost cause. The unit in flight may
+//!   be one a peer handed over (a helper slowed in turn): a unit handed over
+//!   is not final. Only a copy is never copied again.
 
 use crate::data::UnitKey;
 
@@ -49,12 +51,13 @@ pub trait Lists {
     fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool;
     /// Skips own unit `key` if it waits in the list unbegun; whether it did.
     fn skip_own(&mut self, key: UnitKey) -> bool;
-    /// Stops own unit `key` if it is the unit in flight (its clone came
-    /// first); whether it did. Storage that never clones a unit in flight
-    /// keeps the default.
-    fn stop_running(&mut self, key: UnitKey) -> bool {
+    /// Stops unit `key` if it is the unit in flight and not itself a copy
+    /// (its clone came first): `Some(true)` for an own unit, `Some(false)`
+    /// for one a peer handed over; `None` if it was not in flight. Storage
+    /// that never clones a unit in flight keeps the default.
+    fn stop_running(&mut self, key: UnitKey) -> Option<bool> {
         let _ = key;
-        false
+        None
     }
 }
 
@@ -103,6 +106,30 @@ pub fn clone_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
         && unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * helper_unit_us as f64
 }
 
+/// How many of the `queued` units a peer handed to this worker (waiting,
+/// not begun) to pass on to a peer offering help at `helper_unit_us` per
+/// unit, taken from the end of the queue: the count that makes the two
+/// finish earliest, this worker after its unit in flight (`ahead_us` left)
+/// and the rest of the queue at `unit_us` each, the helper after the units
+/// passed, when that gains more than half a helper unit. A helper slowed in
+/// turn is not the end of the line for the units it took. None when the
+/// helper's pace is not known yet.
+pub fn pass_on(queued: usize, ahead_us: u64, unit_us: u64, helper_unit_us: u64) -> usize {
+    if helper_unit_us == 0 || unit_us == 0 {
+        return 0;
+    }
+    let finish = |n: usize| {
+        let mine = ahead_us + (queued - n) as u64 * unit_us;
+        mine.max(n as u64 * helper_unit_us)
+    };
+    let best = (0..=queued).min_by_key(|&n| (finish(n), n)).unwrap_or(0);
+    // A gain under half a helper's unit is noise, not worth the messages.
+    if finish(0).saturating_sub(finish(best)) * 2 <= helper_unit_us {
+        return 0;
+    }
+    best
+}
+
 /// `Assign` or `Planned { count }`: the last `count` own units leave the
 /// list, appended to `out` in list order. Returns how many left.
 pub fn give<L: Lists>(lists: &mut L, count: u32, out: &mut Vec<L::Unit>) -> usize {
@@ -149,6 +176,9 @@ pub enum Cancelled {
     /// This worker's own unit in flight: stopped, done by the clone (counted
     /// as `Own`; what it computed so far is wasted).
     Running,
+    /// A unit a peer handed to this worker, in flight: stopped, done by its
+    /// clone (not one of its own; what it computed so far is wasted).
+    Handed,
 }
 
 /// A `Done` from `from` about `key`: `from` finished its copy first.
@@ -161,11 +191,12 @@ pub fn done<L: Lists>(lists: &mut L, from: u32, key: UnitKey) -> Cancelled {
     }
     lists.set_cloned(key, None);
     if lists.skip_own(key) {
-        Cancelled::Own
-    } else if lists.stop_running(key) {
-        Cancelled::Running
-    } else {
-        Cancelled::Nothing
+        return Cancelled::Own;
+    }
+    match lists.stop_running(key) {
+        Some(true) => Cancelled::Running,
+        Some(false) => Cancelled::Handed,
+        None => Cancelled::Nothing,
     }
 }
 
@@ -179,7 +210,8 @@ mod tests {
         own: Vec<UnitKey>,
         copies: Vec<(UnitKey, u32)>,
         cloned: Vec<(UnitKey, u32)>,
-        running: Option<UnitKey>,
+        /// The unit in flight, and whether it is one of its own.
+        running: Option<(UnitKey, bool)>,
     }
 
     impl Lists for Plain {
@@ -210,8 +242,8 @@ mod tests {
             self.own.retain(|u| *u != key);
             self.own.len() < before
         }
-        fn stop_running(&mut self, key: UnitKey) -> bool {
-            self.running.take_if(|r| *r == key).is_some()
+        fn stop_running(&mut self, key: UnitKey) -> Option<bool> {
+            self.running.take_if(|r| r.0 == key).map(|r| r.1)
         }
     }
 
@@ -292,14 +324,40 @@ mod tests {
     #[test]
     fn done_stops_an_own_unit_in_flight_cloned_to_the_sender() {
         let mut l = lists(0);
-        l.running = Some(unit(4));
+        l.running = Some((unit(4), true));
         l.set_cloned(unit(4), Some(3));
         // Another peer's notice leaves it running.
         assert_eq!(done(&mut l, 2, unit(4)), Cancelled::Nothing);
-        assert_eq!(l.running, Some(unit(4)));
+        assert_eq!(l.running, Some((unit(4), true)));
         assert_eq!(done(&mut l, 3, unit(4)), Cancelled::Running);
         assert_eq!(l.running, None);
         assert_eq!(l.cloned_to(unit(4)), None);
+    }
+
+    #[test]
+    fn done_stops_a_handed_over_unit_in_flight_cloned_to_the_sender() {
+        // A helper slowed with a peer's unit in flight copied it to peer 5.
+        let mut l = lists(2);
+        l.running = Some((unit(9), false));
+        l.set_cloned(unit(9), Some(5));
+        assert_eq!(done(&mut l, 5, unit(9)), Cancelled::Handed);
+        assert_eq!(l.running, None);
+        assert_eq!(units(&l.own), [0, 1], "its own list is untouched");
+    }
+
+    #[test]
+    fn queued_units_pass_on_to_a_faster_helper_as_far_as_it_gains() {
+        // Slowed 5x (500 us a unit) with 300 us left in flight and 3 queued:
+        // a helper at 100 us takes all 3 (done at 300 us, as we are).
+        assert_eq!(pass_on(3, 300, 500, 100), 3);
+        // At the same pace and nothing in flight: half of them.
+        assert_eq!(pass_on(4, 0, 100, 100), 2);
+        assert_eq!(pass_on(3, 0, 100, 100), 1);
+        // A gain under half a helper unit moves nothing.
+        assert_eq!(pass_on(1, 10, 100, 100), 0);
+        // Nothing queued, or no pace known yet: none.
+        assert_eq!(pass_on(0, 900, 500, 100), 0);
+        assert_eq!(pass_on(3, 300, 500, 0), 0);
     }
 
     #[test]

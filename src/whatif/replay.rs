@@ -126,7 +126,14 @@ impl Worker {
 
     /// Own units still in its list that could be handed off.
     fn left(&self) -> usize {
-        (self.tail - self.head).saturating_sub(self.cloned_out.len())
+        // Units cloned out are in the list, or the one in flight.
+        let running = self.running.map(|r| r.0.key);
+        let listed_clones = self
+            .cloned_out
+            .iter()
+            .filter(|c| Some(c.0) != running)
+            .count();
+        (self.tail - self.head).saturating_sub(listed_clones)
     }
 
     /// How long the unit it computes has run at `now`, if it computes one.
@@ -459,19 +466,21 @@ impl Replay<'_> {
                 self.out.reassigned += 1;
             }
             if raced {
-                // Tell the other holders of a copy to skip theirs.
-                let holders: Vec<u32> = if own {
-                    let worker = &mut self.workers[(w - self.lo) as usize];
-                    let peers = worker
-                        .cloned_out
-                        .iter()
-                        .filter(|c| c.0 == unit.key)
-                        .map(|c| c.1)
-                        .collect();
-                    worker.cloned_out.retain(|c| c.0 != unit.key);
-                    peers
-                } else {
-                    clone_of.into_iter().collect()
+                // Tell the other holders of a copy to skip theirs: the owner
+                // of this copy, or the peers this unit was copied to.
+                let holders: Vec<u32> = match clone_of {
+                    Some(owner) => vec![owner],
+                    None => {
+                        let worker = &mut self.workers[(w - self.lo) as usize];
+                        let peers = worker
+                            .cloned_out
+                            .iter()
+                            .filter(|c| c.0 == unit.key)
+                            .map(|c| c.1)
+                            .collect();
+                        worker.cloned_out.retain(|c| c.0 != unit.key);
+                        peers
+                    }
                 };
                 let at = self.carried.len();
                 self.carried.push(unit);
@@ -517,7 +526,10 @@ impl Replay<'_> {
             {
                 // Nothing in the list to give: the unit in flight, if it is
                 // far from its end, is worth a copy.
-                if self.clone_in_flight && self.copy_in_flight(w, (*to, *unit_us), now) {
+                let helper = (*to, *unit_us);
+                if self.clone_in_flight
+                    && (self.pass_queued(w, helper, now) || self.copy_in_flight(w, helper, now))
+                {
                     sends.clear();
                 }
             }
@@ -538,7 +550,7 @@ impl Replay<'_> {
             };
             match handover::done(&mut lists, from, key) {
                 Cancelled::Nothing => {}
-                Cancelled::Copy => self.out.wasted += 1,
+                Cancelled::Copy | Cancelled::Handed => self.out.wasted += 1,
                 Cancelled::Own | Cancelled::Running => {
                     self.out.wasted += 1;
                     let unit_us = self.workers[(w - self.lo) as usize].unit_us();
@@ -600,14 +612,56 @@ impl Replay<'_> {
     }
 
     /// Answers an offer of help from `helper` = (peer, its µs per unit) with
-    /// a copy of worker `w`'s own unit in flight, when
+    /// units peers handed to worker `w` that wait unbegun, from the end of
+    /// its queue, as many as [`handover::pass_on`] says, as the run's worker
+    /// does (copies stay). Returns whether any went.
+    fn pass_queued(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        let queued = worker.given.iter().filter(|g| !g.2).count();
+        if queued == 0 {
+            return false;
+        }
+        let running_us = worker.running_us(now).unwrap_or(0);
+        let unit_us = worker.unit_us().max(running_us);
+        let ahead_us = match worker.running {
+            Some(_) => running_us.max(unit_us - running_us),
+            None => 0,
+        };
+        let count = handover::pass_on(queued, ahead_us, unit_us, helper_us);
+        if count == 0 {
+            return false;
+        }
+        let start = self.carried.len();
+        let mut k = worker.given.len();
+        while self.carried.len() - start < count && k > 0 {
+            k -= 1;
+            if !worker.given[k].2 {
+                let (unit, _, _) = worker.given.remove(k).expect("in range");
+                self.carried.push(unit);
+            }
+        }
+        self.carried[start..].reverse(); // in queue order
+        let count = (self.carried.len() - start) as u32;
+        self.send(
+            w,
+            to,
+            ControlKind::Assign { count },
+            start..self.carried.len(),
+            now,
+        );
+        true
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// a copy of worker `w`'s unit in flight (own or handed over, not itself
+    /// a copy), when
     /// [`handover::clone_in_flight`] says it is far enough from its end (a
     /// replayed unit is one micro-batch: the trace does not say more), as the
     /// run's worker does. Otherwise the helper waits for a later look (see
     /// [`Replay::file_check`]). Returns whether a copy went.
     fn copy_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
         let worker = &mut self.workers[(w - self.lo) as usize];
-        let Some((unit, own, _)) = worker.running else {
+        let Some((unit, _, clone_of)) = worker.running else {
             return false;
         };
         let in_flight = handover::InFlight {
@@ -615,7 +669,7 @@ impl Replay<'_> {
             done: 0,
             total: 1,
         };
-        let eligible = own
+        let eligible = clone_of.is_none()
             && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
             && handover::clone_in_flight(&in_flight, helper_us);
         if !eligible {
@@ -645,7 +699,7 @@ impl Replay<'_> {
         let Some(fastest) = worker.waiting.iter().map(|h| h.1).min() else {
             return;
         };
-        let Some((unit, true, _)) = worker.running else {
+        let Some((unit, _, None)) = worker.running else {
             return;
         };
         if worker.cloned_out.iter().any(|c| c.0 == unit.key) {
@@ -810,13 +864,14 @@ impl handover::Lists for LaneLists<'_> {
         running
     }
 
-    fn stop_running(&mut self, key: UnitKey) -> bool {
-        let running = matches!(self.worker.running, Some((u, true, _)) if u.key == key);
-        if running {
-            self.worker.running = None;
-            self.worker.end_order = 0;
-        }
-        running
+    fn stop_running(&mut self, key: UnitKey) -> Option<bool> {
+        let own = match self.worker.running {
+            Some((u, own, None)) if u.key == key => own,
+            _ => return None,
+        };
+        self.worker.running = None;
+        self.worker.end_order = 0;
+        Some(own)
     }
 
     fn skip_own(&mut self, key: UnitKey) -> bool {

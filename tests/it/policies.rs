@@ -497,3 +497,35 @@ fn forestall_copies_a_slowed_unit_in_flight() {
     assert!(trace.workers.iter().all(|w| w.wasted_us == 0));
     assert_eq!(off.digest, out.digest);
 }
+
+/// Under a disrupted machine a helper is slowed in turn, often while it holds
+/// units peers handed it: `forestall` copies such a unit in flight and passes
+/// on the ones queued unbegun (a unit handed over is not final). However
+/// units travel, every unit enters its iteration's sum once and the
+/// parameters are one worker's, bit for bit.
+#[test]
+fn forestall_moves_handed_over_units_again_and_keeps_the_bits() {
+    let reference = run(&plan(&format!("{JOB}\n[workers]\ncount = 1\n")));
+    let p = plan(&format!(
+        "{JOB}\n[workers]\ncount = 4\npace_ns_per_row = 4000\n[policy]\nname = \"forestall\"\n\
+         [straggler]\npattern = \"disrupted-machine\"\nprobability = 1.0\nperiod_ms = 3\n\
+         delay_percent = 400\nworkers_per_machine = 1\n"
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&p, dir.path());
+    assert_eq!(out.digest, reference.digest, "one worker's parameters");
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let ledger = ledger(&trace);
+    assert_eq!(ledger.len(), 10 * 12 * 4, "every unit of every iteration");
+    for (key, actions) in &ledger {
+        let originals = actions.iter().filter(|a| **a != UnitAction::Clone).count();
+        assert!(originals <= 1, "{key:?} computed twice: {actions:?}");
+    }
+    assert!(
+        trace
+            .units
+            .iter()
+            .any(|u| u.action == UnitAction::Reassigned),
+        "work moved off the disrupted workers"
+    );
+}

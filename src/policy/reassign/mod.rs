@@ -863,16 +863,22 @@ impl ReassignAgent {
                 })
                 .map(|&(w, _)| (t, w))
         });
-        // Last, a peer of the group not heard from this iteration.
+        // Last, when the policy copies units in flight: a peer this worker
+        // handed units to (slowed in turn, it may be computing one of them,
+        // or have them queued: a unit handed over is not final), then a peer
+        // of the group not heard from this iteration, then any peer of the
+        // group that has not declined (done with its own list, it may hold
+        // units others handed it).
         let behind = behind.or_else(|| {
             let t = self.iteration;
+            let open = |w: &u32| *w != self.me && !self.declined.contains(&(t, *w));
+            let silent = |w: &u32| !self.peers.0.iter().any(|&(p, _)| p == *w);
             self.offer_silent
                 .then(|| {
-                    self.group.iter().copied().find(|&w| {
-                        w != self.me
-                            && !self.declined.contains(&(t, w))
-                            && !self.peers.0.iter().any(|&(p, _)| p == w)
-                    })
+                    let handed = self.helped.iter().copied().find(open);
+                    handed
+                        .or_else(|| self.group.iter().copied().find(|w| open(w) && silent(w)))
+                        .or_else(|| self.group.iter().copied().find(open))
                 })
                 .flatten()
                 .map(|w| (t, w))

@@ -40,6 +40,12 @@ pub const FEATURE_SET: &str = "forestall-steps-v1";
 /// Format tag of the model card.
 const CARD_FORMAT: &str = "forestall-lstm-model";
 
+/// Held while seeding the backend's generator and drawing the initial
+/// weights: the generator is one per process, so two fits on two threads
+/// (tests run side by side, a bench's predictors) would otherwise draw from
+/// each other's seeds and not be reproducible.
+static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Model card file in a model directory.
 pub const CARD_FILE: &str = "model.json";
 
@@ -622,8 +628,11 @@ impl LstmPredictor {
             },
         };
         let device = Device::flex().autodiff();
-        device.seed(settings.seed);
-        let mut net = Net::new(settings, &device);
+        let mut net = {
+            let _init = INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            device.seed(settings.seed);
+            Net::new(settings, &device)
+        };
         let mut optim = AdamConfig::new().init();
         let (initial, _) = validate(&net.valid(), &val, &card, &device.clone().inner());
         card.report.initial_validation_loss = initial;

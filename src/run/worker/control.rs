@@ -127,7 +127,9 @@ impl ComputeState {
             // from its end, is worth a copy.
             let helper = (*to, *unit_us);
             if self.cx.plan.policy.clones_in_flight() {
-                if clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit) {
+                if pass_queued(self.worker, epoch, &self.holdings, helper, now_us, emit)
+                    || clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit)
+                {
                     out.clear();
                 } else if epoch.running.is_some() && *unit_us > 0 {
                     // Not late yet: it may be by the next micro-batch.
@@ -251,6 +253,10 @@ impl ComputeState {
                 }
                 _ => epoch.units_cancelled += 1,
             }
+            if cancelled == Cancelled::Handed {
+                // Its compute is in vain; the peer's copy counts.
+                continue;
+            }
             if matches!(cancelled, Cancelled::Own | Cancelled::Running) {
                 if let Some(agent) = self.agent.as_mut() {
                     epoch.observe(agent, self.cx.now_us());
@@ -313,10 +319,80 @@ pub(super) fn clone_to_waiting_helper(
     }
 }
 
+/// Answers an offer of help from `helper` = (peer, its µs per unit) with
+/// units peers handed to this worker that wait here unbegun, from the end of
+/// the queue, as many as [`handover::pass_on`] says (a helper slowed in turn
+/// passes on what it took). Copies and units of earlier iterations stay.
+/// They go with their rows unless the helper holds them. Returns whether
+/// any went.
+fn pass_queued(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    (to, helper_unit_us): (u32, u64),
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
+    let iteration = epoch.iteration;
+    let movable = |g: &Given| g.action != UnitAction::Clone && g.iteration == iteration;
+    let queued = epoch.given_to_me.iter().filter(|g| movable(g)).count();
+    if queued == 0 {
+        return false;
+    }
+    let unit_us = epoch.unit_us().max(epoch.running_us(now_us).unwrap_or(0));
+    let ahead_us = epoch.running.as_ref().map_or(0, |r| {
+        let left = r.in_flight(now_us).left_us();
+        left.max(unit_us.saturating_sub(r.in_flight(now_us).elapsed_us))
+    });
+    let count = handover::pass_on(queued, ahead_us, unit_us, helper_unit_us);
+    if count == 0 {
+        return false;
+    }
+    let mut passed = Vec::with_capacity(count);
+    let mut k = epoch.given_to_me.len();
+    while passed.len() < count && k > 0 {
+        k -= 1;
+        if movable(&epoch.given_to_me[k]) {
+            passed.extend(epoch.given_to_me.remove(k));
+        }
+    }
+    passed.reverse(); // in queue order
+    let mut rows = Vec::new();
+    for g in &passed {
+        if holdings.settled_holder(g.rows.key.partition, to) {
+            continue;
+        }
+        match &g.payload {
+            Some(payload) => rows.extend(
+                g.rows
+                    .rows
+                    .iter()
+                    .map(|&r| DataRow::from_source(payload.as_ref(), r)),
+            ),
+            None => rows.extend(holdings.ship(&g.rows.rows)),
+        }
+    }
+    epoch.units_given += passed.len() as u32;
+    let message = Control {
+        to,
+        from: worker,
+        iteration,
+        kind: ControlKind::Assign {
+            count: passed.len() as u32,
+        },
+        units: passed.iter().map(|g| g.rows.key).collect(),
+        rows,
+    };
+    epoch.control.count(&message);
+    (emit.control)(&epoch.caps.control, message);
+    true
+}
+
 /// Answers an offer of help from `helper` = (peer, its µs per unit) with a
-/// copy of the own unit in flight, when [`handover::clone_in_flight`] says it
-/// is far enough from its end and its rows are held here (a planned unit
-/// that came with its rows is not cloned again). The unit stays in flight
+/// copy of the unit in flight — own or handed over by a peer, never itself a
+/// copy — when [`handover::clone_in_flight`] says it is far enough from its
+/// end. Its rows go with it unless the helper holds them (from the store, or
+/// from the rows that came with a handed-over unit). The unit stays in flight
 /// here; whichever copy finishes first tells the other. Returns whether a
 /// copy went.
 fn clone_running(
@@ -331,8 +407,7 @@ fn clone_running(
         return false;
     };
     let unit = &running.next.unit;
-    let eligible = running.next.counts_as_own
-        && unit.payload.is_none()
+    let eligible = unit.action != UnitAction::Clone
         && unit.iteration == epoch.iteration
         && !epoch.cloned_out.contains_key(&unit.rows.key)
         && handover::clone_in_flight(&running.in_flight(now_us), helper_unit_us);
@@ -342,6 +417,13 @@ fn clone_running(
     let key = unit.rows.key;
     let rows = if holdings.settled_holder(key.partition, to) {
         Vec::new()
+    } else if let Some(payload) = &unit.payload {
+        let source = payload.as_ref();
+        unit.rows
+            .rows
+            .iter()
+            .map(|&r| DataRow::from_source(source, r))
+            .collect()
     } else {
         holdings.ship(&unit.rows.rows)
     };
@@ -518,19 +600,17 @@ impl handover::Lists for Lists<'_> {
         self.epoch.own.len() < before
     }
 
-    fn stop_running(&mut self, key: UnitKey) -> bool {
+    fn stop_running(&mut self, key: UnitKey) -> Option<bool> {
         if !self.current() {
-            return false;
+            return None;
         }
         let iteration = self.iteration;
         let running = self.epoch.running.take_if(|r| {
-            r.next.counts_as_own
+            r.next.unit.action != UnitAction::Clone
                 && r.next.unit.rows.key == key
                 && r.next.unit.iteration == iteration
-        });
-        if let Some(r) = &running {
-            self.epoch.wasted_us += r.compute.as_micros() as u64;
-        }
-        running.is_some()
+        })?;
+        self.epoch.wasted_us += running.compute.as_micros() as u64;
+        Some(running.next.counts_as_own)
     }
 }

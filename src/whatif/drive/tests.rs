@@ -213,7 +213,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0xeecfdd763588966d),
-            ("forestall", 0xcc593d60f27825e5),
+            ("forestall", 0x7092140c5c05c26b),
         ],
     );
 }
@@ -230,7 +230,7 @@ fn a_units_table_replays_as_pinned() {
             ("speculate", 0x6aed549b8f6dcdc1),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0xfddc5936ec18366b),
-            ("forestall", 0x24d9f9523f3b15c3),
+            ("forestall", 0xb0515610a57b3deb),
         ],
     );
 }
@@ -247,7 +247,7 @@ fn a_clocked_trace_replays_as_pinned() {
             ("speculate", 0xdb97fd4ac852baa4),
             ("proactive", 0x2e2643de8a9bd21e),
             ("proactive-clone", 0x33b499d93fb79cb9),
-            ("forestall", 0x564096b855cd1ce1),
+            ("forestall", 0xc14e456ef7d27a4f),
         ],
     );
 }

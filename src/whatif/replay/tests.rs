@@ -145,3 +145,78 @@ fn replay_is_deterministic() {
     let b = replay_iteration(&timings(), &mut agents(&policy), 7, &[]);
     assert_eq!(a, b);
 }
+
+#[test]
+fn forestall_copies_a_handed_over_unit_slowed_at_its_helper() {
+    // Worker 0's one unit was handed to worker 3 as the iteration began (a
+    // plan), and worker 3 computes it 8× slower than its owner would: a
+    // unit handed over is not final, so an idle peer's offer gets a copy.
+    let mut t = timings();
+    for (w, own) in t.own.iter_mut().enumerate() {
+        own.truncate(usize::from(w != 3));
+    }
+    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
+    let policy = PolicyPlan::Forestall {
+        proactive: crate::policy::ProactiveConfig::default(),
+        reassign: ReassignConfig::default(),
+        clone_in_flight: true,
+    };
+    let planned = [(0, 3, ControlKind::Planned { count: 1 })];
+    let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
+    assert_eq!(bsp.makespan_us, 10 + 800, "worker 3 computes it: {bsp:?}");
+
+    let r = replay_iteration(&t, &mut agents(&policy), 10, &planned);
+    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((keys.len(), r.executed.len()), (3, 3), "once each: {r:?}");
+    let (_, by) = r
+        .executed
+        .iter()
+        .find(|(k, _)| k.partition == 0)
+        .expect("worker 0's unit");
+    assert_ne!(*by, 3, "a copy came first: {r:?}");
+    assert!(r.makespan_us < 400, "{r:?}");
+    assert!(r.wasted >= 1, "worker 3 stopped its copy: {r:?}");
+}
+
+#[test]
+fn forestall_passes_on_units_a_slowed_helper_holds_queued() {
+    // Worker 0's three units were handed to worker 3 as the iteration began
+    // (a plan), and worker 3 computes them 8× slower: idle peers' offers
+    // take the two it has not begun (and a copy of the one in flight).
+    let mut t = timings();
+    for (w, own) in t.own.iter_mut().enumerate() {
+        own.truncate(match w {
+            0 => 3,
+            3 => 0,
+            _ => 1,
+        });
+    }
+    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
+    let policy = PolicyPlan::Forestall {
+        proactive: crate::policy::ProactiveConfig::default(),
+        reassign: ReassignConfig::default(),
+        clone_in_flight: true,
+    };
+    let planned = [(0, 3, ControlKind::Planned { count: 3 })];
+    let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
+    assert_eq!(
+        bsp.makespan_us,
+        10 + 3 * 800,
+        "worker 3 computes all: {bsp:?}"
+    );
+
+    let r = replay_iteration(&t, &mut agents(&policy), 10, &planned);
+    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((keys.len(), r.executed.len()), (5, 5), "once each: {r:?}");
+    let elsewhere = r
+        .executed
+        .iter()
+        .filter(|(k, w)| k.partition == 0 && *w != 3)
+        .count();
+    assert_eq!(elsewhere, 3, "all three left the slow helper: {r:?}");
+    assert!(r.makespan_us < 500, "{r:?}");
+}
