@@ -629,7 +629,9 @@ impl LstmPredictor {
         };
         let device = Device::flex().autodiff();
         let mut net = {
-            let _init = INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _init = INIT
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             device.seed(settings.seed);
             Net::new(settings, &device)
         };

@@ -319,6 +319,25 @@ pub(super) fn clone_to_waiting_helper(
     }
 }
 
+/// The rows `unit` travels to `to` with: none when `to` holds its partition,
+/// else from the rows that came with it, or from the store.
+fn rows_for(holdings: &Holdings, to: u32, unit: &Given) -> Vec<DataRow> {
+    if holdings.settled_holder(unit.rows.key.partition, to) {
+        return Vec::new();
+    }
+    match &unit.payload {
+        Some(payload) => {
+            let source = payload.as_ref();
+            unit.rows
+                .rows
+                .iter()
+                .map(|&r| DataRow::from_source(source, r))
+                .collect()
+        }
+        None => holdings.ship(&unit.rows.rows),
+    }
+}
+
 /// Answers an offer of help from `helper` = (peer, its µs per unit) with
 /// units peers handed to this worker that wait here unbegun, from the end of
 /// the queue, as many as [`handover::pass_on`] says (a helper slowed in turn
@@ -357,21 +376,10 @@ fn pass_queued(
         }
     }
     passed.reverse(); // in queue order
-    let mut rows = Vec::new();
-    for g in &passed {
-        if holdings.settled_holder(g.rows.key.partition, to) {
-            continue;
-        }
-        match &g.payload {
-            Some(payload) => rows.extend(
-                g.rows
-                    .rows
-                    .iter()
-                    .map(|&r| DataRow::from_source(payload.as_ref(), r)),
-            ),
-            None => rows.extend(holdings.ship(&g.rows.rows)),
-        }
-    }
+    let rows = passed
+        .iter()
+        .flat_map(|g| rows_for(holdings, to, g))
+        .collect();
     epoch.units_given += passed.len() as u32;
     let message = Control {
         to,
@@ -415,18 +423,7 @@ fn clone_running(
         return false;
     }
     let key = unit.rows.key;
-    let rows = if holdings.settled_holder(key.partition, to) {
-        Vec::new()
-    } else if let Some(payload) = &unit.payload {
-        let source = payload.as_ref();
-        unit.rows
-            .rows
-            .iter()
-            .map(|&r| DataRow::from_source(source, r))
-            .collect()
-    } else {
-        holdings.ship(&unit.rows.rows)
-    };
+    let rows = rows_for(holdings, to, unit);
     epoch.cloned_out.insert(key, to);
     let message = Control {
         to,
