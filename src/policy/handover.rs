@@ -109,15 +109,24 @@ pub fn clone_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
 /// How many of the `queued` units a peer handed to this worker (waiting,
 /// not begun) to pass on to a peer offering help at `helper_unit_us` per
 /// unit, taken from the end of the queue: the count that makes the two
-/// finish earliest, this worker after its unit in flight (`ahead_us` left)
-/// and the rest of the queue at `unit_us` each, the helper after the units
-/// passed, when that gains more than half a helper unit. A helper slowed in
-/// turn is not the end of the line for the units it took. None when the
-/// helper's pace is not known yet.
-pub fn pass_on(queued: usize, ahead_us: u64, unit_us: u64, helper_unit_us: u64) -> usize {
+/// finish earliest, this worker after its unit in flight (`running`, if
+/// any) and the rest of the queue at its time per unit, the helper after the
+/// units passed, when that gains more than half a helper unit. Its time per
+/// unit is `unit_us`, or the unit in flight's time so far when longer; the
+/// unit in flight has [`InFlight::left_us`] to go, and at least what is left
+/// of a unit at that pace. A helper slowed in turn is not the end of the
+/// line for the units it took. None when the helper's pace is not known yet.
+pub fn pass_on(
+    queued: usize,
+    running: Option<&InFlight>,
+    unit_us: u64,
+    helper_unit_us: u64,
+) -> usize {
+    let unit_us = unit_us.max(running.map_or(0, |r| r.elapsed_us));
     if helper_unit_us == 0 || unit_us == 0 {
         return 0;
     }
+    let ahead_us = running.map_or(0, |r| r.left_us().max(unit_us - r.elapsed_us));
     let finish = |n: usize| {
         let mine = ahead_us + (queued - n) as u64 * unit_us;
         mine.max(n as u64 * helper_unit_us)
@@ -347,17 +356,25 @@ mod tests {
 
     #[test]
     fn queued_units_pass_on_to_a_faster_helper_as_far_as_it_gains() {
-        // Slowed 5x (500 us a unit) with 300 us left in flight and 3 queued:
-        // a helper at 100 us takes all 3 (done at 300 us, as we are).
-        assert_eq!(pass_on(3, 300, 500, 100), 3);
+        let at = |elapsed_us, done, total| InFlight {
+            elapsed_us,
+            done,
+            total,
+        };
+        // Slowed 5x (500 us a unit), 200 us into its unit in flight (300 us
+        // left at that pace) and 3 queued: a helper at 100 us takes all 3
+        // (done at 300 us, as we are).
+        let slowed = at(200, 0, 1);
+        assert_eq!(pass_on(3, Some(&slowed), 500, 100), 3);
         // At the same pace and nothing in flight: half of them.
-        assert_eq!(pass_on(4, 0, 100, 100), 2);
-        assert_eq!(pass_on(3, 0, 100, 100), 1);
-        // A gain under half a helper unit moves nothing.
-        assert_eq!(pass_on(1, 10, 100, 100), 0);
+        assert_eq!(pass_on(4, None, 100, 100), 2);
+        assert_eq!(pass_on(3, None, 100, 100), 1);
+        // A gain under half a helper unit moves nothing: 9 of 10
+        // micro-batches done, 10 us left.
+        assert_eq!(pass_on(1, Some(&at(90, 9, 10)), 100, 100), 0);
         // Nothing queued, or no pace known yet: none.
-        assert_eq!(pass_on(0, 900, 500, 100), 0);
-        assert_eq!(pass_on(3, 300, 500, 0), 0);
+        assert_eq!(pass_on(0, Some(&at(900, 0, 1)), 500, 100), 0);
+        assert_eq!(pass_on(3, Some(&slowed), 500, 0), 0);
     }
 
     #[test]

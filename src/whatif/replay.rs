@@ -141,6 +141,16 @@ impl Worker {
         self.running.map(|_| now - self.started)
     }
 
+    /// The unit it computes as it sees it at `now`: a replayed unit is one
+    /// micro-batch (a trace does not record more).
+    fn in_flight(&self, now: u64) -> Option<handover::InFlight> {
+        self.running_us(now).map(|elapsed_us| handover::InFlight {
+            elapsed_us,
+            done: 0,
+            total: 1,
+        })
+    }
+
     /// Time per unit as it stands: the mean so far, or the last unit's time
     /// when that is longer (as the compute operator has it).
     fn unit_us(&self) -> u64 {
@@ -621,13 +631,8 @@ impl Replay<'_> {
         if queued == 0 {
             return false;
         }
-        let running_us = worker.running_us(now).unwrap_or(0);
-        let unit_us = worker.unit_us().max(running_us);
-        let ahead_us = match worker.running {
-            Some(_) => running_us.max(unit_us - running_us),
-            None => 0,
-        };
-        let count = handover::pass_on(queued, ahead_us, unit_us, helper_us);
+        let running = worker.in_flight(now);
+        let count = handover::pass_on(queued, running.as_ref(), worker.unit_us(), helper_us);
         if count == 0 {
             return false;
         }
@@ -661,13 +666,9 @@ impl Replay<'_> {
     /// [`Replay::file_check`]). Returns whether a copy went.
     fn copy_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
         let worker = &mut self.workers[(w - self.lo) as usize];
-        let Some((unit, _, clone_of)) = worker.running else {
+        let (Some((unit, _, clone_of)), Some(in_flight)) = (worker.running, worker.in_flight(now))
+        else {
             return false;
-        };
-        let in_flight = handover::InFlight {
-            elapsed_us: now - worker.started,
-            done: 0,
-            total: 1,
         };
         let eligible = clone_of.is_none()
             && !worker.cloned_out.iter().any(|c| c.0 == unit.key)

@@ -499,12 +499,13 @@ fn forestall_copies_a_slowed_unit_in_flight() {
 }
 
 /// Under a disrupted machine a helper is slowed in turn, often while it holds
-/// units peers handed it: `forestall` copies such a unit in flight and passes
-/// on the ones queued unbegun (a unit handed over is not final). However
-/// units travel, every unit enters its iteration's sum once and the
-/// parameters are one worker's, bit for bit.
+/// units peers handed it: `forestall` may copy such a unit in flight and pass
+/// on the ones queued unbegun (a unit handed over is not final; the
+/// mechanism itself is asserted step by step in the replay's tests, which
+/// are deterministic). However units travel, every unit enters its
+/// iteration's sum once and the parameters are one worker's, bit for bit.
 #[test]
-fn forestall_moves_handed_over_units_again_and_keeps_the_bits() {
+fn forestall_under_a_disrupted_machine_computes_each_unit_once_with_one_workers_bits() {
     let reference = run(&plan(&format!("{JOB}\n[workers]\ncount = 1\n")));
     let p = plan(&format!(
         "{JOB}\n[workers]\ncount = 4\npace_ns_per_row = 4000\n[policy]\nname = \"forestall\"\n\

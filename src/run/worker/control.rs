@@ -358,12 +358,8 @@ fn pass_queued(
     if queued == 0 {
         return false;
     }
-    let unit_us = epoch.unit_us().max(epoch.running_us(now_us).unwrap_or(0));
-    let ahead_us = epoch.running.as_ref().map_or(0, |r| {
-        let left = r.in_flight(now_us).left_us();
-        left.max(unit_us.saturating_sub(r.in_flight(now_us).elapsed_us))
-    });
-    let count = handover::pass_on(queued, ahead_us, unit_us, helper_unit_us);
+    let running = epoch.running.as_ref().map(|r| r.in_flight(now_us));
+    let count = handover::pass_on(queued, running.as_ref(), epoch.unit_us(), helper_unit_us);
     if count == 0 {
         return false;
     }
