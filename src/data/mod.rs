@@ -14,7 +14,7 @@ pub mod table;
 use std::path::{Path, PathBuf};
 
 pub use features::{FeatureMap, SparseRows};
-pub use partition::{Partitioning, UnitKey, UnitRows};
+pub use partition::{Partitioning, Sampling, UnitKey, UnitRows};
 pub use rows::{DataRow, LabelledRows, LocalRows, RowBlock, RowSource};
 pub use table::{read_parquet_table, Column, Table};
 

@@ -8,6 +8,41 @@ use crate::rng::KeyedRng;
 
 const PARTITION_STREAM: u64 = 0x5041_5254; // "PART"
 const SAMPLE_STREAM: u64 = 0x5341_4D50; // "SAMP"
+const EPOCH_STREAM: u64 = 0x4550_4F43; // "EPOC"
+
+/// How each iteration draws its `batch_fraction` of a partition's rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sampling {
+    /// A fresh draw every iteration, independent of the others: over many
+    /// iterations a row may come twice before another comes once.
+    #[default]
+    Independent,
+    /// Epochs, as a data loader that reshuffles every epoch: each epoch walks
+    /// a fresh shuffle of the partition a batch at a time, so every row comes
+    /// once an epoch. The `len mod batch` rows a shuffle leaves over are
+    /// skipped that epoch (a different few each epoch, as `drop_last`).
+    Epoch,
+}
+
+impl Sampling {
+    /// The names a job file may give, in the order the docs list them.
+    pub const NAMES: &'static [&'static str] = &["independent", "epoch"];
+
+    /// The sampling a job file names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "independent" => Some(Self::Independent),
+            "epoch" => Some(Self::Epoch),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the default (left out of a plan's JSON and hash).
+    pub fn is_independent(&self) -> bool {
+        *self == Self::Independent
+    }
+}
 
 /// Names one unit of an iteration: a chunk of one partition's sampled rows.
 #[derive(
@@ -36,6 +71,7 @@ pub struct Partitioning {
     partitions: Vec<Vec<u32>>,
     units_per_partition: u32,
     batch_fraction: f64,
+    sampling: Sampling,
     seed: u64,
 }
 
@@ -67,8 +103,15 @@ impl Partitioning {
             partitions: parts,
             units_per_partition,
             batch_fraction,
+            sampling: Sampling::Independent,
             seed,
         }
+    }
+
+    /// The same cut, sampled as `sampling` says.
+    pub fn with_sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
     }
 
     /// Number of partitions.
@@ -94,14 +137,25 @@ impl Partitioning {
             return all.clone();
         }
         let mut pool = all.clone();
-        let mut rng = KeyedRng::new(&[self.seed, SAMPLE_STREAM, iteration, p as u64]);
-        for i in 0..take {
-            let j = i + rng.below((pool.len() - i) as u64) as usize;
-            pool.swap(i, j);
-        }
-        pool.truncate(take);
-        pool.sort_unstable();
-        pool
+        let mut sample = match self.sampling {
+            Sampling::Independent => {
+                let mut rng = KeyedRng::new(&[self.seed, SAMPLE_STREAM, iteration, p as u64]);
+                for i in 0..take {
+                    let j = i + rng.below((pool.len() - i) as u64) as usize;
+                    pool.swap(i, j);
+                }
+                pool.truncate(take);
+                pool
+            }
+            Sampling::Epoch => {
+                let per_epoch = (all.len() / take) as u64;
+                let (epoch, batch) = (iteration / per_epoch, (iteration % per_epoch) as usize);
+                KeyedRng::new(&[self.seed, EPOCH_STREAM, epoch, p as u64]).shuffle(&mut pool);
+                pool[batch * take..(batch + 1) * take].to_vec()
+            }
+        };
+        sample.sort_unstable();
+        sample
     }
 
     /// The units of partition `p` in iteration `t`, in unit order.
@@ -181,6 +235,48 @@ mod tests {
             assert_eq!(joined, p.sampled_rows(t, 2));
             assert_eq!(joined.len(), 50);
         }
+    }
+
+    #[test]
+    fn epoch_sampling_gives_every_row_once_an_epoch() {
+        let train: Vec<u32> = (0..103).collect();
+        // 3 partitions of 34–35 rows, 10 a batch: 3 batches an epoch, 4–5 rows left over
+        let p = Partitioning::new(&train, 3, 2, 0.29, 7).with_sampling(Sampling::Epoch);
+        for part in 0..3 {
+            let len = p.partition_rows(part).len();
+            let take = p.sample_size(len);
+            assert_eq!(take, 10);
+            let per_epoch = (len / take) as u64;
+            let mut seen_by_epoch = Vec::new();
+            for epoch in 0..3 {
+                let mut seen: Vec<u32> = (0..per_epoch)
+                    .flat_map(|b| p.sampled_rows(epoch * per_epoch + b, part))
+                    .collect();
+                seen.sort_unstable();
+                let before = seen.len();
+                seen.dedup();
+                assert_eq!(seen.len(), before, "a row twice in epoch {epoch}");
+                assert_eq!(seen.len(), per_epoch as usize * take);
+                assert!(seen.iter().all(|r| p.partition_rows(part).contains(r)));
+                seen_by_epoch.push(seen);
+            }
+            // a fresh shuffle each epoch: not the same rows left over every time
+            assert!(seen_by_epoch.windows(2).any(|w| w[0] != w[1]));
+        }
+        // a pure function of (seed, iteration, partition)
+        let q = Partitioning::new(&train, 3, 2, 0.29, 7).with_sampling(Sampling::Epoch);
+        assert_eq!(p.units(5, 1), q.units(5, 1));
+        assert_ne!(p.sampled_rows(5, 1), p.sampled_rows(6, 1));
+    }
+
+    #[test]
+    fn independent_sampling_is_the_default_and_unchanged() {
+        let train: Vec<u32> = (0..500).collect();
+        let a = Partitioning::new(&train, 5, 2, 0.3, 1);
+        let b = Partitioning::new(&train, 5, 2, 0.3, 1).with_sampling(Sampling::Independent);
+        assert_eq!(a.sampled_rows(4, 1), b.sampled_rows(4, 1));
+        assert_eq!(Sampling::from_name("epoch"), Some(Sampling::Epoch));
+        assert_eq!(Sampling::from_name("epochs"), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod context;
 pub mod dataflow;
 pub mod detect;
+pub mod evaluator;
 pub mod holdings;
 mod job;
 pub mod messages;

@@ -1,23 +1,30 @@
 //! The sink: one thread per process that receives records from the workers,
-//! evaluates parameter versions on the test rows, assembles the per-iteration
-//! rows, writes trace parts, and tells an observer about progress.
+//! has parameter versions evaluated on the test rows, assembles the
+//! per-iteration rows, writes trace parts, and tells an observer about
+//! progress.
 //!
-//! It runs beside the dataflow, not in it, so writing Parquet and evaluating the
-//! model never lengthen a worker's iteration.
+//! It runs beside the dataflow, not in it, so writing Parquet never lengthens
+//! a worker's iteration; the evaluations run on a thread of idle priority
+//! ([`Evaluator`]) so that they take no core the workers could use.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 
 use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
 use crate::detect::LaggardReport;
 use crate::fsutil::Quota;
+use crate::run::evaluator::{Evaluator, PENDING_BUDGET};
 use crate::trace::{
     IterationRecord, TraceError, TraceWriter, UnitAction, UnitRecord, WorkerRecord,
 };
 use crate::workload::{Evaluation, Workload};
+
+/// How long the sink waits for a worker's event before it looks for finished
+/// evaluations.
+const EVALUATIONS_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What workers tell the sink.
 #[derive(Debug)]
@@ -320,11 +327,21 @@ fn sink_loop(
     stop: &AtomicBool,
 ) -> Result<SinkOutput, SinkError> {
     let mut sink = Sink::new(writer, workload, config, observer, stop);
-    for event in events {
-        sink.take(event)?;
+    loop {
+        match events.recv_timeout(EVALUATIONS_POLL) {
+            Ok(event) => sink.take(event)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let done = sink.evaluator.ready();
+        sink.evaluated(done);
         sink.assemble_rows()?;
         sink.cut_due_checkpoints()?;
     }
+    let done = sink.evaluator.finish();
+    sink.evaluated(done);
+    sink.assemble_rows()?;
+    sink.cut_due_checkpoints()?;
     sink.finish()
 }
 
@@ -335,6 +352,8 @@ struct Sink<'a> {
     config: SinkConfig,
     observer: Option<Observer>,
     stop: &'a AtomicBool,
+    /// Scores the versions the rows carry.
+    evaluator: Evaluator,
     out: SinkOutput,
     cuts: Option<Cuts>,
     /// Iteration rows waiting for their parts, by iteration.
@@ -365,6 +384,7 @@ impl<'a> Sink<'a> {
         let first = config.first_iteration;
         let part_end = (first / config.part_iterations + 1) * config.part_iterations;
         Self {
+            evaluator: Evaluator::start(Arc::clone(&workload), PENDING_BUDGET),
             writer,
             workload,
             observer,
@@ -444,12 +464,20 @@ impl<'a> Sink<'a> {
                     self.out.final_eval = Some(self.workload.evaluate(&values));
                     self.out.final_params = Some(values);
                 } else if self.wants_eval(version) {
-                    let eval = self.workload.evaluate(&values);
-                    self.pending.entry(version).or_default().eval = Some(eval);
+                    if let Some(eval) = self.evaluator.submit(version, values) {
+                        self.pending.entry(version).or_default().eval = Some(eval);
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Evaluations the evaluator finished, into their rows.
+    fn evaluated(&mut self, done: Vec<(u64, Evaluation)>) {
+        for (version, eval) in done {
+            self.pending.entry(version).or_default().eval = Some(eval);
+        }
     }
 
     /// A worker's unit rows.

@@ -79,6 +79,8 @@ pub struct DataSection {
     pub micro_batch: Option<u32>,
     /// Share of each partition's rows sampled per iteration (1.0 = full batch).
     pub batch_fraction: Option<f64>,
+    /// How each iteration draws its rows: `independent` or `epoch`.
+    pub sampling: Option<String>,
     /// Extra holders of every partition besides its owner (in other processes
     /// first), who can take its units without moving data.
     pub replicas: Option<u32>,

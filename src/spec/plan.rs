@@ -7,7 +7,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::data::DataConfig;
-use crate::data::{DataError, Dataset, Partitioning};
+use crate::data::{DataError, Dataset, Partitioning, Sampling};
 pub use crate::detect::DEFAULT_LAGGARD_THRESHOLD;
 use crate::fsutil::hex;
 use crate::inject::Pattern;
@@ -171,6 +171,10 @@ pub struct JobPlan {
     pub micro_batch: u32,
     /// Share of each partition sampled per iteration.
     pub batch_fraction: f64,
+    /// How each iteration draws its rows (left out of the plan's JSON, and
+    /// hash, when independent, the default).
+    #[serde(skip_serializing_if = "Sampling::is_independent")]
+    pub sampling: Sampling,
     /// Extra holders of every partition besides its owner.
     pub replicas: u32,
     /// The model and its knobs.
@@ -301,4 +305,5 @@ pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
         plan.batch_fraction,
         plan.seed,
     )
+    .with_sampling(plan.sampling)
 }

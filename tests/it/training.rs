@@ -204,3 +204,22 @@ fn dataflow_matches_the_plain_loop_bit_for_bit() {
         assert_eq!(plain.iteration_us.len(), 12);
     }
 }
+
+/// Epoch sampling (every row once an epoch, a fresh shuffle each epoch) is a
+/// function of the job and its seed only: 1 worker's parameters at W = 3 under
+/// a moving policy, the plain loop's too, and not independent sampling's.
+#[test]
+fn epoch_sampling_keeps_the_math_and_changes_the_batches() {
+    let epoch = "[data]\nsampling = \"epoch\"\n";
+    let small = SMALL.replace("[data]\n", epoch);
+    let one = run(&plan(&format!("{small}\n[workers]\ncount = 1\n")));
+    let moving = plan(&format!(
+        "{small}\n[workers]\ncount = 3\n[straggler]\npattern = \"slow-worker\"\n\
+         probability = 0.3\ndelay_percent = 300\n[policy]\nname = \"rapid-reassign\"\n"
+    ));
+    assert_eq!(run(&moving).params, one.params);
+    let plain = forestall::run::plain::train_plain(&moving, adult().as_ref());
+    assert_eq!(plain.params, one.params);
+    let independent = run(&with("[workers]\ncount = 1\n"));
+    assert_ne!(independent.params, one.params);
+}

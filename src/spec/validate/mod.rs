@@ -15,7 +15,7 @@ pub use units::{check_against_data, unit_sizes};
 use super::job::{JobSpec, StragglerSection};
 use super::plan::*;
 use super::{Overrides, Result, SpecError};
-use crate::data::DataConfig;
+use crate::data::{DataConfig, Sampling};
 use crate::inject::Pattern;
 use crate::workload::AdamConfig;
 
@@ -133,6 +133,7 @@ pub fn validate_with(
         units_per_partition: data.units_per_partition,
         micro_batch: data.micro_batch,
         batch_fraction: data.batch_fraction,
+        sampling: data.sampling,
         replicas: workers.replicas,
         model,
         optimizer,
@@ -246,6 +247,7 @@ struct CheckedData {
     units_per_partition: u32,
     micro_batch: u32,
     batch_fraction: f64,
+    sampling: Sampling,
 }
 
 /// `[data]`: the dataset file (relative to the job file) and how it is cut.
@@ -310,6 +312,19 @@ fn check_data(
             format!("must be in (0, 1] (got {batch_fraction})"),
         ));
     }
+    let sampling = match spec.data.sampling.as_deref() {
+        None => Sampling::Independent,
+        Some(name) => Sampling::from_name(name).ok_or_else(|| {
+            cx.invalid(
+                "data",
+                "sampling",
+                format!(
+                    "unknown sampling {name:?}; expected one of: {}",
+                    Sampling::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
     Ok(CheckedData {
         config: DataConfig {
             path: data_path,
@@ -331,6 +346,7 @@ fn check_data(
         units_per_partition,
         micro_batch,
         batch_fraction,
+        sampling,
     })
 }
 

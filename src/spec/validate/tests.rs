@@ -79,6 +79,8 @@ rejects! {
         "job.toml:4: [data] replicas: at most the worker count minus one (2) extra holders exist (got 3)";
     zero_iterations: "[job]\niterations = 0\n" => "job.toml:2: [job] iterations: must be at least 1 (got 0)";
     batch_fraction_zero: "[data]\nbatch_fraction = 0.0\n" => "job.toml:2: [data] batch_fraction: must be in (0, 1] (got 0)";
+    sampling_unknown: "[data]\nsampling = \"epochs\"\n" =>
+        "job.toml:2: [data] sampling: unknown sampling \"epochs\"; expected one of: independent, epoch";
     bucket_too_large: "[workers]\ngrad_bucket_kib = 2000000\n" =>
         "job.toml:2: [workers] grad_bucket_kib: must be in 0..=1048576 (1 GiB; got 2000000)";
     zero_shards: "[workers]\ncount = 4\nshards = 0\n" =>
