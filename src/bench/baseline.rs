@@ -303,6 +303,8 @@ mod tests {
             bsp_semantics: true,
             processes: 1,
             checkpoint_every: 0,
+            rows_per_s: None,
+            cpus: String::new(),
             recovery_s: None,
         }
     }

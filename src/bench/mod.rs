@@ -8,6 +8,7 @@ pub mod kind;
 pub mod launched;
 pub mod machine;
 pub mod peers;
+pub mod pin;
 pub mod precheck;
 pub mod report;
 pub mod results;
@@ -154,6 +155,14 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 });
             }
         }
+        if let Some(list) = &sweep.cpus {
+            pin::parse_cpus(list)
+                .and_then(|c| pin::check_available(&c))
+                .map_err(|e| BenchError::Pipeline {
+                    path: path.to_owned(),
+                    message: format!("sweep '{}': cpus: {e}", sweep.name),
+                })?;
+        }
         if let Some(r) = &sweep.reference {
             if r != "plain" && r != "burn" {
                 return Err(BenchError::Pipeline {
@@ -179,6 +188,14 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
     }
     peers::plan_peers(path, &spec, &runs)?;
     Ok((spec, runs))
+}
+
+/// `[0, 1]` as `"0,1"`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Seconds from the first iteration's start until the run reached `target`
@@ -337,6 +354,8 @@ pub fn run_pipeline(
             processes: 1,
             checkpoint_every: plan.checkpoint_every,
             recovery_s: None,
+            rows_per_s: None,
+            cpus: run.cpus.as_deref().map(cpu_list).unwrap_or_default(),
         };
         let key = plan.math_hash();
         if run.plain_reference {
@@ -394,6 +413,15 @@ pub fn run_pipeline(
             plan_hash: plan.hash(),
             seed: plan.seed,
         };
+        let pinned = run
+            .cpus
+            .as_deref()
+            .map(pin::Pinned::to)
+            .transpose()
+            .map_err(|source| BenchError::Write {
+                path: trace_dir.clone(),
+                source,
+            })?;
         let (out, kind, recovery_s) =
             match run.processes {
                 Some(processes) => {
@@ -425,6 +453,7 @@ pub fn run_pipeline(
                     (out, RunKind::Timely, None)
                 }
             };
+        drop(pinned);
         let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());
         let load_us = out.iterations.first().map_or(0, |i| i.start_us);
         let span_us = out
@@ -449,6 +478,9 @@ pub fn run_pipeline(
             // The iterations' span on the job clock: the same measure for
             // threads and for processes (whose clock starts at the launch).
             time_per_iteration_ms: span_us as f64 / 1000.0 / plan.iterations as f64,
+            rows_per_s: (span_us > 0).then(|| {
+                out.iterations.iter().map(|i| i.rows).sum::<u64>() as f64 / (span_us as f64 / 1e6)
+            }),
             load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
             bound_iteration_ms: spanned(summary.bound_iteration_s),

@@ -167,7 +167,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         let first = mine[0];
         let _ = writeln!(
             s,
-            "job `{}`, {} iterations, pattern `{}`, pace {} ns/row{}, seeds {:?}\n",
+            "job `{}`, {} iterations, pattern `{}`, pace {} ns/row{}, seeds {:?}{}\n",
             first.job,
             first.iterations,
             first.pattern,
@@ -177,7 +177,12 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             } else {
                 " (paced)"
             },
-            sweep.seeds
+            sweep.seeds,
+            if first.cpus.is_empty() {
+                String::new()
+            } else {
+                format!(", pinned to CPU {}", first.cpus)
+            }
         );
         let label = mine
             .first()

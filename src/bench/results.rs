@@ -98,6 +98,10 @@ pub struct BenchRow {
     /// Seconds from killing a process to the restarted job's first completed
     /// iteration (runs with a kill).
     pub recovery_s: Option<f64>,
+    /// Training rows (images) per second over the iterations' span.
+    pub rows_per_s: Option<f64>,
+    /// The CPUs the run was pinned to (`"0"`, `"0,1"`; empty: not pinned).
+    pub cpus: String,
 }
 
 /// Writes `rows` to `path` as one Parquet file (atomically).
@@ -170,6 +174,8 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ),
         ("checkpoint_every", u64s(|r| r.checkpoint_every)),
         ("recovery_s", opt_f64s(|r| r.recovery_s)),
+        ("rows_per_s", opt_f64s(|r| r.rows_per_s)),
+        ("cpus", s(|r| &r.cpus)),
         (
             "bsp_semantics",
             Arc::new(BooleanArray::from(
@@ -322,6 +328,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
         f64s("recovery_s")?,
     );
     let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
+    let (rows_per_s, cpus) = (f64s("rows_per_s")?, opt_string("cpus")?);
     fn get<A: Array, T>(a: Option<&A>, i: usize, f: impl Fn(&A, usize) -> T) -> Option<T> {
         a.filter(|a| a.is_valid(i)).map(|a| f(a, i))
     }
@@ -365,6 +372,8 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
             processes: get(processes, i, UInt32Array::value).unwrap_or(1),
             checkpoint_every: u(every, i).unwrap_or(0),
             recovery_s: f(recovery, i),
+            rows_per_s: f(rows_per_s, i),
+            cpus: get(cpus, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
         });
     }
     Ok(rows)
@@ -408,6 +417,8 @@ mod tests {
             processes: 1,
             checkpoint_every: 0,
             recovery_s: None,
+            rows_per_s: Some(1234.5),
+            cpus: "0".into(),
         }
     }
 

@@ -87,6 +87,9 @@ pub struct SweepSpec {
     /// reported and let the launcher restart the job from its newest
     /// checkpoint (`recovery_s`: kill to the restarted job's first iteration).
     pub kill_at_iteration: Option<u64>,
+    /// Pin every run of the sweep to these CPUs, as `taskset -c` takes them
+    /// (`"0"`, `"0,1"`, `"0-3"`).
+    pub cpus: Option<String>,
 }
 
 /// One run of a sweep: the job and what to override in it.
@@ -108,6 +111,8 @@ pub struct RunSpec {
     pub processes: Option<u32>,
     /// Kill process 1 at this iteration (launched runs).
     pub kill_at: Option<u64>,
+    /// The CPUs the run is pinned to (none: wherever the bench may run).
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl SweepSpec {
@@ -166,6 +171,10 @@ impl SweepSpec {
                                     },
                                     processes,
                                     kill_at: self.kill_at_iteration,
+                                    cpus: self
+                                        .cpus
+                                        .as_deref()
+                                        .and_then(|c| super::pin::parse_cpus(c).ok()),
                                     plain_reference: self.reference.as_deref() == Some("plain"),
                                     burn_reference: self.reference.as_deref() == Some("burn"),
                                     target_accuracy: self.target_accuracy,
@@ -204,6 +213,8 @@ pub struct PeerSpec {
     pub eval_every: Option<u64>,
     /// `ddp`: units per rank per iteration (default 2).
     pub units: Option<u32>,
+    /// Pin the script to these CPUs, as `taskset -c` takes them (`"0"`).
+    pub cpus: Option<String>,
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ fn a_tiny_pipeline_writes_readme_raw_parquet_summary_and_plots() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path();
     write_job(dir);
+    // sweep "one" runs pinned to one CPU this process may use
+    let cpu = forestall::bench::pin::available_cpus()[0];
     std::fs::write(
         dir.join("tiny.toml"),
         r#"
@@ -47,7 +49,9 @@ seeds = [1]
 pace_ns_per_row = 2000
 relative_to_policy = "ideal"
 target_accuracy = 0.8
-"#,
+cpus = "CPU"
+"#
+        .replace("CPU", &cpu.to_string()),
     )
     .expect("write pipeline");
     let o = forestall(dir, &["-q", "bench", "tiny.toml", "--out", "res"]);
@@ -128,6 +132,17 @@ target_accuracy = 0.8
         .expect("reader");
     let rows: usize = reader.map(|b| b.expect("batch").num_rows()).sum();
     assert_eq!(rows, 2 * 3 + 3, "one row per run");
+    // the pinned sweep says so, and every row has its rows per second
+    assert!(one.contains(&format!("pinned to CPU {cpu}")), "{one}");
+    for row in rows_of(&res.join("raw.parquet")) {
+        let pinned = if row.sweep == "one" {
+            cpu.to_string()
+        } else {
+            String::new()
+        };
+        assert_eq!(row.cpus, pinned, "{row:?}");
+        assert!(row.rows_per_s.is_some_and(|r| r > 0.0), "{row:?}");
+    }
 }
 
 #[test]
@@ -143,6 +158,8 @@ fn bad_pipelines_are_named_and_run_nothing() {
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"missing.toml\"\nseeds = [1]\n", "failed to read job file"),
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\ntarget_accuracy = 1.5\n", "sweep 'a': target_accuracy must be in (0, 1] (got 1.5)"),
         ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\nreference = \"torch\"\n", "unknown reference 'torch'; accepted: plain, burn (cnn jobs)"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\ncpus = \"zero\"\n", "sweep 'a': cpus: 'zero' is not a CPU list"),
+        ("[bench]\nname = \"x\"\n[[sweep]]\nname = \"a\"\njob = \"job.toml\"\nseeds = [1]\ncpus = \"1000\"\n", "sweep 'a': cpus: CPU 1000 not available to this process"),
     ];
     for (text, needle) in cases {
         std::fs::write(dir.join("p.toml"), text).expect("write");

@@ -149,6 +149,10 @@ fn bad_peers_are_named_and_run_nothing() {
         ),
         (single_peer("thread = 2\n"), "unknown field `thread`"),
         (
+            single_peer("cpus = \"2-1\"\n"),
+            "peer 'p': cpus: '2-1': the range 2-1 is empty",
+        ),
+        (
             format!("{}{}", single_peer(""), single_peer("")),
             "peer 'p': two peers have this name",
         ),

@@ -104,6 +104,9 @@ pub struct PeerJob {
     pub schedule: Option<Vec<Vec<f64>>>,
     /// The script's arguments, except `--schedule`.
     pub args: Vec<String>,
+    /// The CPUs it is pinned to (none: wherever the bench may run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl PeerJob {
@@ -237,6 +240,14 @@ pub fn plan_peers(
                 return Err(bad(format!("{setting} must be at least 1 (got 0)")));
             }
         }
+        let cpus = match &peer.cpus {
+            None => None,
+            Some(list) => Some(
+                super::pin::parse_cpus(list)
+                    .and_then(|c| super::pin::check_available(&c).map(|()| c))
+                    .map_err(|e| bad(format!("cpus: {e}")))?,
+            ),
+        };
         let mine: Vec<&(RunSpec, JobPlan)> =
             runs.iter().filter(|(r, _)| r.sweep == peer.sweep).collect();
         let Some((first_run, first)) = mine.first() else {
@@ -291,6 +302,7 @@ pub fn plan_peers(
             target_accuracy: first_run.target_accuracy,
             schedule: None,
             args: common(plan),
+            cpus: cpus.clone(),
         };
         match kind {
             PeerKind::Single => {
@@ -559,9 +571,16 @@ fn run_one(
             source,
         })?;
     }
+    let pinned = job
+        .cpus
+        .as_deref()
+        .map(super::pin::Pinned::to)
+        .transpose()
+        .map_err(|e| failed(format!("cannot pin to CPUs {:?}: {e}", job.cpus)))?;
     let out = command(python, job, Some(&schedule))
         .output()
         .map_err(|e| failed(format!("cannot run {python} {}: {e}", job.script.display())))?;
+    drop(pinned);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
@@ -755,25 +774,39 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
         match kind {
             PeerKind::Single => {
                 let reached: Vec<f64> = mine.iter().filter_map(|r| r.time_to_accuracy_s).collect();
+                let peer_rate = median(mine.iter().filter_map(|r| r.images_per_s).collect());
                 let _ = write!(
                     s,
-                    "- `{peer}`: median time to target {} s ({} of {} seeds reached it), median {:.1} ms per step",
+                    "- `{peer}`{}: median time to target {} s ({} of {} seeds reached it), median {:.1} ms per step, {} images/s",
+                    mine[0]
+                        .job
+                        .cpus
+                        .as_deref()
+                        .map(|c| format!(" (pinned to CPU {})", super::cpu_list(c)))
+                        .unwrap_or_default(),
                     opt(median(reached.clone()), 1),
                     reached.len(),
                     mine.len(),
-                    median(mine.iter().map(|r| r.time_per_iteration_ms).collect()).unwrap_or(0.0)
+                    median(mine.iter().map(|r| r.time_per_iteration_ms).collect()).unwrap_or(0.0),
+                    opt(peer_rate, 1)
                 );
                 let policies: BTreeSet<&str> = theirs.iter().map(|r| r.policy.as_str()).collect();
                 for policy in policies {
                     let of: Vec<&&BenchRow> =
                         theirs.iter().filter(|r| r.policy == policy).collect();
                     let t: Vec<f64> = of.iter().filter_map(|r| r.time_to_accuracy_s).collect();
+                    let rate = median(of.iter().filter_map(|r| r.rows_per_s).collect());
                     let _ = write!(
                         s,
-                        "; sweep `{sweep}` `{policy}`: median time to target {} s ({} of {} runs)",
+                        "; sweep `{sweep}` `{policy}`: median time to target {} s ({} of {} runs), {} images/s{}",
                         opt(median(t.clone()), 1),
                         t.len(),
-                        of.len()
+                        of.len(),
+                        opt(rate, 1),
+                        match (rate, peer_rate) {
+                            (Some(a), Some(b)) if b > 0.0 => format!(" ({:.2}× the peer's)", a / b),
+                            _ => String::new(),
+                        }
                     );
                 }
                 let _ = writeln!(s);
