@@ -15,9 +15,9 @@ use crate::fsutil::write_atomic;
 use crate::report::{json, RunSummary};
 use crate::run::cluster::{read_hostfile, ClusterError, ClusterSpec};
 use crate::run::prepare::{prepare, PreparedRun};
-use crate::run::{run_job_in_cluster, RunOptions, RunOutput};
+use crate::run::{run_job_in_cluster, Progress, RunOptions, RunOutput};
 use crate::spec::{load_workload, JobPlan};
-use crate::trace::{IterationRecord, TraceStamp};
+use crate::trace::TraceStamp;
 use crate::workload::ParamBlock;
 
 /// The git revision this binary was built from.
@@ -192,16 +192,26 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let bar = progress_bar(global, plan.iterations, "iterations");
     let observer_bar = bar.clone();
     let json_lines = global.json;
-    let observer = Box::new(move |row: &IterationRecord| {
-        if json_lines {
-            print_stdout(&json::line("iteration", row));
+    // The bar moves as iterations are trained; its message follows the
+    // rows, which may wait for their evaluations (a resumed run's bar starts
+    // where its checkpoint is).
+    let observer = Box::new(move |progress: Progress<'_>| match progress {
+        Progress::Trained { iteration } => {
+            observer_bar.set_position(iteration + 1);
         }
-        observer_bar.inc(1);
-        let mut msg = format!("train loss {:.4}", row.train_loss);
-        if let Some(acc) = row.test_accuracy {
-            msg.push_str(&format!("  test acc {acc:.4}"));
+        Progress::Row(row) => {
+            if json_lines {
+                print_stdout(&json::line("iteration", row));
+            }
+            let mut msg = format!(
+                "iteration {} train loss {:.4}",
+                row.iteration, row.train_loss
+            );
+            if let Some(acc) = row.test_accuracy {
+                msg.push_str(&format!("  test acc {acc:.4}"));
+            }
+            observer_bar.set_message(msg);
         }
-        observer_bar.set_message(msg);
     });
     let stamp = TraceStamp {
         job_id: format!("{}-{}", plan.name, &plan_hash[..12]),

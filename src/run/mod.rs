@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 pub use crate::detect::{detect_laggard, LaggardReport};
 pub use cluster::ClusterSpec;
 pub use context::JobContext;
-pub use sink::{Observer, SinkEvent};
+pub use sink::{Observer, Progress, SinkEvent};
 
 use crate::checkpoint::Checkpoint;
 use crate::fsutil::hex;

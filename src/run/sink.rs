@@ -85,8 +85,21 @@ pub enum SinkEvent {
     },
 }
 
-/// Receives each completed iteration row, in iteration order.
-pub type Observer = Box<dyn FnMut(&IterationRecord) + Send>;
+/// What an observer hears of the run's progress.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// Every worker finished this iteration (its row may still wait for its
+    /// evaluation).
+    Trained {
+        /// The iteration.
+        iteration: u64,
+    },
+    /// An iteration's row is complete; rows come in iteration order.
+    Row(&'a IterationRecord),
+}
+
+/// Hears of each iteration as it is trained, then of its row.
+pub type Observer = Box<dyn FnMut(Progress<'_>) + Send>;
 
 /// What the sink hands back when the run is over.
 #[derive(Debug)]
@@ -500,6 +513,9 @@ impl<'a> Sink<'a> {
         self.out.unit_bound_us += bound.units_us;
         self.workers.append(&mut w);
         self.pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
+        if let Some(observer) = self.observer.as_mut() {
+            observer(Progress::Trained { iteration: t });
+        }
     }
 
     /// Assembles every row that is complete, in order, and writes a part
@@ -517,7 +533,7 @@ impl<'a> Sink<'a> {
                 break;
             };
             if let Some(observer) = self.observer.as_mut() {
-                observer(&row);
+                observer(Progress::Row(&row));
             }
             self.out.iterations.push(row);
             self.next_row += 1;
