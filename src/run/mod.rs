@@ -161,8 +161,8 @@ pub fn params_digest(params: &[f64]) -> String {
 }
 
 /// Trains `plan`'s `workload` with `plan.workers` timely worker threads, writing
-/// the trace under `trace_dir`. `observer` sees each iteration's row as it
-/// completes.
+/// the trace under `trace_dir`. `observer` hears of each iteration as it is
+/// trained, then of its row once the row is complete (with its evaluation).
 pub fn run_job(
     plan: &JobPlan,
     workload: Arc<dyn Workload>,

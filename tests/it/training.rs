@@ -223,3 +223,50 @@ fn epoch_sampling_keeps_the_math_and_changes_the_batches() {
     let independent = run(&with("[workers]\ncount = 1\n"));
     assert_ne!(independent.params, one.params);
 }
+
+/// The observer hears of every iteration as it is trained, then of its row
+/// (which waits for its evaluation, scored off the workers' clock), each
+/// once, rows in order, and every evaluated row carries its evaluation.
+#[test]
+fn the_observer_hears_each_iteration_trained_then_its_row() {
+    use forestall::run::{run_job, Progress};
+    use std::sync::{Arc, Mutex};
+    let p = plan(&format!(
+        "{SMALL}\n[model]\neval_every = 2\n[workers]\ncount = 3\n"
+    ));
+    let heard: Arc<Mutex<Vec<(char, u64, bool)>>> = Arc::default();
+    let log = Arc::clone(&heard);
+    let observer = Box::new(move |progress: Progress<'_>| {
+        let entry = match progress {
+            Progress::Trained { iteration } => ('t', iteration, false),
+            Progress::Row(row) => ('r', row.iteration, row.test_accuracy.is_some()),
+        };
+        log.lock().expect("log").push(entry);
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stamp = forestall::trace::TraceStamp {
+        job_id: "observer".into(),
+        git_revision: "test".into(),
+        plan_hash: p.hash(),
+        seed: p.seed,
+    };
+    let out = run_job(&p, adult(), dir.path(), stamp, Some(observer)).expect("run");
+    let heard = heard.lock().expect("log").clone();
+    let trained: Vec<u64> = heard.iter().filter(|h| h.0 == 't').map(|h| h.1).collect();
+    let rows: Vec<u64> = heard.iter().filter(|h| h.0 == 'r').map(|h| h.1).collect();
+    assert_eq!(rows, (0..12).collect::<Vec<_>>(), "{heard:?}");
+    let mut sorted = trained.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..12).collect::<Vec<_>>(), "{heard:?}");
+    for t in 0..12u64 {
+        let at = |kind: char| heard.iter().position(|h| h.0 == kind && h.1 == t);
+        assert!(
+            at('t') < at('r'),
+            "iteration {t} trained before its row: {heard:?}"
+        );
+    }
+    for (_, t, evaluated) in heard.iter().filter(|h| h.0 == 'r') {
+        assert_eq!(*evaluated, t % 2 == 0 || *t == 11, "row {t}");
+    }
+    assert_eq!(out.iterations.len(), 12);
+}
