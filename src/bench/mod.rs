@@ -190,14 +190,6 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
     Ok((spec, runs))
 }
 
-/// `[0, 1]` as `"0,1"`.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// Seconds from the first iteration's start until the run reached `target`
 /// test accuracy: the first of two consecutive evaluations at or above it
 /// ([`peers::first_of_two_at_or_above`], the peers' rule), each evaluation
@@ -355,7 +347,7 @@ pub fn run_pipeline(
             checkpoint_every: plan.checkpoint_every,
             recovery_s: None,
             rows_per_s: None,
-            cpus: run.cpus.as_deref().map(cpu_list).unwrap_or_default(),
+            cpus: run.cpus.as_deref().map(pin::cpu_list).unwrap_or_default(),
         };
         let key = plan.math_hash();
         if run.plain_reference {

@@ -39,25 +39,29 @@ pub fn parse_cpus(list: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
+/// `[0, 1]` as `"0,1"`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Checks that this process may run on every CPU of `cpus`.
 pub fn check_available(cpus: &[usize]) -> Result<(), String> {
     let available = available_cpus();
-    let missing: Vec<String> = cpus
+    let missing: Vec<usize> = cpus
         .iter()
+        .copied()
         .filter(|c| !available.contains(c))
-        .map(usize::to_string)
         .collect();
     if missing.is_empty() {
         Ok(())
     } else {
         Err(format!(
             "CPU {} not available to this process (it may run on {})",
-            missing.join(", "),
-            available
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
+            cpu_list(&missing),
+            cpu_list(&available)
         ))
     }
 }

@@ -35,7 +35,6 @@ pub struct Evaluator {
     /// The versions sent and not yet answered (kept until answered, so none
     /// is lost if the thread dies).
     pending: BTreeMap<u64, Arc<Vec<f64>>>,
-    pending_bytes: usize,
     budget: usize,
 }
 
@@ -71,7 +70,6 @@ impl Evaluator {
             from,
             thread,
             pending: BTreeMap::new(),
-            pending_bytes: 0,
             budget,
         }
     }
@@ -79,8 +77,8 @@ impl Evaluator {
     /// Scores `params` (version `version`): queued for the evaluator, or, with
     /// the budget spent or no thread, now on this thread (returned).
     pub fn submit(&mut self, version: u64, params: Arc<Vec<f64>>) -> Option<Evaluation> {
-        let bytes = params.len() * 8;
-        if self.pending_bytes + bytes > self.budget {
+        let waiting: usize = self.pending.values().map(|p| p.len() * 8).sum();
+        if waiting + params.len() * 8 > self.budget {
             return Some(self.workload.evaluate(&params));
         }
         let Some(to) = &self.to else {
@@ -89,7 +87,6 @@ impl Evaluator {
         match to.send((version, Arc::clone(&params))) {
             Ok(()) => {
                 self.pending.insert(version, params);
-                self.pending_bytes += bytes;
                 None
             }
             Err(_) => {
@@ -103,7 +100,7 @@ impl Evaluator {
     pub fn ready(&mut self) -> Vec<(u64, Evaluation)> {
         let mut done = Vec::new();
         while let Ok((version, eval)) = self.from.try_recv() {
-            self.answered(version);
+            self.pending.remove(&version);
             done.push((version, eval));
         }
         done
@@ -118,7 +115,7 @@ impl Evaluator {
             let Ok((version, eval)) = self.from.recv() else {
                 break;
             };
-            self.answered(version);
+            self.pending.remove(&version);
             done.push((version, eval));
         }
         if let Some(t) = self.thread.take() {
@@ -132,12 +129,6 @@ impl Evaluator {
             done.push((version, self.workload.evaluate(&params)));
         }
         done
-    }
-
-    fn answered(&mut self, version: u64) {
-        if let Some(p) = self.pending.remove(&version) {
-            self.pending_bytes -= p.len() * 8;
-        }
     }
 }
 

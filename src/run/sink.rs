@@ -347,14 +347,10 @@ fn sink_loop(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let done = sink.evaluator.ready();
-        sink.evaluated(done);
-        sink.assemble_rows()?;
-        sink.cut_due_checkpoints()?;
+        sink.settle(done)?;
     }
-    let done = sink.evaluator.finish();
-    sink.evaluated(done);
-    sink.assemble_rows()?;
-    sink.cut_due_checkpoints()?;
+    let owed = sink.evaluator.finish();
+    sink.settle(owed)?;
     sink.finish()
 }
 
@@ -486,11 +482,14 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
-    /// Evaluations the evaluator finished, into their rows.
-    fn evaluated(&mut self, done: Vec<(u64, Evaluation)>) {
+    /// Evaluations the evaluator finished, into their rows; then every row
+    /// and checkpoint that is complete.
+    fn settle(&mut self, done: Vec<(u64, Evaluation)>) -> Result<(), SinkError> {
         for (version, eval) in done {
             self.pending.entry(version).or_default().eval = Some(eval);
         }
+        self.assemble_rows()?;
+        self.cut_due_checkpoints()
     }
 
     /// A worker's unit rows.

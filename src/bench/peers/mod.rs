@@ -782,7 +782,7 @@ pub fn summary_section(outcome: &PeersOutcome, ours: &[BenchRow]) -> String {
                         .job
                         .cpus
                         .as_deref()
-                        .map(|c| format!(" (pinned to CPU {})", super::cpu_list(c)))
+                        .map(|c| format!(" (pinned to CPU {})", super::pin::cpu_list(c)))
                         .unwrap_or_default(),
                     opt(median(reached.clone()), 1),
                     reached.len(),
