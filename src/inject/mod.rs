@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | `none` | [`Pattern::None`] | nothing: the Ideal reference |
 //! | `slow-worker` | [`Pattern::SlowWorker`] | each worker, each iteration, independently with probability p, runs (1 + delay%) slower |
-//! | `disrupted-machine` | [`Pattern::DisruptedMachine`] | time is cut into windows; in each window, with probability p, every worker of one machine runs (1 + delay%) slower for the whole window |
+//! | `disrupted-machine` | [`Pattern::DisruptedMachine`] | time is cut into windows; in each window, with probability p, every worker of one machine runs (1 + delay%) slower for the whole window: work inside the window goes at 1 / (1 + delay%) of its speed, work outside it at full speed ([`Stretch`]) |
 //! | `power-law` | [`Pattern::PowerLaw`] | each (worker, iteration) draws a slowdown x ≥ 1 from p(x) ∝ x^−α (FlexRR used α = 4, 7, 11), capped |
 //! | `persistent` | [`Pattern::Persistent`] | a fixed set of workers is slower in every iteration, and/or carries a larger share of the data (FlexRR's "50 % of the workers carry 75 % of the work") |
 //!
@@ -21,7 +21,10 @@
 //! units takes f times as long. Moving work away from a slow worker therefore helps
 //! exactly as it would on a genuinely slow machine. Only `disrupted-machine` depends
 //! on wall-clock time (microseconds since the job started); the others depend on the
-//! iteration only. For `disrupted-machine`, [`CpuDisruptor`] can also produce the
+//! iteration only. [`StragglerSchedule::stretch`] says how long a unit takes: f times
+//! its undelayed duration for a slowdown keyed on the iteration, and for
+//! `disrupted-machine` only the part of it that falls inside a disrupted window
+//! runs slow. For `disrupted-machine`, [`CpuDisruptor`] can also produce the
 //! slowdown for real by burning CPU, as FlexRR's disruptor process did.
 //!
 //! # The "pure function" contract
@@ -54,7 +57,9 @@
 pub mod disruptor;
 mod pattern;
 mod schedule;
+pub mod stretch;
 
 pub use disruptor::CpuDisruptor;
 pub use pattern::Pattern;
 pub use schedule::{StragglerSchedule, MAX_SLOWDOWN};
+pub use stretch::Stretch;

@@ -53,7 +53,6 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
                     .as_ref()
                     .map_or(1.0, |v| v[w as usize] * f64::from(synth.workers));
                 let work_rows = (f64::from(synth.units * synth.rows) * share).round();
-                let slowdown = synth.schedule.slowdown(w, t, start);
                 let noise = 1.0
                     + synth.jitter
                         * (2.0
@@ -64,12 +63,19 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
                                 t,
                             ])
                             - 1.0);
-                let busy = (work_rows * synth.us_per_row * slowdown * noise).round() as u64;
+                let base = work_rows * synth.us_per_row * noise;
+                let stretch = synth.schedule.stretch(
+                    w,
+                    t,
+                    start,
+                    std::time::Duration::from_secs_f64(base / 1e6),
+                );
+                let busy = (stretch.span.as_secs_f64() * 1e6).round() as u64;
                 WorkerRecord {
                     units: synth.units,
                     rows: work_rows as u64,
-                    gt_slowdown: slowdown,
-                    gt_delay_us: (busy as f64 * (1.0 - 1.0 / slowdown)).round() as u64,
+                    gt_slowdown: stretch.slowdown,
+                    gt_delay_us: (busy as f64 - base).max(0.0).round() as u64,
                     ..WorkerRecord::single_unit(t, w, start, start + busy)
                 }
             })

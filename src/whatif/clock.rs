@@ -6,8 +6,9 @@
 //! iterations as the recorded run, which it does not: it gets through more
 //! iterations per window. So when a trace shows a worker's slowdown changing
 //! within an iteration (the sign of a slowdown keyed on time), the replay
-//! takes every unit's cost without its slowdown and applies the slowdown the
-//! trace shows for that worker at the replay's own time on the job clock.
+//! takes every unit's cost without its slowdown and applies the slowdowns the
+//! trace shows for that worker over the replay's own time on the job clock
+//! (a recorded unit's mean slowdown from its start to the next one's).
 
 use crate::trace::UnitRecord;
 
@@ -66,6 +67,38 @@ impl Clock {
         let i = steps.partition_point(|&(t, _)| t <= at_us);
         steps[i.saturating_sub(1)].1
     }
+
+    /// How long `cost_us` of work without slowdowns takes worker `w` when
+    /// begun at `at_us` on the job clock, µs: each stretch of it at the
+    /// slowdown the recorded run met then (a unit's mean slowdown holds from
+    /// its start to the next unit's), so work that runs into a recorded
+    /// disruption's end speeds up there.
+    pub fn span(&self, w: usize, at_us: u64, cost_us: u64) -> u64 {
+        let Some(steps) = self.steps.get(w).filter(|s| !s.is_empty()) else {
+            return cost_us;
+        };
+        let mut i = steps
+            .partition_point(|&(t, _)| t <= at_us)
+            .saturating_sub(1);
+        let mut now = at_us as f64;
+        let mut left = cost_us as f64;
+        loop {
+            let factor = steps[i].1;
+            let Some(&(next, _)) = steps.get(i + 1).filter(|&&(t, _)| t as f64 > now) else {
+                now += left * factor;
+                break;
+            };
+            let can = (next as f64 - now) / factor;
+            if left <= can {
+                now += left * factor;
+                break;
+            }
+            left -= can;
+            now = next as f64;
+            i += 1;
+        }
+        (now - at_us as f64).round() as u64
+    }
 }
 
 #[cfg(test)]
@@ -100,6 +133,27 @@ mod tests {
         assert_eq!(clock.slowdown(1, 10_000), 1.0);
         assert_eq!(clock.slowdown(0, 5_000), 1.0);
         assert_eq!(clock.slowdown(7, 5_000), 1.0, "a worker it never saw");
+    }
+
+    #[test]
+    fn work_speeds_up_where_the_recorded_slowdown_ends() {
+        let units = [
+            unit(0, 1, 0, 1.0),
+            unit(0, 1, 300, 5.0),
+            unit(1, 1, 900, 5.0),
+            unit(1, 1, 1_400, 1.0),
+        ];
+        let clock = Clock::from_units(&units, 0).expect("keyed on time");
+        // Wholly before the slowdown, and wholly in it.
+        assert_eq!(clock.span(1, 0, 200), 200);
+        assert_eq!(clock.span(1, 300, 100), 500);
+        // 100 µs of work by 300, the other 100 at 5×.
+        assert_eq!(clock.span(1, 200, 200), 600);
+        // 100 µs at 5× up to 1,400 (20 µs of work), the other 80 at full speed.
+        assert_eq!(clock.span(1, 1_300, 100), 180);
+        // Before a worker's first unit its first slowdown holds; a worker
+        // the trace never saw runs at full speed.
+        assert_eq!(clock.span(7, 50, 100), 100);
     }
 
     #[test]

@@ -601,7 +601,7 @@ impl Replay<'_> {
             };
             if let Some((clock, start_us)) = self.clock {
                 // Costs are without slowdowns: the one at this time applies.
-                us = (us as f64 * clock.slowdown(w as usize, start_us + now)).round() as u64;
+                us = clock.span(w as usize, start_us + now, us);
             }
             worker.running = Some((unit, own, clone_of));
             worker.started = now;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::epoch::{Epoch, NextUnit, Running};
 use crate::data::LocalRows;
+use crate::inject::Stretch;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 use crate::trace::UnitRecord;
@@ -32,12 +33,16 @@ pub(super) fn start_unit(
         cx.plan.micro_batch as usize,
     );
     let compute = started.elapsed();
-    let slowdown = cx.schedule.slowdown(worker, epoch.iteration, start_us);
     let base = match cx.plan.pace_ns_per_row {
         0 => compute,
         ns => Duration::from_nanos(ns * unit.rows.len() as u64),
     };
-    let target = base.mul_f64(slowdown);
+    // The slowdowns the unit meets while it runs (a disrupted window may
+    // open or end part-way through it).
+    let Stretch {
+        span: target,
+        slowdown,
+    } = cx.schedule.stretch(worker, epoch.iteration, start_us, base);
     // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);

@@ -241,13 +241,13 @@ fn a_clocked_trace_replays_as_pinned() {
         "clocked",
         &clocked_table(),
         &[
-            ("bsp", 0x7425ffbd3ebc43ac),
-            ("ideal", 0x7425ffbd3ebc43ac),
-            ("rapid-reassign", 0x23347d1a6c1ab82b),
-            ("speculate", 0xdb97fd4ac852baa4),
-            ("proactive", 0x2e2643de8a9bd21e),
-            ("proactive-clone", 0x33b499d93fb79cb9),
-            ("forestall", 0xc14e456ef7d27a4f),
+            ("bsp", 0x9b5275096623c713),
+            ("ideal", 0x9b5275096623c713),
+            ("rapid-reassign", 0x49c31698a5c9fc42),
+            ("speculate", 0xb2fdb77dc016b62f),
+            ("proactive", 0x0a86f21d477d2f40),
+            ("proactive-clone", 0xb6434bfeec3b58fb),
+            ("forestall", 0x6fe30feae4c76867),
         ],
     );
 }
