@@ -55,3 +55,38 @@ fn moving_work_closes_on_the_bound() {
         ratio(&bsp)
     );
 }
+
+/// A disrupted window slows only the work inside it: every unit's recorded
+/// slowdown and injected delay are what [`StragglerSchedule::stretch`] says
+/// for its start and its undelayed (paced) length, and with windows about as
+/// long as a unit some units straddle a window's edge and meet less than the
+/// full factor.
+#[test]
+fn a_disrupted_window_slows_only_the_work_inside_it() {
+    use forestall::inject::StragglerSchedule;
+    use std::time::Duration;
+    let p = plan(
+        "[job]\niterations = 6\nseed = 4\n[data]\npartitions = 8\nunits_per_partition = 4\n\
+         batch_fraction = 0.5\n[workers]\ncount = 4\npace_ns_per_row = 4000\n\
+         [straggler]\npattern = \"disrupted-machine\"\nprobability = 0.5\nperiod_ms = 3\n\
+         delay_percent = 400\nworkers_per_machine = 2\n[policy]\nname = \"bsp\"\n",
+    );
+    let schedule = StragglerSchedule::new(p.seed, p.pattern.clone(), p.workers);
+    let dir = tempfile::tempdir().expect("temp dir");
+    crate::common::run_in(&p, dir.path());
+    let trace = forestall::trace::read_trace_dir(dir.path()).expect("trace reads");
+    let mut straddled = 0;
+    for u in &trace.units {
+        let base = Duration::from_nanos(4_000 * u64::from(u.rows));
+        let s = schedule.stretch(u.executor, u.iteration, u.start_us, base);
+        assert_eq!(s.slowdown.to_bits(), u.gt_slowdown.to_bits(), "{u:?}");
+        let delay = s.span.saturating_sub(base).as_micros() as u64;
+        assert_eq!(delay, u.gt_delay_us, "{u:?}");
+        assert!(
+            u.end_us - u.start_us + 1 >= delay,
+            "a unit ends after its delay: {u:?}"
+        );
+        straddled += usize::from(u.gt_slowdown > 1.0 && u.gt_slowdown < 5.0);
+    }
+    assert!(straddled > 0, "no unit met a window's edge");
+}
