@@ -74,30 +74,61 @@ impl Clock {
     /// its start to the next unit's), so work that runs into a recorded
     /// disruption's end speeds up there.
     pub fn span(&self, w: usize, at_us: u64, cost_us: u64) -> u64 {
-        let Some(steps) = self.steps.get(w).filter(|s| !s.is_empty()) else {
-            return cost_us;
-        };
-        let mut i = steps
-            .partition_point(|&(t, _)| t <= at_us)
-            .saturating_sub(1);
-        let mut now = at_us as f64;
-        let mut left = cost_us as f64;
-        loop {
-            let factor = steps[i].1;
-            let Some(&(next, _)) = steps.get(i + 1).filter(|&&(t, _)| t as f64 > now) else {
-                now += left * factor;
-                break;
-            };
-            let can = (next as f64 - now) / factor;
+        self.span_f(w, at_us as f64, cost_us as f64).round() as u64
+    }
+
+    /// [`Clock::span`] without rounding.
+    pub(super) fn span_f(&self, w: usize, at: f64, cost: f64) -> f64 {
+        let mut left = cost;
+        let mut took = 0.0;
+        self.walk(w, at, |from, to, factor| {
+            let can = (to - from) / factor;
             if left <= can {
-                now += left * factor;
-                break;
+                took += left * factor;
+                return false;
             }
             left -= can;
-            now = next as f64;
+            took += to - from;
+            true
+        });
+        took
+    }
+
+    /// The work without slowdowns worker `w` gets through in `wall` µs from
+    /// `at` on the job clock, µs.
+    pub(super) fn work_in(&self, w: usize, at: f64, wall: f64) -> f64 {
+        let end = at + wall;
+        let mut done = 0.0;
+        self.walk(w, at, |from, to, factor| {
+            done += (to.min(end) - from) / factor;
+            to < end
+        });
+        done
+    }
+
+    /// Calls `step(from, to, slowdown)` for worker `w`'s stretches of equal
+    /// slowdown from `at` on (the last one ends at infinity) while it
+    /// returns true.
+    fn walk(&self, w: usize, at: f64, mut step: impl FnMut(f64, f64, f64) -> bool) {
+        let Some(steps) = self.steps.get(w).filter(|s| !s.is_empty()) else {
+            step(at, f64::INFINITY, 1.0);
+            return;
+        };
+        let mut i = steps
+            .partition_point(|&(t, _)| t as f64 <= at)
+            .saturating_sub(1);
+        let mut now = at;
+        loop {
+            let factor = steps[i].1;
+            let to = steps
+                .get(i + 1)
+                .map_or(f64::INFINITY, |&(t, _)| (t as f64).max(now));
+            if !step(now, to, factor) || to.is_infinite() {
+                return;
+            }
+            now = to;
             i += 1;
         }
-        (now - at_us as f64).round() as u64
     }
 }
 
@@ -154,6 +185,10 @@ mod tests {
         // Before a worker's first unit its first slowdown holds; a worker
         // the trace never saw runs at full speed.
         assert_eq!(clock.span(7, 50, 100), 100);
+        // The work done in a stretch of time is the span's inverse.
+        assert_eq!(clock.work_in(1, 200.0, 600.0), 200.0);
+        assert_eq!(clock.work_in(1, 1_300.0, 180.0), 100.0);
+        assert_eq!(clock.work_in(7, 0.0, 42.0), 42.0);
     }
 
     #[test]

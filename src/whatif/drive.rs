@@ -3,6 +3,8 @@
 //! before each one with [`crate::policy::decide`], as in a run.
 
 use std::borrow::Cow;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use serde::Serialize;
 
@@ -52,11 +54,64 @@ pub fn bound_us(t: &IterationTimings) -> f64 {
     bound_with(t, |_| 1.0).0
 }
 
-/// The load-balancing bound of one iteration whose recorded costs are
-/// without slowdowns, begun at `at_us` on `clock`: each worker at its
-/// slowdown then.
+/// The bounds (fluid, with whole units) of one iteration whose recorded
+/// costs are without slowdowns, begun at `at_us` on `clock`: each worker at
+/// the slowdowns it meets on the clock from then on. Fluid: the shortest
+/// time in which the workers get through all the rows between them; whole
+/// units: the mean unit placed one by one where it finishes earliest.
 fn bound_at(t: &IterationTimings, clock: &Clock, at_us: u64) -> (f64, f64) {
-    bound_with(t, |w| clock.slowdown(w, at_us))
+    let rows: u64 = t.own.iter().flatten().map(|u| u64::from(u.rows)).sum();
+    let units = t.own.iter().map(|o| o.len() as u64).sum::<u64>();
+    let workers: Vec<(usize, f64)> = (t.us_per_row.iter().copied().enumerate())
+        .filter(|&(_, u)| u > 0.0)
+        .collect();
+    if rows == 0 || workers.is_empty() {
+        return (0.0, 0.0);
+    }
+    let (rows, at) = (rows as f64, at_us as f64);
+    let rows_in = |wall: f64| -> f64 {
+        workers
+            .iter()
+            .map(|&(w, u)| clock.work_in(w, at, wall) / u)
+            .sum()
+    };
+    // At full speed the rows take `lo`; slowed, up to the largest slowdown
+    // times that.
+    let (mut lo, _) = bound_with(t, |_| 1.0);
+    let mut hi = lo.max(1.0);
+    while rows_in(hi) < rows && hi < 1e15 {
+        hi *= 2.0;
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if rows_in(mid) >= rows {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let fluid = hi;
+    let whole = if units > 0 {
+        let unit_rows = rows / units as f64;
+        // Finish times are ≥ 0, so their bits order like the numbers.
+        let mut next: BinaryHeap<Reverse<(u64, usize)>> = workers
+            .iter()
+            .map(|&(w, u)| Reverse((clock.span_f(w, at, unit_rows * u).to_bits(), w)))
+            .collect();
+        let mut makespan = 0.0f64;
+        for _ in 0..units {
+            let Reverse((f, w)) = next.pop().expect("a worker with a speed");
+            let f = f64::from_bits(f);
+            makespan = makespan.max(f);
+            let u = t.us_per_row[w];
+            let then = f + clock.span_f(w, at + f, unit_rows * u);
+            next.push(Reverse((then.to_bits(), w)));
+        }
+        makespan.max(fluid)
+    } else {
+        fluid
+    };
+    (fluid, whole)
 }
 
 /// The bounds (fluid, with whole units) with worker `w`'s time per row
