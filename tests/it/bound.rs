@@ -82,10 +82,6 @@ fn a_disrupted_window_slows_only_the_work_inside_it() {
         assert_eq!(s.slowdown.to_bits(), u.gt_slowdown.to_bits(), "{u:?}");
         let delay = s.span.saturating_sub(base).as_micros() as u64;
         assert_eq!(delay, u.gt_delay_us, "{u:?}");
-        assert!(
-            u.end_us - u.start_us + 1 >= delay,
-            "a unit ends after its delay: {u:?}"
-        );
         straddled += usize::from(u.gt_slowdown > 1.0 && u.gt_slowdown < 5.0);
     }
     assert!(straddled > 0, "no unit met a window's edge");
