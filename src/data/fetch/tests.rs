@@ -6,7 +6,7 @@ fn names_and_hints() {
     let err = source("cifar").expect_err("unknown");
     assert_eq!(
         err.to_string(),
-        "unknown dataset 'cifar'; known: adult, bio, mnist, pneumonia"
+        "unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia"
     );
     assert_eq!(
         fetch_hint(Path::new("/x/data/bio_train.parquet")).as_deref(),
@@ -184,4 +184,39 @@ fn the_committed_adult_file_counts_as_fetched() {
 fn pip_stderr_is_cut_to_its_tail() {
     assert_eq!(stderr_tail("a\n\nb\nc\nd\n"), "b / c / d");
     assert_eq!(stderr_tail(""), "(no output on stderr)");
+}
+
+/// Fetches MovieLens-100K from PyPI (RecBole's copy) for real.
+#[test]
+#[ignore = "needs network (PyPI) and python3 with pip"]
+fn fetches_movielens_from_pypi() {
+    let dir = tempfile::tempdir().expect("dir");
+    let movielens = source("movielens").expect("known");
+    let fetched = fetch(movielens, dir.path(), false).unwrap_or_else(|e| {
+        panic!("fetch failed (this test needs PyPI and python3 with pip): {e}")
+    });
+    let path = fetched.path().to_owned();
+    assert_eq!(
+        path.file_name().and_then(|f| f.to_str()),
+        Some("movielens-100k.parquet")
+    );
+    let table = crate::data::read_parquet_table(&path).expect("reads");
+    assert_eq!(table.rows(), 100_000);
+    assert_eq!(table.names, ["user", "item", "rating", "timestamp"]);
+    let distinct = |k: usize| {
+        let crate::data::Column::Number(v) = &table.columns[k] else {
+            panic!("column {k} is not numeric");
+        };
+        let mut ids: Vec<u64> = v.iter().map(|x| x.expect("no nulls") as u64).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    };
+    // MovieLens-100K: 943 users, 1,682 movies.
+    assert_eq!((distinct(0), distinct(1)), (943, 1_682));
+    check_existing(movielens, &path, None).expect("what fetch wrote counts as fetched");
+    assert_eq!(
+        fetch(movielens, dir.path(), false).expect("kept"),
+        Fetched::AlreadyThere(path)
+    );
 }

@@ -177,6 +177,11 @@ pub fn convert(source: &Source, raw: &[u8]) -> Result<Vec<RecordBatch>, FetchErr
                 .map_err(|e| convert_err(format!("not gzipped text: {e}")))?;
             vec![mnist_batch(&text).map_err(convert_err)?]
         }
+        Format::RatingsInter => {
+            let text = std::str::from_utf8(raw)
+                .map_err(|e| convert_err(format!("not UTF-8 text: {e}")))?;
+            vec![ratings_batch(text).map_err(convert_err)?]
+        }
         Format::ImagesNpz { .. } => {
             return Err(convert_err("images are kept as .npz, not converted".into()))
         }
