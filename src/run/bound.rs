@@ -120,27 +120,36 @@ pub(crate) fn fluid_and_whole(work: f64, units: u64, speeds: &[f64]) -> (f64, f6
 /// of these `speeds`, each unit placed where it finishes earliest (for
 /// identical units on workers of different speeds, the optimum).
 fn whole_units_makespan(units: u64, unit_us: f64, speeds: &[f64]) -> f64 {
+    let working = (0..speeds.len()).filter(|&w| speeds[w] > 0.0);
+    greedy_makespan(units, working, |w, at| at + unit_us / speeds[w])
+}
+
+/// The makespan of `units` units placed one by one on whichever of
+/// `workers` finishes it earliest, where a unit worker w begins at `at`
+/// (µs, ≥ 0) ends at `end(w, at)`; ties go to the worker listed first. Zero
+/// without workers.
+pub(crate) fn greedy_makespan(
+    units: u64,
+    workers: impl IntoIterator<Item = usize>,
+    end: impl Fn(usize, f64) -> f64,
+) -> f64 {
     use std::cmp::Reverse;
-    let cost: Vec<f64> = speeds
-        .iter()
-        .filter(|&&s| s > 0.0)
-        .map(|s| unit_us / s)
+    // Finish times are ≥ 0, so their bits order like the numbers; the
+    // second key keeps the listed order among ties.
+    let mut next: std::collections::BinaryHeap<Reverse<(u64, usize, usize)>> = workers
+        .into_iter()
+        .enumerate()
+        .map(|(k, w)| Reverse((end(w, 0.0).to_bits(), k, w)))
         .collect();
-    if cost.is_empty() {
+    if next.is_empty() {
         return 0.0;
     }
-    // Finish times are ≥ 0, so their bits order like the numbers.
-    let mut next: std::collections::BinaryHeap<Reverse<(u64, usize)>> = cost
-        .iter()
-        .enumerate()
-        .map(|(w, &c)| Reverse((c.to_bits(), w)))
-        .collect();
     let mut makespan = 0.0f64;
     for _ in 0..units {
-        let Reverse((f, w)) = next.pop().expect("a worker with a speed");
+        let Reverse((f, k, w)) = next.pop().expect("a worker");
         let f = f64::from_bits(f);
         makespan = makespan.max(f);
-        next.push(Reverse(((f + cost[w]).to_bits(), w)));
+        next.push(Reverse((end(w, f).to_bits(), k, w)));
     }
     makespan
 }

@@ -3,8 +3,6 @@
 //! before each one with [`crate::policy::decide`], as in a run.
 
 use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use serde::Serialize;
 
@@ -93,21 +91,8 @@ fn bound_at(t: &IterationTimings, clock: &Clock, at_us: u64) -> (f64, f64) {
     let fluid = hi;
     let whole = if units > 0 {
         let unit_rows = rows / units as f64;
-        // Finish times are ≥ 0, so their bits order like the numbers.
-        let mut next: BinaryHeap<Reverse<(u64, usize)>> = workers
-            .iter()
-            .map(|&(w, u)| Reverse((clock.span_f(w, at, unit_rows * u).to_bits(), w)))
-            .collect();
-        let mut makespan = 0.0f64;
-        for _ in 0..units {
-            let Reverse((f, w)) = next.pop().expect("a worker with a speed");
-            let f = f64::from_bits(f);
-            makespan = makespan.max(f);
-            let u = t.us_per_row[w];
-            let then = f + clock.span_f(w, at + f, unit_rows * u);
-            next.push(Reverse((then.to_bits(), w)));
-        }
-        makespan.max(fluid)
+        let end = |w: usize, f: f64| f + clock.span_f(w, at + f, unit_rows * t.us_per_row[w]);
+        crate::run::bound::greedy_makespan(units, workers.iter().map(|&(w, _)| w), end).max(fluid)
     } else {
         fluid
     };
