@@ -50,7 +50,7 @@ impl StragglerSchedule {
         let at_start = self.slowdown(worker, iteration, start_us);
         let Some(period_us) = self.disruption_period_us() else {
             return Stretch {
-                span: base.mul_f64(at_start),
+                span: saturating_secs(base.as_secs_f64() * at_start),
                 slowdown: at_start,
             };
         };
@@ -80,10 +80,19 @@ impl StragglerSchedule {
         now += left * factor;
         let span_us = now - start_us as f64;
         Stretch {
-            span: Duration::from_secs_f64(span_us / 1e6),
+            span: saturating_secs(span_us / 1e6),
             slowdown: (span_us / base_us).max(1.0),
         }
     }
+}
+
+/// `secs` seconds as a duration, `Duration::MAX` past it (the spans of
+/// extreme knobs), zero for what is not a positive number.
+pub fn saturating_secs(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 #[cfg(test)]
@@ -206,6 +215,19 @@ mod tests {
             assert!(s.span >= last);
             last = s.span;
         }
+    }
+
+    #[test]
+    fn extreme_spans_saturate() {
+        let pattern = Pattern::SlowWorker {
+            probability: 1.0,
+            delay_percent: 1e12,
+        };
+        let s = StragglerSchedule::new(1, pattern, 1).stretch(0, 0, 0, Duration::MAX);
+        assert_eq!(s.span, Duration::MAX);
+        assert_eq!(saturating_secs(f64::NAN), Duration::ZERO);
+        assert_eq!(saturating_secs(-1.0), Duration::ZERO);
+        assert_eq!(saturating_secs(f64::INFINITY), Duration::MAX);
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
                     w,
                     t,
                     start,
-                    std::time::Duration::from_secs_f64(base / 1e6),
+                    crate::inject::stretch::saturating_secs(base / 1e6),
                 );
                 let busy = (stretch.span.as_secs_f64() * 1e6).round() as u64;
                 WorkerRecord {
