@@ -61,29 +61,45 @@ impl StragglerSchedule {
                 slowdown: at_start,
             };
         }
-        let period = period_us as f64;
-        let mut window = start_us / period_us;
-        let mut now = start_us as f64;
-        let mut left = base_us;
-        let mut factor = at_start;
-        for _ in 0..MAX_WINDOWS {
-            let end = (window + 1) as f64 * period;
-            let can = (end - now) / factor;
-            if left <= can {
-                break;
-            }
-            left -= can;
-            now = end;
-            window += 1;
-            factor = self.slowdown(worker, iteration, window * period_us);
-        }
-        now += left * factor;
-        let span_us = now - start_us as f64;
+        // The windows from the one the work begins in, each at its slowdown
+        // (a window's slowdown is the same throughout it).
+        let first = start_us / period_us;
+        let windows = (first..first + u64::from(MAX_WINDOWS)).map(|window| {
+            let from = (window * period_us).max(start_us) as f64;
+            let to = ((window + 1) * period_us) as f64;
+            (
+                from,
+                to,
+                self.slowdown(worker, iteration, window * period_us),
+            )
+        });
+        let span_us = time_through(base_us, windows);
         Stretch {
             span: saturating_secs(span_us / 1e6),
             slowdown: (span_us / base_us).max(1.0),
         }
     }
+}
+
+/// How long `work` µs of undelayed work takes through consecutive stretches
+/// of time `(from, to, slowdown)` (µs; the first from the work's start,
+/// each ending where the next begins; the last may end at infinity), µs:
+/// inside each it goes at `1 / slowdown` of its speed, and past the last at
+/// the last one's.
+pub(crate) fn time_through(work: f64, stretches: impl IntoIterator<Item = (f64, f64, f64)>) -> f64 {
+    let mut left = work;
+    let mut took = 0.0;
+    let mut last = 1.0;
+    for (from, to, factor) in stretches {
+        let can = (to - from) / factor;
+        if left <= can {
+            return took + left * factor;
+        }
+        left -= can;
+        took += to - from;
+        last = factor;
+    }
+    took + left * last
 }
 
 /// `secs` seconds as a duration, `Duration::MAX` past it (the spans of

@@ -79,56 +79,44 @@ impl Clock {
 
     /// [`Clock::span`] without rounding.
     pub(super) fn span_f(&self, w: usize, at: f64, cost: f64) -> f64 {
-        let mut left = cost;
-        let mut took = 0.0;
-        self.walk(w, at, |from, to, factor| {
-            let can = (to - from) / factor;
-            if left <= can {
-                took += left * factor;
-                return false;
-            }
-            left -= can;
-            took += to - from;
-            true
-        });
-        took
+        crate::inject::stretch::time_through(cost, self.stretches(w, at))
     }
 
     /// The work without slowdowns worker `w` gets through in `wall` µs from
     /// `at` on the job clock, µs.
     pub(super) fn work_in(&self, w: usize, at: f64, wall: f64) -> f64 {
         let end = at + wall;
-        let mut done = 0.0;
-        self.walk(w, at, |from, to, factor| {
-            done += (to.min(end) - from) / factor;
-            to < end
-        });
-        done
+        self.stretches(w, at)
+            .take_while(|&(from, _, _)| from < end)
+            .map(|(from, to, factor)| (to.min(end) - from) / factor)
+            .sum()
     }
 
-    /// Calls `step(from, to, slowdown)` for worker `w`'s stretches of equal
-    /// slowdown from `at` on (the last one ends at infinity) while it
-    /// returns true.
-    fn walk(&self, w: usize, at: f64, mut step: impl FnMut(f64, f64, f64) -> bool) {
-        let Some(steps) = self.steps.get(w).filter(|s| !s.is_empty()) else {
-            step(at, f64::INFINITY, 1.0);
-            return;
-        };
-        let mut i = steps
+    /// Worker `w`'s stretches of equal slowdown from `at` on: (from, to,
+    /// slowdown), the last one ending at infinity.
+    fn stretches(&self, w: usize, at: f64) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+        let steps = self.steps.get(w).map_or(&[][..], Vec::as_slice);
+        let first = steps
             .partition_point(|&(t, _)| t as f64 <= at)
             .saturating_sub(1);
         let mut now = at;
-        loop {
-            let factor = steps[i].1;
-            let to = steps
-                .get(i + 1)
-                .map_or(f64::INFINITY, |&(t, _)| (t as f64).max(now));
-            if !step(now, to, factor) || to.is_infinite() {
-                return;
+        let mut i = first;
+        std::iter::from_fn(move || {
+            if now.is_infinite() {
+                return None;
             }
-            now = to;
+            let from = now;
+            let Some(&(_, factor)) = steps.get(i) else {
+                // A worker the trace never saw runs at full speed.
+                now = f64::INFINITY;
+                return Some((from, now, 1.0));
+            };
+            now = steps
+                .get(i + 1)
+                .map_or(f64::INFINITY, |&(t, _)| (t as f64).max(from));
             i += 1;
-        }
+            Some((from, now, factor))
+        })
     }
 }
 
