@@ -134,9 +134,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_slowdown_changing_within_an_iteration_is_keyed_on_time() {
-        // Worker 1 is slowed from 250 µs on, in the middle of iteration 0.
+    /// Worker 1 slowed 5× from 300 µs, in the middle of iteration 0, to
+    /// 1,400 µs; worker 0 never.
+    fn slowed_mid_iteration() -> Clock {
         let units = [
             unit(0, 0, 0, 1.0),
             unit(0, 1, 0, 1.0),
@@ -144,7 +144,12 @@ mod tests {
             unit(1, 1, 900, 5.0),
             unit(1, 1, 1_400, 1.0),
         ];
-        let clock = Clock::from_units(&units, 0).expect("keyed on time");
+        Clock::from_units(&units, 0).expect("keyed on time")
+    }
+
+    #[test]
+    fn a_slowdown_changing_within_an_iteration_is_keyed_on_time() {
+        let clock = slowed_mid_iteration();
         assert_eq!(clock.slowdown(1, 0), 1.0);
         assert_eq!(clock.slowdown(1, 299), 1.0);
         assert_eq!(clock.slowdown(1, 300), 5.0);
@@ -156,13 +161,7 @@ mod tests {
 
     #[test]
     fn work_speeds_up_where_the_recorded_slowdown_ends() {
-        let units = [
-            unit(0, 1, 0, 1.0),
-            unit(0, 1, 300, 5.0),
-            unit(1, 1, 900, 5.0),
-            unit(1, 1, 1_400, 1.0),
-        ];
-        let clock = Clock::from_units(&units, 0).expect("keyed on time");
+        let clock = slowed_mid_iteration();
         // Wholly before the slowdown, and wholly in it.
         assert_eq!(clock.span(1, 0, 200), 200);
         assert_eq!(clock.span(1, 300, 100), 500);
