@@ -34,10 +34,11 @@ pub struct GradSlice {
     pub rows: u32,
     /// The unit's log-loss sum (carried on shard 0 only; 0 elsewhere).
     pub loss_sum: f64,
-    /// Σ over the unit's rows of the gradient, for this shard's coordinates.
-    pub values: Vec<f64>,
+    /// Σ over the unit's rows of the gradient, for this shard's coordinates
+    /// (indexed from the shard's first): dense, or sparse runs.
+    pub update: crate::workload::Update,
     /// dpro-substitute: not computed; the shard owner uses this unit's last
-    /// gradient instead (`values` is empty).
+    /// gradient instead (`update` is empty).
     pub substitute: bool,
 }
 
@@ -52,7 +53,7 @@ impl GradSlice {
 
     /// Bytes this slice puts on the wire (payload and header, approximately).
     pub fn wire_bytes(&self) -> u64 {
-        (self.values.len() * 8 + 48) as u64
+        self.update.wire_bytes() + 48
     }
 }
 

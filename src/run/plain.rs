@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::data::{DataRow, LocalRows};
 use crate::spec::JobPlan;
-use crate::workload::{micro_batched_gradient, Adam, Workload};
+use crate::workload::{micro_batched_gradient, Optimizer, Workload};
 
 /// What the plain loop produced.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
     let dims = workload.param_count();
     let rows = partitioning.rows_per_iteration() as f64;
     let mut params = workload.init_params(plan.seed);
-    let mut adam = Adam::new(
+    let mut adam = Optimizer::new(
         plan.optimizer,
         (0..dims).map(|j| workload.penalised(j)).collect(),
     );
@@ -63,9 +63,7 @@ pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
                     &unit.rows,
                     plan.micro_batch as usize,
                 );
-                for (acc, x) in partial.iter_mut().zip(&g.grad) {
-                    *acc += x;
-                }
+                g.grad.add_into(&mut partial);
                 partial_loss += g.loss_sum;
             }
             for (acc, x) in total.iter_mut().zip(&partial) {

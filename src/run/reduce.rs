@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::messages::GradSlice;
-use crate::workload::{Adam, AdamConfig};
+use crate::workload::{Optimizer, OptimizerConfig, Update};
 
 /// What became of an offered slice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub struct Reduced {
 #[derive(Debug, Clone)]
 struct UnitGrad {
     /// The unit's gradient sum over the shard's coordinates.
-    values: Vec<f64>,
+    update: Update,
     /// Σ of the unit's row losses (shard 0 only).
     loss_sum: f64,
     /// Rows in the unit.
@@ -75,7 +75,7 @@ pub struct ShardReducer {
     units_per_partition: u32,
     rows_per_iteration: f64,
     values: Vec<f64>,
-    adam: Adam,
+    adam: Optimizer,
     pending: BTreeMap<u64, Slots>,
     reduced_through: Option<u64>,
     duplicates: u64,
@@ -102,14 +102,14 @@ impl ShardReducer {
         partitions: u32,
         units_per_partition: u32,
         rows_per_iteration: u64,
-        optimizer: AdamConfig,
+        optimizer: OptimizerConfig,
         initial: Vec<f64>,
         penalised: Vec<bool>,
     ) -> Self {
         assert_eq!(initial.len(), range.len(), "initial values cover the shard");
         Self {
             values: initial,
-            adam: Adam::new(optimizer, penalised),
+            adam: Optimizer::new(optimizer, penalised),
             range,
             partitions,
             units_per_partition,
@@ -248,13 +248,13 @@ impl ShardReducer {
                 .as_ref()
                 .and_then(|l| l[index].clone())
                 .unwrap_or_else(|| UnitGrad {
-                    values: vec![0.0; self.range.len()],
+                    update: Update::zero(),
                     loss_sum: 0.0,
                     rows: 0,
                 })
         } else {
             UnitGrad {
-                values: slice.values,
+                update: slice.update,
                 loss_sum: slice.loss_sum,
                 rows: slice.rows,
             }
@@ -319,9 +319,7 @@ impl ShardReducer {
                     continue;
                 }
                 let unit = unit?;
-                for (acc, x) in partial.iter_mut().zip(&unit.values) {
-                    *acc += x;
-                }
+                unit.update.add_into(&mut partial);
                 partial_loss += unit.loss_sum;
                 rows += u64::from(unit.rows);
             }
@@ -352,8 +350,9 @@ impl ShardReducer {
 mod tests {
     use super::*;
 
-    fn config() -> AdamConfig {
-        AdamConfig {
+    fn config() -> OptimizerConfig {
+        OptimizerConfig {
+            kind: crate::workload::OptimizerKind::Adam,
             learning_rate: 0.1,
             beta1: 0.9,
             beta2: 0.999,
@@ -371,7 +370,7 @@ mod tests {
             executor: 0,
             rows: 1,
             loss_sum: values[0],
-            values,
+            update: Update::Dense(values),
             substitute: false,
         }
     }
@@ -424,7 +423,7 @@ mod tests {
         for (p, u, g) in grads() {
             let mut s = slice(1, p, u, g.clone());
             if (p, u) == (1, 1) {
-                s.values = Vec::new();
+                s.update = Update::zero();
                 s.substitute = true;
             }
             r.offer(s);

@@ -94,7 +94,9 @@ pub struct ModelSection {
     pub kind: Option<String>,
     /// cnn: how the loss weighs the classes (balanced or none).
     pub class_weighting: Option<String>,
-    /// Adam step size.
+    /// The optimiser: adam (default) or sgd.
+    pub optimizer: Option<String>,
+    /// The optimiser's step size.
     pub learning_rate: Option<f64>,
     /// L2 penalty on the weights (not the bias).
     pub l2: Option<f64>,

@@ -12,8 +12,8 @@ pub use crate::detect::DEFAULT_LAGGARD_THRESHOLD;
 use crate::fsutil::hex;
 use crate::inject::Pattern;
 use crate::policy::PolicyPlan;
-use crate::workload::{AdamConfig, Workload};
 pub use crate::workload::{ClassWeighting, ModelPlan};
+use crate::workload::{OptimizerConfig, Workload};
 
 /// Default gradient bucket, KiB: a worker holds its finished units' gradient
 /// slices until they are this large, or until it runs out of units (see
@@ -180,7 +180,7 @@ pub struct JobPlan {
     /// The model and its knobs.
     pub model: ModelPlan,
     /// Optimiser.
-    pub optimizer: AdamConfig,
+    pub optimizer: OptimizerConfig,
     /// Evaluate on test rows every this many iterations.
     pub eval_every: u64,
     /// Timely workers.

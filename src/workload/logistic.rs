@@ -4,7 +4,7 @@
 //! iteration's row count after reducing in partition order. Every loop runs in
 //! row order so a unit's result depends only on its rows and the parameters.
 
-use super::{Evaluation, ParamBlock, UnitGradient, Workload};
+use super::{Evaluation, ParamBlock, UnitGradient, Update, Workload};
 use crate::data::{load_dataset, DataConfig, DataError, Dataset, RowSource, SparseRows};
 
 /// Binary logistic regression on a table's featurised rows (`[model] kind =
@@ -116,7 +116,10 @@ pub fn unit_gradient(
             grad[i as usize] += g * v;
         }
     }
-    UnitGradient { grad, loss_sum }
+    UnitGradient {
+        grad: Update::Dense(grad),
+        loss_sum,
+    }
 }
 
 /// Mean log-loss and accuracy of `params` on `rows`.
@@ -156,7 +159,7 @@ mod tests {
             values: vec![1.0, 2.0, 1.0, -1.0],
         };
         let g = unit_gradient(&rows(&f, &[1.0, 0.0]), &[0.0, 0.0], &[0, 1]);
-        assert_eq!(g.grad, vec![0.0, -1.5]);
+        assert_eq!(g.grad, Update::Dense(vec![0.0, -1.5]));
         assert!((g.loss_sum - 2.0 * std::f64::consts::LN_2).abs() < 1e-15);
         let e = evaluate(&f, &[1.0, 0.0], &[0.0, 1.0], &[0, 1]);
         assert_eq!(e.accuracy, 1.0);

@@ -1,7 +1,7 @@
 //! Units computed micro-batch by micro-batch: the in-order fold that keeps a
 //! unit's sums the same whoever computes which of its micro-batches.
 
-use super::{UnitGradient, Workload};
+use super::{UnitGradient, Update, Workload};
 use crate::data::RowSource;
 
 /// A unit's gradient computed micro-batch by micro-batch: the gradient and
@@ -24,6 +24,8 @@ pub struct MicroBatches {
     pub done: usize,
     /// The running sums.
     pub sums: UnitGradient,
+    /// Parameters in all (a sparse sum meeting a dense one turns dense).
+    pub dims: usize,
 }
 
 impl MicroBatches {
@@ -34,9 +36,10 @@ impl MicroBatches {
             size,
             done: 0,
             sums: UnitGradient {
-                grad: vec![0.0; dims],
+                grad: Update::zero(),
                 loss_sum: 0.0,
             },
+            dims,
         }
     }
 
@@ -68,9 +71,7 @@ impl MicroBatches {
             return 0;
         }
         let g = workload.unit_gradient(source, params, batch);
-        for (acc, x) in self.sums.grad.iter_mut().zip(&g.grad) {
-            *acc += x;
-        }
+        self.sums.grad.add(&g.grad, self.dims);
         self.sums.loss_sum += g.loss_sum;
         self.done += batch.len();
         batch.len()
@@ -137,12 +138,10 @@ mod tests {
         let mut loss = 0.0;
         for unit in rows.chunks(2) {
             let g = w.unit_gradient(&source, &PARAMS, unit);
-            for (acc, x) in grad.iter_mut().zip(&g.grad) {
-                *acc += x;
-            }
+            g.grad.add_into(&mut grad);
             loss += g.loss_sum;
         }
-        assert_eq!(micro.grad, grad);
+        assert_eq!(micro.grad, Update::Dense(grad));
         assert_eq!(micro.loss_sum.to_bits(), f64::to_bits(loss));
         // the same sums, not the same bits, as one call over the eight rows
         let whole = micro_batched_gradient(&w, &source, &PARAMS, &rows, 0);

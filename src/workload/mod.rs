@@ -16,6 +16,7 @@ pub mod logistic;
 pub mod micro;
 pub mod optim;
 pub mod softmax;
+pub mod update;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -23,7 +24,8 @@ use std::sync::Arc;
 
 pub use logistic::{evaluate, unit_gradient, LogisticRegression};
 pub use micro::{micro_batched_gradient, MicroBatches};
-pub use optim::{Adam, AdamConfig};
+pub use optim::{Optimizer, OptimizerConfig, OptimizerKind};
+pub use update::Update;
 
 use serde::Serialize;
 
@@ -33,8 +35,9 @@ use crate::data::{DataConfig, DataError, Dataset, RowSource};
 /// loss sum itself, both at the parameters the iteration started from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitGradient {
-    /// Σ over rows of ∂loss/∂w, one entry per parameter.
-    pub grad: Vec<f64>,
+    /// Σ over rows of ∂loss/∂w: one entry per parameter, or sparse runs over
+    /// the parameters the rows touch.
+    pub grad: Update,
     /// Σ over rows of the loss.
     pub loss_sum: f64,
 }

@@ -1,12 +1,42 @@
-//! Adam, one coordinate at a time, so a parameter shard can step on its own.
+//! The optimisers the shard owners step — Adam and plain gradient descent —
+//! one coordinate at a time, so a parameter shard can step on its own.
 //!
 //! The update of coordinate `j` depends only on coordinate `j`'s gradient history,
 //! so sharding the parameters across any number of owners gives bit-identical
 //! results.
 
-/// Adam's knobs and the L2 penalty.
+/// Which rule steps the parameters (`[model] optimizer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// Adam (Kingma & Ba) on the mean gradient.
+    Adam,
+    /// Plain gradient descent on the mean gradient: `w ← w − lr · (Σ g / rows
+    /// + l2 · w)`. Under BSP the Σ is the fixed-order sum of the iteration's
+    /// units, so this is mini-batch descent on their summed per-row updates,
+    /// each per-row step `lr / rows` long.
+    Sgd,
+}
+
+impl OptimizerKind {
+    /// The kind a job file names, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "adam" => Some(Self::Adam),
+            "sgd" => Some(Self::Sgd),
+            _ => None,
+        }
+    }
+
+    /// The names job files may use.
+    pub const NAMES: [&'static str; 2] = ["adam", "sgd"];
+}
+
+/// The optimiser's knobs and the L2 penalty.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct AdamConfig {
+pub struct OptimizerConfig {
+    /// Adam or plain descent.
+    pub kind: OptimizerKind,
     /// Step size.
     pub learning_rate: f64,
     /// First-moment decay.
@@ -20,20 +50,21 @@ pub struct AdamConfig {
     pub l2: f64,
 }
 
-/// Adam state for a contiguous range of coordinates (a shard).
+/// Optimiser state for a contiguous range of coordinates (a shard). Plain
+/// descent keeps the moments at zero, so checkpoints have one shape.
 #[derive(Debug, Clone)]
-pub struct Adam {
-    config: AdamConfig,
+pub struct Optimizer {
+    config: OptimizerConfig,
     penalised: Vec<bool>,
     m: Vec<f64>,
     v: Vec<f64>,
     steps: i32,
 }
 
-impl Adam {
+impl Optimizer {
     /// State for a shard of `penalised.len()` coordinates, of which those
     /// marked in `penalised` carry the L2 penalty.
-    pub fn new(config: AdamConfig, penalised: Vec<bool>) -> Self {
+    pub fn new(config: OptimizerConfig, penalised: Vec<bool>) -> Self {
         let len = penalised.len();
         Self {
             config,
@@ -65,6 +96,16 @@ impl Adam {
     pub fn step(&mut self, params: &mut [f64], grad_sum: &[f64], rows: f64) {
         let c = self.config;
         self.steps += 1;
+        if c.kind == OptimizerKind::Sgd {
+            for (k, (w, g_sum)) in params.iter_mut().zip(grad_sum).enumerate() {
+                let mut g = g_sum / rows;
+                if self.penalised[k] {
+                    g += c.l2 * *w;
+                }
+                *w -= c.learning_rate * g;
+            }
+            return;
+        }
         let bias1 = 1.0 - c.beta1.powi(self.steps);
         let bias2 = 1.0 - c.beta2.powi(self.steps);
         for (k, (w, g_sum)) in params.iter_mut().zip(grad_sum).enumerate() {
@@ -85,8 +126,9 @@ impl Adam {
 mod tests {
     use super::*;
 
-    fn config() -> AdamConfig {
-        AdamConfig {
+    fn config() -> OptimizerConfig {
+        OptimizerConfig {
+            kind: OptimizerKind::Adam,
             learning_rate: 0.1,
             beta1: 0.9,
             beta2: 0.999,
@@ -99,7 +141,7 @@ mod tests {
     /// the sign of its gradient: m̂ = g, v̂ = g², so Δw = -lr · g / (|g| + ε).
     #[test]
     fn first_step_is_learning_rate_times_sign() {
-        let mut adam = Adam::new(config(), vec![false, true]);
+        let mut adam = Optimizer::new(config(), vec![false, true]);
         let mut w = vec![0.0, 0.0];
         adam.step(&mut w, &[4.0, -2.0], 2.0);
         assert!((w[0] + 0.1).abs() < 1e-7);
@@ -107,25 +149,44 @@ mod tests {
     }
 
     #[test]
+    fn a_descent_step_moves_against_the_mean_gradient_and_the_penalty() {
+        let mut sgd = Optimizer::new(
+            OptimizerConfig {
+                kind: OptimizerKind::Sgd,
+                l2: 0.5,
+                ..config()
+            },
+            vec![false, true],
+        );
+        let mut w = vec![1.0, 1.0];
+        sgd.step(&mut w, &[4.0, 4.0], 2.0);
+        // mean gradient 2; the second also 0.5 · 1 of penalty
+        assert_eq!(w, vec![1.0 - 0.1 * 2.0, 1.0 - 0.1 * 2.5]);
+        assert_eq!(sgd.state().0, &[0.0, 0.0], "no moments");
+        assert_eq!(OptimizerKind::from_name("sgd"), Some(OptimizerKind::Sgd));
+        assert_eq!(OptimizerKind::from_name("SGD"), None);
+    }
+
+    #[test]
     fn sharded_steps_equal_whole_steps_bit_for_bit() {
         let grads = [[0.3, -1.0, 2.5, 0.01], [0.1, 0.2, -0.3, 0.4]];
-        let mut whole = Adam::new(
-            AdamConfig {
+        let mut whole = Optimizer::new(
+            OptimizerConfig {
                 l2: 0.01,
                 ..config()
             },
             vec![false, true, true, true],
         );
         let mut w = vec![0.5, -0.5, 1.0, 2.0];
-        let mut left = Adam::new(
-            AdamConfig {
+        let mut left = Optimizer::new(
+            OptimizerConfig {
                 l2: 0.01,
                 ..config()
             },
             vec![false],
         );
-        let mut right = Adam::new(
-            AdamConfig {
+        let mut right = Optimizer::new(
+            OptimizerConfig {
                 l2: 0.01,
                 ..config()
             },
@@ -144,11 +205,11 @@ mod tests {
     #[test]
     fn a_restored_state_continues_bit_for_bit() {
         let grads = [[0.3, -1.0], [0.1, 0.2], [-0.7, 0.05]];
-        let mut whole = Adam::new(config(), vec![true, false]);
+        let mut whole = Optimizer::new(config(), vec![true, false]);
         let mut w = vec![0.5, -0.5];
         whole.step(&mut w, &grads[0], 2.0);
         let (m, v, steps) = whole.state();
-        let mut resumed = Adam::new(config(), vec![true, false]);
+        let mut resumed = Optimizer::new(config(), vec![true, false]);
         resumed.restore(m, v, steps);
         let mut w2 = w.clone();
         for g in &grads[1..] {

@@ -2,7 +2,7 @@
 //! K × D weights stored class-major (`params[k · D + j]`), the mean
 //! cross-entropy plus an L2 penalty on every weight but the classes' biases.
 
-use super::{Evaluation, ParamBlock, UnitGradient, Workload};
+use super::{Evaluation, ParamBlock, UnitGradient, Update, Workload};
 use crate::data::{load_dataset_with, DataConfig, DataError, Dataset, LabelKind, RowSource};
 
 /// Softmax regression on a table's featurised rows.
@@ -77,7 +77,10 @@ pub fn unit_gradient(
             }
         }
     }
-    UnitGradient { grad, loss_sum }
+    UnitGradient {
+        grad: Update::Dense(grad),
+        loss_sum,
+    }
 }
 
 /// Mean cross-entropy and accuracy (arg-max class, lowest index on ties) of
@@ -235,7 +238,7 @@ mod tests {
         };
         let w = [800.0, 0.0, -800.0, 0.0, 0.0, 0.0];
         let g = unit_gradient(&source, &w, &[0, 1, 2], 3);
-        assert!(g.loss_sum.is_finite() && g.grad.iter().all(|x| x.is_finite()));
+        assert!(g.loss_sum.is_finite() && g.grad.to_dense(6).iter().all(|x| x.is_finite()));
         let e = evaluate(&source, &w, &[0, 1, 2], 3);
         assert!(
             (e.accuracy - 1.0 / 3.0).abs() < 1e-12,

@@ -63,7 +63,7 @@ pub(super) fn start_unit(
             executor: worker,
             rows,
             loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
-            values: gradient.grad[range.clone()].to_vec(),
+            update: gradient.grad.slice(range.clone()),
             substitute: false,
         })
         .collect();

@@ -106,7 +106,7 @@ fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emi
                 executor: worker,
                 rows: u.rows.len() as u32,
                 loss_sum: 0.0,
-                values: Vec::new(),
+                update: crate::workload::Update::zero(),
                 substitute: true,
             })
         })

@@ -17,7 +17,7 @@ use super::plan::*;
 use super::{Overrides, Result, SpecError};
 use crate::data::{DataConfig, Sampling};
 use crate::inject::Pattern;
-use crate::workload::AdamConfig;
+use crate::workload::{OptimizerConfig, OptimizerKind};
 
 /// The dataset used when a job names none: the Adult census data committed
 /// under `data/`.
@@ -356,7 +356,7 @@ fn check_optimizer(
     cx: &Context<'_>,
     spec: &JobSpec,
     defaults: &ModelDefaults,
-) -> Result<(AdamConfig, u64)> {
+) -> Result<(OptimizerConfig, u64)> {
     let learning_rate = spec.model.learning_rate.unwrap_or(defaults.learning_rate);
     if !(learning_rate.is_finite() && learning_rate > 0.0) {
         return Err(cx.invalid(
@@ -369,11 +369,25 @@ fn check_optimizer(
     if !(l2.is_finite() && l2 >= 0.0) {
         return Err(cx.invalid("model", "l2", format!("must be ≥ 0 (got {l2})")));
     }
+    let kind = match spec.model.optimizer.as_deref() {
+        None => OptimizerKind::Adam,
+        Some(name) => OptimizerKind::from_name(name).ok_or_else(|| {
+            cx.invalid(
+                "model",
+                "optimizer",
+                format!(
+                    "unknown optimizer '{name}' (known: {})",
+                    OptimizerKind::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
     let eval_every = spec.model.eval_every.unwrap_or(1);
     if eval_every == 0 {
         return Err(cx.invalid("model", "eval_every", "must be at least 1 (got 0)"));
     }
-    let optimizer = AdamConfig {
+    let optimizer = OptimizerConfig {
+        kind,
         learning_rate,
         beta1: 0.9,
         beta2: 0.999,

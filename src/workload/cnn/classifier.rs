@@ -134,7 +134,7 @@ impl Workload for CnnClassifier {
             .gradient(params, &pixels, &labels, &weights)
             .expect("a unit's batch is built with the net's own image size");
         UnitGradient {
-            grad: g.grad,
+            grad: crate::workload::Update::Dense(g.grad),
             loss_sum: g.loss_sum,
         }
     }

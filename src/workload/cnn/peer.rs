@@ -141,8 +141,9 @@ pub(super) mod tests {
             .collect();
         let run = train_plain_burn(&net, &init, &x, &y, &w, &steps, 0.01);
         let mut params = init.clone();
-        let mut adam = crate::workload::Adam::new(
-            crate::workload::AdamConfig {
+        let mut adam = crate::workload::Optimizer::new(
+            crate::workload::OptimizerConfig {
+                kind: crate::workload::OptimizerKind::Adam,
                 learning_rate: 0.01,
                 beta1: 0.9,
                 beta2: 0.999,
