@@ -28,7 +28,7 @@ use crate::report::RunSummary;
 use crate::run::plain_burn::burn_reference;
 use crate::run::{params_digest, plain::train_plain, run_job_in_cluster, RunOptions, RunOutput};
 use crate::spec::load_workload;
-use crate::spec::{read_job_file, validate::validate_with, JobPlan};
+use crate::spec::{read_job_file_with, validate::validate_with, JobPlan};
 use crate::trace::TraceStamp;
 use crate::workload::Workload;
 
@@ -155,6 +155,10 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 });
             }
         }
+        sweep.settings().map_err(|message| BenchError::Pipeline {
+            path: path.to_owned(),
+            message,
+        })?;
         if let Some(list) = &sweep.cpus {
             pin::parse_cpus(list)
                 .and_then(|c| pin::check_available(&c))
@@ -179,7 +183,8 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 sweep: sweep.name.clone(),
                 source: Box::new(source),
             };
-            let (mut job, job_text) = read_job_file(&run.job).map_err(job_err)?;
+            let (mut job, job_text) =
+                read_job_file_with(&run.job, &run.overrides.set).map_err(job_err)?;
             run.overrides.apply(&mut job);
             let plan =
                 validate_with(&job, &job_text, Some(&run.job), &run.overrides).map_err(job_err)?;

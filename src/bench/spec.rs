@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::spec::Overrides;
+use crate::spec::{Overrides, Setting};
 
 /// A pipeline file: `[bench]`, one `[[sweep]]` per group of runs, and the
 /// `[[peer]]`s run beside them.
@@ -90,6 +90,20 @@ pub struct SweepSpec {
     /// Pin every run of the sweep to these CPUs, as `taskset -c` takes them
     /// (`"0"`, `"0,1"`, `"0-3"`).
     pub cpus: Option<String>,
+    /// Job-file keys set for every run of the sweep, as `--set` takes them
+    /// (`["data.split_seed=2", "model.l2=0.1"]`).
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
+impl SweepSpec {
+    /// The sweep's `set`, parsed; an error names the sweep and the entry.
+    pub fn settings(&self) -> Result<Vec<Setting>, String> {
+        self.set
+            .iter()
+            .map(|w| Setting::parse(w).map_err(|e| format!("sweep '{}': set: {e}", self.name)))
+            .collect()
+    }
 }
 
 /// One run of a sweep: the job and what to override in it.
@@ -168,6 +182,8 @@ impl SweepSpec {
                                         pace_ns_per_row: self.pace_ns_per_row,
                                         out: None,
                                         checkpoint_every: self.checkpoint_every,
+                                        // checked when the pipeline is read
+                                        set: self.settings().unwrap_or_default(),
                                     },
                                     processes,
                                     kill_at: self.kill_at_iteration,

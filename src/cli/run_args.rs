@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 
-use crate::spec::{read_job_file, Overrides};
+use crate::spec::{read_job_file_with, Overrides};
 
 /// Arguments of `forestall run`.
 #[derive(Debug, Args)]
@@ -71,7 +71,7 @@ impl RunArgs {
         if args.joined || args.process.is_some() {
             return Ok(()); // a launched or joining process: its flags say it all
         }
-        let (spec, _) = read_job_file(&args.job)?;
+        let (spec, _) = read_job_file_with(&args.job, &args.overrides.set)?;
         let c = spec.cluster;
         if args.hostfile.is_none() && args.processes.is_none() {
             args.processes = c.processes;

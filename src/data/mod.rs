@@ -152,6 +152,35 @@ pub struct DataConfig {
     /// the job trains on (PneumoniaMNIST's own file or a derived copy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksums: Option<fetch::FileChecksums>,
+    /// The seed of the train/test split, when not [`SPLIT_SEED`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_seed: Option<u64>,
+    /// Evaluate on this share of the training part instead of the test part
+    /// (which is then not read at all): for choosing hyperparameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_fraction: Option<f64>,
+}
+
+/// Salt of the validation slice's hash, so it is not the test split's.
+const VALIDATION_SALT: u64 = 0x7A11_DA7E;
+
+impl DataConfig {
+    /// The training and evaluation rows of a table of `rows` rows, ascending:
+    /// a seeded hash of each row's index puts it in the test part with
+    /// probability `test_fraction`; with a validation slice, the evaluation
+    /// rows are that share of the training part, hashed again, and the test
+    /// part is left out.
+    pub fn split(&self, rows: usize) -> (Vec<u32>, Vec<u32>) {
+        let seed = self.split_seed.unwrap_or(SPLIT_SEED);
+        let (train, test): (Vec<u32>, Vec<u32>) =
+            (0..rows as u32).partition(|&r| rng::uniform(&[seed, r as u64]) >= self.test_fraction);
+        match self.validation_fraction {
+            None => (train, test),
+            Some(v) => train
+                .into_iter()
+                .partition(|&r| rng::uniform(&[seed, VALIDATION_SALT, r as u64]) >= v),
+        }
+    }
 }
 
 /// Labelled sparse rows with their train/test split: every workload's data.
@@ -256,8 +285,7 @@ pub fn build_dataset_with(
     for (name, column) in table.names.iter().zip(&table.columns) {
         check_values(path, name, column)?;
     }
-    let (train, test): (Vec<u32>, Vec<u32>) = (0..table.rows() as u32)
-        .partition(|&r| rng::uniform(&[SPLIT_SEED, r as u64]) >= config.test_fraction);
+    let (train, test) = config.split(table.rows());
     let features = FeatureMap::fit(&table, &config.label, &train);
     let rows = features.transform(&table);
     Ok(Dataset {
@@ -401,6 +429,8 @@ mod tests {
             drop: Vec::new(),
             test_fraction: 0.25,
             checksums: None,
+            split_seed: None,
+            validation_fraction: None,
         }
     }
 

@@ -70,6 +70,10 @@ pub struct DataSection {
     pub drop: Option<Vec<String>>,
     /// Share of rows held out for testing.
     pub test_fraction: Option<f64>,
+    /// Seed of the train/test split (unset: the fixed one every job shares).
+    pub split_seed: Option<u64>,
+    /// Evaluate on this share of the training part instead of the test part.
+    pub validation_fraction: Option<f64>,
     /// Number of data partitions (fixed by the job, not by the worker count).
     pub partitions: Option<u32>,
     /// Work units per partition per iteration.
@@ -98,8 +102,10 @@ pub struct ModelSection {
     pub optimizer: Option<String>,
     /// The optimiser's step size.
     pub learning_rate: Option<f64>,
-    /// L2 penalty on the weights (not the bias).
+    /// L2 penalty on the weights (not the bias); mf: the per-rating λ.
     pub l2: Option<f64>,
+    /// mf: length of each user's and item's factor row.
+    pub rank: Option<u32>,
     /// Evaluate on the test rows every this many iterations (and at the end).
     pub eval_every: Option<u64>,
 }

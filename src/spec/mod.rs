@@ -18,6 +18,7 @@
 pub mod job;
 pub mod overrides;
 pub mod plan;
+pub mod settings;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 pub use job::JobSpec;
 pub use overrides::Overrides;
 pub use plan::*;
+pub use settings::Setting;
 pub use validate::{
     check_against_data, pattern_from_toml, policy_named, policy_with_model, unit_sizes, validate,
 };
@@ -101,11 +103,16 @@ pub fn parse_job(text: &str, path: Option<&Path>) -> Result<JobSpec> {
 /// Reads and parses a job file. Returns the spec and the file's text (for line
 /// numbers in later messages).
 pub fn read_job_file(path: &Path) -> Result<(JobSpec, String)> {
+    read_job_file_with(path, &[])
+}
+
+/// Reads and parses a job file with `settings` put in (see [`settings`]).
+pub fn read_job_file_with(path: &Path, settings: &[Setting]) -> Result<(JobSpec, String)> {
     let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
         path: path.to_owned(),
         source,
     })?;
-    Ok((parse_job(&text, Some(path))?, text))
+    Ok((settings::parse_job_with(&text, Some(path), settings)?, text))
 }
 
 fn origin(path: Option<&Path>) -> String {

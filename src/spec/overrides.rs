@@ -6,6 +6,7 @@
 use clap::Args;
 
 use super::job::{JobSpec, StragglerSection};
+use super::settings::Setting;
 
 /// Values given on the command line; each replaces the job file's value.
 #[derive(Debug, Clone, Default, PartialEq, Args)]
@@ -45,6 +46,10 @@ pub struct Overrides {
     /// Output directory (default: runs/JOB-NAME/UTC-TIME).
     #[arg(long)]
     pub out: Option<String>,
+    /// Any job-file key, e.g. `--set data.split_seed=2 --set model.l2=0.1`
+    /// (repeatable; applied before the flags above).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE", value_parser = Setting::parse)]
+    pub set: Vec<Setting>,
 }
 
 /// One override: its flag, the `[section] key` of the job file it replaces,
@@ -157,6 +162,7 @@ impl Overrides {
             .iter()
             .filter(|m| !matches!(m.flag, "workers" | "out"))
             .filter_map(|m| Some([format!("--{}", m.flag), (m.word)(self)?]))
+            .chain(self.set.iter().map(|s| ["--set".to_owned(), s.word()]))
             .flatten()
             .collect()
     }
@@ -173,6 +179,10 @@ impl Overrides {
         MAPPINGS
             .iter()
             .any(|m| m.section == section && m.key == key && (m.word)(self).is_some())
+            || self
+                .set
+                .iter()
+                .any(|s| s.section == section && s.key == key)
     }
 }
 

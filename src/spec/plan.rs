@@ -47,6 +47,14 @@ pub const DEFAULT_SOFTMAX_LEARNING_RATE: f64 = 0.01;
 pub const DEFAULT_CNN_LEARNING_RATE: f64 = 0.001;
 /// Default L2 penalty.
 pub const DEFAULT_L2: f64 = 1e-4;
+/// Default Adam step size of matrix factorisation.
+pub const DEFAULT_MF_LEARNING_RATE: f64 = 0.01;
+/// Default per-rating L2 weight of matrix factorisation.
+pub const DEFAULT_MF_L2: f64 = 0.1;
+/// Default rank of matrix factorisation's factor rows.
+pub const DEFAULT_MF_RANK: u32 = 10;
+/// The highest rank a job may ask for.
+pub const MAX_MF_RANK: u32 = 1024;
 /// Default extra holders of every partition.
 pub const DEFAULT_REPLICAS: u32 = 1;
 /// Default worker count.
@@ -84,7 +92,7 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
 pub const PLANNED_POLICIES: &[&str] = &[];
 
 /// Model kinds a job can name in `[model] kind`.
-pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn"];
+pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn", "mf"];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

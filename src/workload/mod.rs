@@ -13,6 +13,7 @@
 
 pub mod cnn;
 pub mod logistic;
+pub mod mf;
 pub mod micro;
 pub mod optim;
 pub mod softmax;
@@ -122,6 +123,13 @@ pub enum ModelPlan {
         /// How the loss weighs the classes against the training set's imbalance.
         class_weighting: ClassWeighting,
     },
+    /// Matrix factorisation with biases on a ratings table.
+    Mf {
+        /// Length of each user's and item's factor row.
+        rank: u32,
+        /// The per-rating L2 weight λ (charged inside the units' gradients).
+        l2: f64,
+    },
 }
 
 impl ModelPlan {
@@ -131,6 +139,7 @@ impl ModelPlan {
             Self::Logistic => "logistic",
             Self::Softmax => "softmax",
             Self::Cnn { .. } => "cnn",
+            Self::Mf { .. } => "mf",
         }
     }
 }
@@ -156,5 +165,6 @@ pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, D
             Arc::new(cnn::CnnClassifier::load(&data.path, *class_weighting)?)
         }
         ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(data)?),
+        ModelPlan::Mf { rank, l2 } => Arc::new(mf::MatrixFactorisation::load(data, *rank, *l2)?),
     })
 }

@@ -65,6 +65,13 @@ impl ModelDefaults {
                 learning_rate: DEFAULT_CNN_LEARNING_RATE,
                 l2: 0.0,
             },
+            "mf" => Self {
+                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/movielens-100k.parquet"),
+                label: "rating",
+                positive: "",
+                learning_rate: DEFAULT_MF_LEARNING_RATE,
+                l2: DEFAULT_MF_L2,
+            },
             _ => return None,
         })
     }
@@ -212,8 +219,30 @@ fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan, ModelDefa
                 }
             },
         },
+        "mf" => ModelPlan::Mf {
+            rank: match spec.model.rank.unwrap_or(DEFAULT_MF_RANK) {
+                0 => return Err(cx.invalid("model", "rank", "must be at least 1 (got 0)")),
+                r if r > MAX_MF_RANK => {
+                    return Err(cx.invalid(
+                        "model",
+                        "rank",
+                        format!("must be at most {MAX_MF_RANK} (got {r})"),
+                    ))
+                }
+                r => r,
+            },
+            // checked with the optimiser's knobs
+            l2: spec.model.l2.unwrap_or(defaults.l2),
+        },
         _ => ModelPlan::Logistic,
     };
+    if spec.model.rank.is_some() && kind != "mf" {
+        return Err(cx.invalid(
+            "model",
+            "rank",
+            format!("applies to model kind mf only (this job trains {kind})"),
+        ));
+    }
     if spec.model.class_weighting.is_some() && kind != "cnn" {
         return Err(cx.invalid(
             "model",
@@ -228,6 +257,11 @@ fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan, ModelDefa
             ("positive", spec.data.positive.is_some()),
             ("drop", spec.data.drop.is_some()),
             ("test_fraction", spec.data.test_fraction.is_some()),
+            ("split_seed", spec.data.split_seed.is_some()),
+            (
+                "validation_fraction",
+                spec.data.validation_fraction.is_some(),
+            ),
         ];
         if let Some((key, _)) = table_keys.iter().find(|(_, set)| *set) {
             return Err(cx.invalid(
@@ -285,6 +319,15 @@ fn check_data(
             format!("must be strictly between 0 and 1 (got {test_fraction})"),
         ));
     }
+    if let Some(v) = spec.data.validation_fraction {
+        if !(v > 0.0 && v < 1.0) {
+            return Err(cx.invalid(
+                "data",
+                "validation_fraction",
+                format!("must be strictly between 0 and 1 (got {v})"),
+            ));
+        }
+    }
     let partitions = spec.data.partitions.unwrap_or(DEFAULT_PARTITIONS);
     if partitions == 0 {
         return Err(cx.invalid("data", "partitions", "must be at least 1 (got 0)"));
@@ -341,6 +384,8 @@ fn check_data(
             drop: spec.data.drop.clone().unwrap_or_default(),
             test_fraction,
             checksums,
+            split_seed: spec.data.split_seed,
+            validation_fraction: spec.data.validation_fraction,
         },
         partitions,
         units_per_partition,
