@@ -298,6 +298,7 @@ mod tests {
             workload: "logistic".into(),
             target_accuracy: None,
             time_to_accuracy_s: None,
+            test_metrics: String::new(),
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: true,

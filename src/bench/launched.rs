@@ -208,7 +208,14 @@ fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
         eval: Evaluation {
             log_loss: number("test_log_loss"),
             accuracy: number("test_accuracy"),
-            metrics: Default::default(),
+            // the workload's own, flattened into the summary as `test_<name>`
+            metrics: summary
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| !matches!(k.as_str(), "test_accuracy" | "test_log_loss"))
+                .filter_map(|(k, v)| Some((k.strip_prefix("test_")?.to_owned(), v.as_f64()?)))
+                .collect(),
         },
         wall_us: (number("wall_s") * 1e6) as u64,
         parts: Vec::new(),

@@ -345,6 +345,7 @@ pub fn run_pipeline(
             workload: plan.model.kind().to_owned(),
             target_accuracy: run.target_accuracy,
             time_to_accuracy_s: None,
+            test_metrics: String::new(),
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: plan.policy.keeps_bsp_semantics(),
@@ -488,6 +489,11 @@ pub fn run_pipeline(
             converged_iteration: summary.converged_iteration,
             converged_s: summary.converged_s,
             test_accuracy: out.eval.accuracy,
+            test_metrics: if out.eval.metrics.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&out.eval.metrics).unwrap_or_default()
+            },
             time_to_accuracy_s: run
                 .target_accuracy
                 .and_then(|target| time_to_accuracy(&out, target)),

@@ -184,6 +184,9 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                 format!(", pinned to CPU {}", first.cpus)
             }
         );
+        if !sweep.set.is_empty() {
+            let _ = writeln!(s, "set: `{}`\n", sweep.set.join("`, `"));
+        }
         let label = mine
             .first()
             .and_then(|r| baseline(sweep, rows, r.kind, r.workers))
@@ -286,8 +289,51 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             );
         }
         let _ = writeln!(s);
+        workload_metrics(&mut s, &groups);
     }
     s
+}
+
+/// The workloads' own final metrics (e.g. `rmse`), per group, mean over its
+/// runs: a list under the table, when any run has them.
+fn workload_metrics(s: &mut String, groups: &BTreeMap<GroupKey, Vec<&BenchRow>>) {
+    let mut lines = Vec::new();
+    for (key, group) in groups {
+        let per_run: Vec<BTreeMap<String, f64>> = group.iter().map(|r| r.metrics()).collect();
+        let Some(names) = per_run
+            .first()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+        else {
+            continue;
+        };
+        let values: Vec<String> = names
+            .iter()
+            .filter_map(|name| {
+                let v: Vec<f64> = per_run
+                    .iter()
+                    .filter_map(|m| m.get(name).copied())
+                    .collect();
+                (v.len() == per_run.len())
+                    .then(|| format!("{name} {:.4}", v.iter().sum::<f64>() / v.len() as f64))
+            })
+            .collect();
+        if !values.is_empty() {
+            lines.push(format!(
+                "- {} {} W = {}: {}",
+                key.kind,
+                key.policy,
+                key.workers,
+                values.join(", ")
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(
+            s,
+            "The workload's own final metrics on the evaluation rows (mean over the runs):\n\n{}\n",
+            lines.join("\n")
+        );
+    }
 }
 
 /// A sweep that does not vary the delay: one bar per policy (mean over seeds

@@ -102,6 +102,16 @@ pub struct BenchRow {
     pub rows_per_s: Option<f64>,
     /// The CPUs the run was pinned to (`"0"`, `"0,1"`; empty: not pinned).
     pub cpus: String,
+    /// The workload's own final metrics on the evaluation rows (e.g. `rmse`),
+    /// as a JSON object (empty: none).
+    pub test_metrics: String,
+}
+
+impl BenchRow {
+    /// [`BenchRow::test_metrics`] read back (empty when there are none).
+    pub fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        serde_json::from_str(&self.test_metrics).unwrap_or_default()
+    }
 }
 
 /// Writes `rows` to `path` as one Parquet file (atomically).
@@ -176,6 +186,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("recovery_s", opt_f64s(|r| r.recovery_s)),
         ("rows_per_s", opt_f64s(|r| r.rows_per_s)),
         ("cpus", s(|r| &r.cpus)),
+        ("test_metrics", s(|r| &r.test_metrics)),
         (
             "bsp_semantics",
             Arc::new(BooleanArray::from(
@@ -329,6 +340,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
     );
     let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
     let (rows_per_s, cpus) = (f64s("rows_per_s")?, opt_string("cpus")?);
+    let metrics = opt_string("test_metrics")?;
     fn get<A: Array, T>(a: Option<&A>, i: usize, f: impl Fn(&A, usize) -> T) -> Option<T> {
         a.filter(|a| a.is_valid(i)).map(|a| f(a, i))
     }
@@ -374,6 +386,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
             recovery_s: f(recovery, i),
             rows_per_s: f(rows_per_s, i),
             cpus: get(cpus, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            test_metrics: get(metrics, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
         });
     }
     Ok(rows)
@@ -411,6 +424,7 @@ mod tests {
             workload: "logistic".into(),
             target_accuracy: None,
             time_to_accuracy_s: Some(1e-300),
+            test_metrics: r#"{"rmse":0.91}"#.into(),
             params_sha256: "ab".into(),
             digest_matches: true,
             bsp_semantics: true,
@@ -443,6 +457,13 @@ mod tests {
         for (a, b) in rows.iter().zip(&back) {
             assert_eq!(format!("{a:?}"), format!("{b:?}"));
         }
+        assert_eq!(back[0].metrics().get("rmse"), Some(&0.91));
+        assert!(BenchRow {
+            test_metrics: String::new(),
+            ..back[0].clone()
+        }
+        .metrics()
+        .is_empty());
     }
 
     #[test]

@@ -104,32 +104,7 @@ impl SweepSpec {
             .map(|w| Setting::parse(w).map_err(|e| format!("sweep '{}': set: {e}", self.name)))
             .collect()
     }
-}
 
-/// One run of a sweep: the job and what to override in it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSpec {
-    /// Sweep name.
-    pub sweep: String,
-    /// Job file.
-    pub job: PathBuf,
-    /// Overrides applied to the job.
-    pub overrides: Overrides,
-    /// Also run the plain loop.
-    pub plain_reference: bool,
-    /// Also run the plain burn loop (cnn).
-    pub burn_reference: bool,
-    /// Test accuracy whose time to reach is reported.
-    pub target_accuracy: Option<f64>,
-    /// Run as this many local processes (none: threads in the bench).
-    pub processes: Option<u32>,
-    /// Kill process 1 at this iteration (launched runs).
-    pub kill_at: Option<u64>,
-    /// The CPUs the run is pinned to (none: wherever the bench may run).
-    pub cpus: Option<Vec<usize>>,
-}
-
-impl SweepSpec {
     /// Every run of the sweep, in a stable order (workers, probability, delay,
     /// seed, policy): a seed's policies run back to back, so a machine whose
     /// speed drifts over the sweep (a shared VM) shifts every policy alike
@@ -205,6 +180,29 @@ impl SweepSpec {
     }
 }
 
+/// One run of a sweep: the job and what to override in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    /// Sweep name.
+    pub sweep: String,
+    /// Job file.
+    pub job: PathBuf,
+    /// Overrides applied to the job.
+    pub overrides: Overrides,
+    /// Also run the plain loop.
+    pub plain_reference: bool,
+    /// Also run the plain burn loop (cnn).
+    pub burn_reference: bool,
+    /// Test accuracy whose time to reach is reported.
+    pub target_accuracy: Option<f64>,
+    /// Run as this many local processes (none: threads in the bench).
+    pub processes: Option<u32>,
+    /// Kill process 1 at this iteration (launched runs).
+    pub kill_at: Option<u64>,
+    /// The CPUs the run is pinned to (none: wherever the bench may run).
+    pub cpus: Option<Vec<usize>>,
+}
+
 /// One `[[peer]]` as written.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -236,6 +234,38 @@ pub struct PeerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweeps_settings_go_to_every_run_and_a_bad_one_is_named() {
+        let pipeline: PipelineSpec = toml::from_str(
+            r#"
+            [bench]
+            name = "set"
+            [[sweep]]
+            name = "split-2"
+            job = "job.toml"
+            seeds = [1, 2]
+            set = ["data.split_seed=2", "model.optimizer=sgd"]
+            [[sweep]]
+            name = "bad"
+            job = "job.toml"
+            seeds = [1]
+            set = ["split_seed=2"]
+            "#,
+        )
+        .expect("a valid pipeline");
+        let runs = pipeline.sweeps[0].runs(Path::new("."));
+        assert_eq!(runs.len(), 2);
+        for run in &runs {
+            let words: Vec<String> = run.overrides.set.iter().map(Setting::word).collect();
+            assert_eq!(words, ["data.split_seed=2", "model.optimizer=\"sgd\""]);
+        }
+        let e = pipeline.sweeps[1].settings().unwrap_err();
+        assert!(
+            e.contains("sweep 'bad': set:") && e.contains("SECTION.KEY"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_seeds_policies_run_back_to_back() {

@@ -60,7 +60,11 @@ impl MatrixFactorisation {
         rank: u32,
         l2: f64,
     ) -> Result<Self, DataError> {
-        let (users, items, ratings) = ratings(path, table)?;
+        let Ratings {
+            users,
+            items,
+            ratings,
+        } = ratings(path, table)?;
         let (train, test) = config.split(ratings.len());
         let unfit = |problem: String| DataError::Unfit {
             path: path.to_owned(),
@@ -205,7 +209,7 @@ fn rmse(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
 /// The table's users, items (1-based ids) and ratings, checked: every value
 /// present and finite, ids positive integers, ratings in [`RATING_RANGE`],
 /// no (user, item) pair twice. A problem names its column and row.
-fn ratings(path: &Path, table: &Table) -> Result<(Vec<u32>, Vec<u32>, Vec<f64>), DataError> {
+fn ratings(path: &Path, table: &Table) -> Result<Ratings, DataError> {
     let unfit = |problem: String| DataError::Unfit {
         path: path.to_owned(),
         kind: "mf",
@@ -274,7 +278,21 @@ fn ratings(path: &Path, table: &Table) -> Result<(Vec<u32>, Vec<u32>, Vec<f64>),
         items.push(i);
         ratings.push(r);
     }
-    Ok((users, items, ratings))
+    Ok(Ratings {
+        users,
+        items,
+        ratings,
+    })
+}
+
+/// A ratings table's columns, checked.
+struct Ratings {
+    /// 1-based user ids.
+    users: Vec<u32>,
+    /// 1-based item ids.
+    items: Vec<u32>,
+    /// The ratings.
+    ratings: Vec<f64>,
 }
 
 impl Workload for MatrixFactorisation {
