@@ -248,12 +248,13 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let model_json = serde_json::to_vec_pretty(&model).context("cannot encode the model")?;
     write_atomic(&out_dir.join("model.json"), &model_json)
         .with_context(|| format!("cannot write {}", out_dir.join("model.json").display()))?;
-    let summary = RunSummary::new(
+    let mut summary = RunSummary::new(
         &plan,
         &output,
         &out_dir,
         workload.data().test_majority_rate(),
     );
+    summary.details = workload.describe(&output.params);
     let summary_json = serde_json::to_vec_pretty(&summary).context("cannot encode the summary")?;
     write_atomic(&out_dir.join("summary.json"), &summary_json)
         .with_context(|| format!("cannot write {}", out_dir.join("summary.json").display()))?;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 pub use features::{FeatureMap, SparseRows};
 pub use partition::{Partitioning, Sampling, UnitKey, UnitRows};
 pub use rows::{DataRow, LabelledRows, LocalRows, RowBlock, RowSource};
-pub use table::{read_parquet_table, Column, Table};
+pub use table::{read_parquet_metadata, read_parquet_table, Column, Table};
 
 use crate::rng;
 

@@ -54,6 +54,28 @@ impl Table {
     }
 }
 
+/// The key-value metadata of the Parquet file at `path` (a corpus keeps its
+/// vocabulary there).
+pub fn read_parquet_metadata(path: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    let file = File::open(path).map_err(|source| DataError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| DataError::Parquet {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .filter_map(|kv| Some((kv.key.clone(), kv.value.clone()?)))
+        .collect())
+}
+
 /// Reads every row group of the Parquet file at `path`.
 pub fn read_parquet_table(path: &Path) -> Result<Table> {
     let file = File::open(path).map_err(|source| DataError::Open {

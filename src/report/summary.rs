@@ -79,6 +79,10 @@ pub struct RunSummary {
     /// dataset), as in the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<crate::data::fetch::FileChecksums>,
+    /// What the workload says about the trained model (LDA: each topic's
+    /// top words), a line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
 }
 
 /// FlexRR's stopping rule: the first iteration `t ≥ window` whose training loss
@@ -151,6 +155,7 @@ impl RunSummary {
             converged_s: converged.map(|c| c.1 as f64 / 1e6),
             resumed_from: (out.first_iteration > 0).then_some(out.first_iteration),
             dataset: plan.data.checksums.clone(),
+            details: Vec::new(),
         }
     }
 
@@ -201,16 +206,34 @@ impl RunSummary {
                 );
             }
         }
-        let own: String = self
-            .test_metrics
-            .iter()
-            .map(|(name, value)| format!(", {} {value:.4}", name.trim_start_matches("test_")))
-            .collect();
-        let _ = writeln!(
-            s,
-            "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}{own}",
-            self.test_accuracy, self.majority_accuracy, self.test_log_loss
-        );
+        let metric = |name: &str| self.test_metrics.get(name).copied();
+        let _ = match (metric("test_rmse"), metric("test_loglik_per_token")) {
+            (Some(rmse), _) => writeln!(
+                s,
+                "test         rmse {rmse:.4} (user-plus-item-bias baseline {:.4}), exact-star accuracy {:.4}",
+                metric("test_bias_baseline_rmse").unwrap_or(f64::NAN),
+                self.test_accuracy
+            ),
+            (None, Some(per_token)) => writeln!(
+                s,
+                "fit          log p(w, z) per token {per_token:.4} (joint log-likelihood {:.1})",
+                metric("test_loglik").unwrap_or(f64::NAN)
+            ),
+            (None, None) => {
+                let own: String = self
+                    .test_metrics
+                    .iter()
+                    .map(|(name, value)| {
+                        format!(", {} {value:.4}", name.trim_start_matches("test_"))
+                    })
+                    .collect();
+                writeln!(
+                    s,
+                    "test         accuracy {:.4} (majority class {:.4}), log-loss {:.4}{own}",
+                    self.test_accuracy, self.majority_accuracy, self.test_log_loss
+                )
+            }
+        };
         let _ = match (self.converged_iteration, self.converged_s) {
             (Some(t), Some(secs)) => writeln!(
                 s,
@@ -226,6 +249,9 @@ impl RunSummary {
         }
         if let Some(d) = &self.dataset {
             let _ = writeln!(s, "dataset      md5 {} sha256 {}", d.md5, d.sha256);
+        }
+        for (i, line) in self.details.iter().enumerate() {
+            let _ = writeln!(s, "{:<13}{line}", if i == 0 { "model" } else { "" });
         }
         let _ = writeln!(s, "parameters   sha256 {}", self.params_sha256);
         let _ = writeln!(s, "output       {}", self.out_dir);

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use crate::spec::{partitioning_for, JobPlan, SpecError};
-use crate::workload::{micro_batched_gradient, Workload};
+use crate::workload::{micro_batched_gradient, Draws, Workload};
 
 /// The real compute per row, measured before a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,6 +84,7 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
             let (cpu, wall) = (thread_cpu_ns(), Instant::now());
             let g = micro_batched_gradient(
                 workload,
+                Draws::default(),
                 &source,
                 &params,
                 &unit.rows,
@@ -100,6 +101,7 @@ pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
     let gradient = || {
         micro_batched_gradient(
             workload,
+            Draws::default(),
             &source,
             &params,
             &unit.rows,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::data::{DataRow, LocalRows};
 use crate::spec::JobPlan;
-use crate::workload::{micro_batched_gradient, Optimizer, Workload};
+use crate::workload::{micro_batched_gradient, Draws, Optimizer, Workload};
 
 /// What the plain loop produced.
 #[derive(Debug, Clone)]
@@ -58,6 +58,10 @@ pub fn train_plain(plan: &JobPlan, workload: &dyn Workload) -> PlainOutput {
             for unit in partitioning.units(t, p) {
                 let g = micro_batched_gradient(
                     workload,
+                    Draws {
+                        seed: plan.seed,
+                        iteration: t,
+                    },
                     &store,
                     &params,
                     &unit.rows,

@@ -106,6 +106,12 @@ pub struct ModelSection {
     pub l2: Option<f64>,
     /// mf: length of each user's and item's factor row.
     pub rank: Option<u32>,
+    /// lda: topics K.
+    pub topics: Option<u32>,
+    /// lda: prior of a document's topics.
+    pub alpha: Option<f64>,
+    /// lda: prior of a topic's words.
+    pub beta: Option<f64>,
     /// Evaluate on the test rows every this many iterations (and at the end).
     pub eval_every: Option<u64>,
 }

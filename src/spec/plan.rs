@@ -53,6 +53,14 @@ pub const DEFAULT_MF_LEARNING_RATE: f64 = 0.01;
 pub const DEFAULT_MF_L2: f64 = 0.1;
 /// Default rank of matrix factorisation's factor rows.
 pub const DEFAULT_MF_RANK: u32 = 10;
+/// Default topics of LDA.
+pub const DEFAULT_LDA_TOPICS: u32 = 20;
+/// Default prior of a document's topics (the `lda` package's).
+pub const DEFAULT_LDA_ALPHA: f64 = 0.1;
+/// Default prior of a topic's words (the `lda` package's `eta`).
+pub const DEFAULT_LDA_BETA: f64 = 0.01;
+/// The most topics a job may ask for.
+pub const MAX_LDA_TOPICS: u32 = 10_000;
 /// The highest rank a job may ask for.
 pub const MAX_MF_RANK: u32 = 1024;
 /// Default extra holders of every partition.
@@ -92,7 +100,7 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
 pub const PLANNED_POLICIES: &[&str] = &[];
 
 /// Model kinds a job can name in `[model] kind`.
-pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn", "mf"];
+pub const MODEL_KINDS: &[&str] = &["logistic", "softmax", "cnn", "mf", "lda"];
 
 /// How a disrupted machine is slowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1,7 +1,7 @@
 //! Units computed micro-batch by micro-batch: the in-order fold that keeps a
 //! unit's sums the same whoever computes which of its micro-batches.
 
-use super::{UnitGradient, Update, Workload};
+use super::{Draws, UnitGradient, Update, Workload};
 use crate::data::RowSource;
 
 /// A unit's gradient computed micro-batch by micro-batch: the gradient and
@@ -62,6 +62,7 @@ impl MicroBatches {
     pub fn step(
         &mut self,
         workload: &dyn Workload,
+        draws: Draws,
         source: &dyn RowSource,
         params: &[f64],
         rows: &[u32],
@@ -70,7 +71,7 @@ impl MicroBatches {
         if batch.is_empty() {
             return 0;
         }
-        let g = workload.unit_gradient(source, params, batch);
+        let g = workload.unit_update(draws, source, params, batch);
         self.sums.grad.add(&g.grad, self.dims);
         self.sums.loss_sum += g.loss_sum;
         self.done += batch.len();
@@ -82,6 +83,7 @@ impl MicroBatches {
 /// rows (0: the whole unit in one call).
 pub fn micro_batched_gradient(
     workload: &dyn Workload,
+    draws: Draws,
     source: &dyn RowSource,
     params: &[f64],
     rows: &[u32],
@@ -90,10 +92,10 @@ pub fn micro_batched_gradient(
     if micro_batch == 0 || micro_batch >= rows.len() {
         // One micro-batch: its sums are the fold's (0 + x is x for every
         // value the reduction can tell apart: it folds from zero too).
-        return workload.unit_gradient(source, params, rows);
+        return workload.unit_update(draws, source, params, rows);
     }
     let mut fold = MicroBatches::new(workload.param_count(), micro_batch);
-    while fold.step(workload, source, params, rows) > 0 {}
+    while fold.step(workload, draws, source, params, rows) > 0 {}
     fold.sums
 }
 
@@ -132,7 +134,7 @@ mod tests {
         let w = softmax();
         let source = w.data().source();
         let rows: Vec<u32> = (0..8).collect();
-        let micro = micro_batched_gradient(&w, &source, &PARAMS, &rows, 2);
+        let micro = micro_batched_gradient(&w, Draws::default(), &source, &PARAMS, &rows, 2);
         // the shard owners' fold of four units of two rows
         let mut grad = vec![0.0; 6];
         let mut loss = 0.0;
@@ -144,7 +146,7 @@ mod tests {
         assert_eq!(micro.grad, Update::Dense(grad));
         assert_eq!(micro.loss_sum.to_bits(), f64::to_bits(loss));
         // the same sums, not the same bits, as one call over the eight rows
-        let whole = micro_batched_gradient(&w, &source, &PARAMS, &rows, 0);
+        let whole = micro_batched_gradient(&w, Draws::default(), &source, &PARAMS, &rows, 0);
         assert_eq!(whole, w.unit_gradient(&source, &PARAMS, &rows));
         assert!((whole.loss_sum - micro.loss_sum).abs() < 1e-12);
     }
@@ -156,18 +158,22 @@ mod tests {
         let rows: Vec<u32> = (0..8).collect();
         let mut fold = MicroBatches::new(6, 2);
         assert_eq!(fold.next_rows(&rows), &[0, 1]);
-        assert_eq!(fold.step(&w, &source, &PARAMS, &rows), 2);
-        assert_eq!(fold.step(&w, &source, &PARAMS, &rows), 2);
+        assert_eq!(fold.step(&w, Draws::default(), &source, &PARAMS, &rows), 2);
+        assert_eq!(fold.step(&w, Draws::default(), &source, &PARAMS, &rows), 2);
         // the rest goes to a peer with the running sums
         let mut peer = fold.clone();
-        while peer.step(&w, &source, &PARAMS, &rows) > 0 {}
+        while peer.step(&w, Draws::default(), &source, &PARAMS, &rows) > 0 {}
         assert!(peer.is_done(&rows) && !fold.is_done(&rows));
         assert_eq!(peer.done, 8);
         assert_eq!(
             peer.sums,
-            micro_batched_gradient(&w, &source, &PARAMS, &rows, 2)
+            micro_batched_gradient(&w, Draws::default(), &source, &PARAMS, &rows, 2)
         );
-        assert_eq!(peer.step(&w, &source, &PARAMS, &rows), 0, "nothing left");
+        assert_eq!(
+            peer.step(&w, Draws::default(), &source, &PARAMS, &rows),
+            0,
+            "nothing left"
+        );
     }
 
     #[test]
@@ -178,7 +184,7 @@ mod tests {
         let mut fold = MicroBatches::new(6, 2);
         let mut sizes = Vec::new();
         loop {
-            match fold.step(&w, &source, &PARAMS, &rows) {
+            match fold.step(&w, Draws::default(), &source, &PARAMS, &rows) {
                 0 => break,
                 n => sizes.push(n),
             }

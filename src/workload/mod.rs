@@ -12,6 +12,7 @@
 //! `spec` (its `[model] kind`); nothing in `run/`, `policy/` or `trace/`.
 
 pub mod cnn;
+pub mod lda;
 pub mod logistic;
 pub mod mf;
 pub mod micro;
@@ -41,6 +42,16 @@ pub struct UnitGradient {
     pub grad: Update,
     /// Σ over rows of the loss.
     pub loss_sum: f64,
+}
+
+/// What a unit's random draws are keyed by, besides its rows: the job's seed
+/// and the iteration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Draws {
+    /// The job's seed.
+    pub seed: u64,
+    /// The iteration the unit belongs to.
+    pub iteration: u64,
 }
 
 /// Test-set quality of a parameter vector.
@@ -92,6 +103,28 @@ pub trait Workload: Send + Sync + Debug {
     /// Gradient and loss sums over `rows` of `source` at `params`.
     fn unit_gradient(&self, source: &dyn RowSource, params: &[f64], rows: &[u32]) -> UnitGradient;
 
+    /// A unit's update, for a workload whose units draw random numbers (LDA's
+    /// Gibbs sweep): every draw is keyed by `draws` and the rows, never by
+    /// who computes the unit. The runtime calls this; the default is
+    /// [`Workload::unit_gradient`], which draws nothing.
+    fn unit_update(
+        &self,
+        draws: Draws,
+        source: &dyn RowSource,
+        params: &[f64],
+        rows: &[u32],
+    ) -> UnitGradient {
+        let _ = draws;
+        self.unit_gradient(source, params, rows)
+    }
+
+    /// Lines the run's summary adds about the trained `params` (LDA's topics
+    /// by their top words); none by default.
+    fn describe(&self, params: &[f64]) -> Vec<String> {
+        let _ = params;
+        Vec::new()
+    }
+
     /// Quality of `params` on the test rows.
     fn evaluate(&self, params: &[f64]) -> Evaluation;
 }
@@ -123,6 +156,15 @@ pub enum ModelPlan {
         /// How the loss weighs the classes against the training set's imbalance.
         class_weighting: ClassWeighting,
     },
+    /// Latent Dirichlet allocation by collapsed Gibbs sampling on a corpus.
+    Lda {
+        /// Topics K.
+        topics: u32,
+        /// Prior of a document's topics.
+        alpha: f64,
+        /// Prior of a topic's words.
+        beta: f64,
+    },
     /// Matrix factorisation with biases on a ratings table.
     Mf {
         /// Length of each user's and item's factor row.
@@ -140,6 +182,7 @@ impl ModelPlan {
             Self::Softmax => "softmax",
             Self::Cnn { .. } => "cnn",
             Self::Mf { .. } => "mf",
+            Self::Lda { .. } => "lda",
         }
     }
 }
@@ -165,6 +208,18 @@ pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, D
             Arc::new(cnn::CnnClassifier::load(&data.path, *class_weighting)?)
         }
         ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(data)?),
+        ModelPlan::Lda {
+            topics,
+            alpha,
+            beta,
+        } => Arc::new(lda::Lda::load(
+            data,
+            lda::LdaConfig {
+                topics: *topics,
+                alpha: *alpha,
+                beta: *beta,
+            },
+        )?),
         ModelPlan::Mf { rank, l2 } => Arc::new(mf::MatrixFactorisation::load(data, *rank, *l2)?),
     })
 }

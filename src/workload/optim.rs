@@ -16,6 +16,9 @@ pub enum OptimizerKind {
     /// units, so this is mini-batch descent on their summed per-row updates,
     /// each per-row step `lr / rows` long.
     Sgd,
+    /// Adds the summed updates as they are: `w ← w + Σ Δ` (LDA's count
+    /// deltas). Not a job-file choice: the workload that sends deltas sets it.
+    Add,
 }
 
 impl OptimizerKind {
@@ -96,6 +99,12 @@ impl Optimizer {
     pub fn step(&mut self, params: &mut [f64], grad_sum: &[f64], rows: f64) {
         let c = self.config;
         self.steps += 1;
+        if c.kind == OptimizerKind::Add {
+            for (w, d) in params.iter_mut().zip(grad_sum) {
+                *w += d;
+            }
+            return;
+        }
         if c.kind == OptimizerKind::Sgd {
             for (k, (w, g_sum)) in params.iter_mut().zip(grad_sum).enumerate() {
                 let mut g = g_sum / rows;
@@ -165,6 +174,16 @@ mod tests {
         assert_eq!(sgd.state().0, &[0.0, 0.0], "no moments");
         assert_eq!(OptimizerKind::from_name("sgd"), Some(OptimizerKind::Sgd));
         assert_eq!(OptimizerKind::from_name("SGD"), None);
+        let mut add = Optimizer::new(
+            OptimizerConfig {
+                kind: OptimizerKind::Add,
+                ..config()
+            },
+            vec![true, true],
+        );
+        let mut counts = vec![3.0, 0.0];
+        add.step(&mut counts, &[-1.0, 2.0], 7.0);
+        assert_eq!(counts, vec![2.0, 2.0], "deltas added as they are");
     }
 
     #[test]

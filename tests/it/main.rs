@@ -14,6 +14,7 @@ mod fuzz;
 mod import;
 mod interop;
 mod layout;
+mod lda;
 mod mf;
 mod policies;
 mod predictor;

@@ -10,7 +10,7 @@ use crate::inject::Stretch;
 use crate::run::context::JobContext;
 use crate::run::messages::GradSlice;
 use crate::trace::UnitRecord;
-use crate::workload::micro_batched_gradient;
+use crate::workload::{micro_batched_gradient, Draws};
 
 /// Starts one unit: computes its real gradient, cuts it into shard slices and
 /// sets when the unit is over — stretched by the injected slowdown (and to its
@@ -27,6 +27,10 @@ pub(super) fn start_unit(
     let start_us = cx.us_since_start(started);
     let gradient = micro_batched_gradient(
         cx.workload.as_ref(),
+        Draws {
+            seed: cx.plan.seed,
+            iteration: next.unit.iteration,
+        },
         source,
         &epoch.params,
         &unit.rows,

@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 
 mod context;
+mod model;
 mod policy;
 mod units;
 
 pub use context::locate;
 use context::Context;
+use model::{check_model, check_optimizer, ModelDefaults};
 pub use policy::DEFAULT_SLACK;
 use policy::{validate_policy, validate_predictor};
 pub use units::{check_against_data, unit_sizes};
@@ -17,7 +19,6 @@ use super::plan::*;
 use super::{Overrides, Result, SpecError};
 use crate::data::{DataConfig, Sampling};
 use crate::inject::Pattern;
-use crate::workload::{OptimizerConfig, OptimizerKind};
 
 /// The dataset used when a job names none: the Adult census data committed
 /// under `data/`.
@@ -31,51 +32,6 @@ pub const MAX_SLOWDOWN: f64 = 100.0;
 pub const MAX_ITERATIONS: u64 = 10_000_000;
 /// The slowest pace, ns per row.
 pub const MAX_PACE_NS_PER_ROW: u64 = 1_000_000_000;
-
-/// What a job of each model kind uses when it does not say.
-struct ModelDefaults {
-    dataset: &'static str,
-    label: &'static str,
-    positive: &'static str,
-    learning_rate: f64,
-    l2: f64,
-}
-
-impl ModelDefaults {
-    fn of(kind: &str) -> Option<Self> {
-        Some(match kind {
-            "logistic" => Self {
-                dataset: DEFAULT_DATASET,
-                label: "income",
-                positive: ">50K",
-                learning_rate: DEFAULT_LEARNING_RATE,
-                l2: DEFAULT_L2,
-            },
-            "softmax" => Self {
-                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/mnist.parquet"),
-                label: "label",
-                positive: "",
-                learning_rate: DEFAULT_SOFTMAX_LEARNING_RATE,
-                l2: DEFAULT_L2,
-            },
-            "cnn" => Self {
-                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/pneumoniamnist.npz"),
-                label: "",
-                positive: "",
-                learning_rate: DEFAULT_CNN_LEARNING_RATE,
-                l2: 0.0,
-            },
-            "mf" => Self {
-                dataset: concat!(env!("CARGO_MANIFEST_DIR"), "/data/movielens-100k.parquet"),
-                label: "rating",
-                positive: "",
-                learning_rate: DEFAULT_MF_LEARNING_RATE,
-                l2: DEFAULT_MF_L2,
-            },
-            _ => return None,
-        })
-    }
-}
 
 /// "dataset file … does not exist", with the command that fetches it when
 /// forestall knows one.
@@ -188,90 +144,6 @@ fn check_job(cx: &Context<'_>, spec: &JobSpec, path: Option<&Path>) -> Result<(S
         ));
     }
     Ok((name, iterations))
-}
-
-/// `[model] kind` and its knobs, with the defaults the kind brings (and the
-/// `[data]` keys a cnn's image file makes meaningless).
-fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan, ModelDefaults)> {
-    let kind = spec.model.kind.as_deref().unwrap_or("logistic");
-    let defaults = ModelDefaults::of(kind).ok_or_else(|| {
-        cx.invalid(
-            "model",
-            "kind",
-            format!(
-                "unknown model '{kind}'; accepted: {}",
-                MODEL_KINDS.join(", ")
-            ),
-        )
-    })?;
-    let model = match kind {
-        "softmax" => ModelPlan::Softmax,
-        "cnn" => ModelPlan::Cnn {
-            class_weighting: match spec.model.class_weighting.as_deref() {
-                None | Some("balanced") => ClassWeighting::Balanced,
-                Some("none") => ClassWeighting::None,
-                Some(other) => {
-                    return Err(cx.invalid(
-                        "model",
-                        "class_weighting",
-                        format!("unknown weighting '{other}'; accepted: balanced, none"),
-                    ))
-                }
-            },
-        },
-        "mf" => ModelPlan::Mf {
-            rank: match spec.model.rank.unwrap_or(DEFAULT_MF_RANK) {
-                0 => return Err(cx.invalid("model", "rank", "must be at least 1 (got 0)")),
-                r if r > MAX_MF_RANK => {
-                    return Err(cx.invalid(
-                        "model",
-                        "rank",
-                        format!("must be at most {MAX_MF_RANK} (got {r})"),
-                    ))
-                }
-                r => r,
-            },
-            // checked with the optimiser's knobs
-            l2: spec.model.l2.unwrap_or(defaults.l2),
-        },
-        _ => ModelPlan::Logistic,
-    };
-    if spec.model.rank.is_some() && kind != "mf" {
-        return Err(cx.invalid(
-            "model",
-            "rank",
-            format!("applies to model kind mf only (this job trains {kind})"),
-        ));
-    }
-    if spec.model.class_weighting.is_some() && kind != "cnn" {
-        return Err(cx.invalid(
-            "model",
-            "class_weighting",
-            format!("applies to model kind cnn only (this job trains {kind})"),
-        ));
-    }
-    if kind == "cnn" {
-        // The images' file holds the labels and its own train/test split.
-        let table_keys = [
-            ("label", spec.data.label.is_some()),
-            ("positive", spec.data.positive.is_some()),
-            ("drop", spec.data.drop.is_some()),
-            ("test_fraction", spec.data.test_fraction.is_some()),
-            ("split_seed", spec.data.split_seed.is_some()),
-            (
-                "validation_fraction",
-                spec.data.validation_fraction.is_some(),
-            ),
-        ];
-        if let Some((key, _)) = table_keys.iter().find(|(_, set)| *set) {
-            return Err(cx.invalid(
-                "data",
-                key,
-                "does not apply to model kind cnn: its .npz file holds the labels and the train/test split",
-            ));
-        }
-    }
-    Ok((model, defaults))
 }
 
 /// What `[data]` resolves to before the workers are known.
@@ -393,53 +265,6 @@ fn check_data(
         batch_fraction,
         sampling,
     })
-}
-
-/// `[model]`'s optimiser knobs (the kind's defaults where unset) and how often
-/// the model is evaluated.
-fn check_optimizer(
-    cx: &Context<'_>,
-    spec: &JobSpec,
-    defaults: &ModelDefaults,
-) -> Result<(OptimizerConfig, u64)> {
-    let learning_rate = spec.model.learning_rate.unwrap_or(defaults.learning_rate);
-    if !(learning_rate.is_finite() && learning_rate > 0.0) {
-        return Err(cx.invalid(
-            "model",
-            "learning_rate",
-            format!("must be a positive number (got {learning_rate})"),
-        ));
-    }
-    let l2 = spec.model.l2.unwrap_or(defaults.l2);
-    if !(l2.is_finite() && l2 >= 0.0) {
-        return Err(cx.invalid("model", "l2", format!("must be ≥ 0 (got {l2})")));
-    }
-    let kind = match spec.model.optimizer.as_deref() {
-        None => OptimizerKind::Adam,
-        Some(name) => OptimizerKind::from_name(name).ok_or_else(|| {
-            cx.invalid(
-                "model",
-                "optimizer",
-                format!(
-                    "unknown optimizer '{name}' (known: {})",
-                    OptimizerKind::NAMES.join(", ")
-                ),
-            )
-        })?,
-    };
-    let eval_every = spec.model.eval_every.unwrap_or(1);
-    if eval_every == 0 {
-        return Err(cx.invalid("model", "eval_every", "must be at least 1 (got 0)"));
-    }
-    let optimizer = OptimizerConfig {
-        kind,
-        learning_rate,
-        beta1: 0.9,
-        beta2: 0.999,
-        epsilon: 1e-8,
-        l2,
-    };
-    Ok((optimizer, eval_every))
 }
 
 /// What `[workers]` resolves to, with `[data] replicas` (bounded by the
