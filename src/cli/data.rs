@@ -31,6 +31,30 @@ pub enum DataCommand {
     Fetch(FetchArgs),
     /// List the datasets `data fetch` knows.
     List,
+    /// Synthesise a dataset: `netflix`, a ratings table shaped like the
+    /// Netflix Prize set (480,189 users x 17,770 items and about 100 M
+    /// ratings at --scale 1; the users and ratings scale with it).
+    Synth(SynthArgs),
+}
+
+/// Arguments of `forestall data synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// What to synthesise: netflix.
+    pub kind: String,
+    /// Share of Netflix's users (and so of its ratings), in (0, 1].
+    #[arg(long)]
+    pub scale: f64,
+    /// Seed of every draw.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The Parquet file to write (default: data/netflix-synth-SCALE.parquet
+    /// of the checkout forestall was built from).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace the file if it is there.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Arguments of `forestall data fetch`.
@@ -119,6 +143,7 @@ pub fn run(command: DataCommand, global: &GlobalArgs) -> anyhow::Result<ExitCode
             }
             Ok(ExitCode::SUCCESS)
         }
+        DataCommand::Synth(args) => synth(&args, global),
         DataCommand::Fetch(args) => {
             // Every name is checked before anything is fetched.
             let sources = args
@@ -256,4 +281,68 @@ fn report(s: &Source, done: &Fetched, from: &str, global: &GlobalArgs) -> anyhow
         )),
     }
     Ok(())
+}
+
+/// `forestall data synth netflix`: refuses an unknown kind, a scale outside
+/// (0, 1] and an existing file (without --force) before writing anything.
+fn synth(args: &SynthArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    use crate::data::synth;
+    if args.kind != "netflix" {
+        return Err(anyhow::Error::msg(format!(
+            "unknown synthetic dataset '{}'; known: netflix",
+            args.kind
+        )));
+    }
+    if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 1.0) {
+        return Err(anyhow::Error::msg(format!(
+            "--scale must be in (0, 1] (got {})",
+            args.scale
+        )));
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        default_data_dir().join(format!("netflix-synth-{}.parquet", args.scale))
+    });
+    if out.exists() && !args.force {
+        return Err(anyhow::Error::msg(format!(
+            "{} already exists; pass --force to replace it",
+            out.display()
+        )));
+    }
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let (users, items) = synth::netflix_shape(args.scale);
+    if !global.json {
+        eprintln!(
+            "synthesising {users} users x {items} items (about {:.1} M ratings) into {}",
+            synth::NETFLIX.2 as f64 * args.scale / 1e6,
+            out.display()
+        );
+    }
+    let written = synth::netflix(&out, args.scale, args.seed, |done, all| {
+        if !global.json && done < all {
+            eprintln!("  {done} of {all} users");
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if global.json {
+        print_stdout(&json::line(
+            "synthesised",
+            &serde_json::json!({
+                "path": out,
+                "users": written.users,
+                "items": written.items,
+                "ratings": written.ratings,
+            }),
+        ));
+    } else {
+        println!(
+            "wrote {} ({} users, {} items, {} ratings)",
+            out.display(),
+            written.users,
+            written.items,
+            written.ratings
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

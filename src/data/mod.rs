@@ -9,6 +9,7 @@ pub mod images;
 pub mod npz;
 pub mod partition;
 pub mod rows;
+pub mod synth;
 pub mod table;
 
 use std::path::{Path, PathBuf};

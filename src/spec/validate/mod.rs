@@ -41,7 +41,13 @@ fn missing_dataset_message(path: &Path) -> String {
             "dataset file {} does not exist; `{command}` fetches it",
             path.display()
         ),
-        None => format!("dataset file {} does not exist", path.display()),
+        None => match crate::data::synth::synth_hint(path) {
+            Some(command) => format!(
+                "dataset file {} does not exist; `{command}` makes it",
+                path.display()
+            ),
+            None => format!("dataset file {} does not exist", path.display()),
+        },
     }
 }
 
