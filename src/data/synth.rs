@@ -110,7 +110,9 @@ pub fn netflix(
             .collect()
     };
     let item_taste: Vec<Vec<f64>> = (0..items).map(|i| taste(0x17E6, i)).collect();
-    let item_bias: Vec<f64> = (0..items).map(|i| 0.4 * normal(&[seed, 0x17E7, i])).collect();
+    let item_bias: Vec<f64> = (0..items)
+        .map(|i| 0.4 * normal(&[seed, 0x17E7, i]))
+        .collect();
     let schema = Arc::new(Schema::new(vec![
         Field::new("user", DataType::Int64, false),
         Field::new("item", DataType::Int64, false),
@@ -136,7 +138,8 @@ pub fn netflix(
             Arc::new(Int64Array::from(std::mem::take(i))),
             Arc::new(Float64Array::from(std::mem::take(r))),
         ];
-        let batch = RecordBatch::try_new(Arc::clone(&schema), columns).map_err(|e| e.to_string())?;
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), columns).map_err(|e| e.to_string())?;
         w.write(&batch).map_err(pq)
     };
     let result = (|| {
@@ -150,13 +153,17 @@ pub fn netflix(
             chosen.clear();
             while (chosen.len() as u64) < count {
                 let x = (draw.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
-                let i = cumulative.partition_point(|&c| c <= x).min(items as usize - 1);
+                let i = cumulative
+                    .partition_point(|&c| c <= x)
+                    .min(items as usize - 1);
                 if !chosen.insert(i) {
                     continue;
                 }
                 let dot: f64 = p_u.iter().zip(&item_taste[i]).map(|(a, b)| a * b).sum();
                 let noise = 0.6 * normal(&[seed, 0x05E6, u, i as u64]);
-                let r = (3.6 + b_u + item_bias[i] + 1.5 * dot + noise).round().clamp(1.0, 5.0);
+                let r = (3.6 + b_u + item_bias[i] + 1.5 * dot + noise)
+                    .round()
+                    .clamp(1.0, 5.0);
                 u_col.push(u as i64 + 1);
                 i_col.push(i as i64 + 1);
                 r_col.push(r);
@@ -171,7 +178,8 @@ pub fn netflix(
             flush(&mut u_col, &mut i_col, &mut r_col, &mut writer)?;
         }
         writer.close().map_err(pq)?;
-        std::fs::rename(&tmp, out).map_err(|e| format!("cannot rename {} into place: {e}", tmp.display()))
+        std::fs::rename(&tmp, out)
+            .map_err(|e| format!("cannot rename {} into place: {e}", tmp.display()))
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
@@ -217,7 +225,9 @@ mod tests {
         assert!((80.0..=115.0).contains(&median), "median {median}");
         assert!(mean > 1.6 * median, "mean {mean}, median {median}");
         assert!(per_user[0] >= 1 && *per_user.last().unwrap() > 10 * per_user[960]);
-        assert!(ratings.iter().all(|r| (1.0..=5.0).contains(&r.expect("no nulls"))));
+        assert!(ratings
+            .iter()
+            .all(|r| (1.0..=5.0).contains(&r.expect("no nulls"))));
         // the same seed, the same bytes of data
         let again = dir.path().join("m.parquet");
         netflix(&again, 0.004, 7, |_, _| {}).expect("written");

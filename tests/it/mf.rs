@@ -289,3 +289,91 @@ fn movielens_reaches_the_target_rmse() {
         "rmse {rmse}, baseline {baseline}"
     );
 }
+
+/// `data synth netflix` writes a ratings table `mf` trains on; a wrong kind,
+/// a scale outside (0, 1] and an existing file are refused before anything
+/// is written.
+#[test]
+fn a_synthetic_netflix_table_trains_and_bad_requests_are_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let o = crate::common::forestall_in(
+        d,
+        &[
+            "data",
+            "synth",
+            "netflix",
+            "--scale",
+            "0.001",
+            "--out",
+            "n.parquet",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = std::fs::read(d.join("n.parquet")).expect("written");
+    let text = job_text(&d.join("n.parquet"), "").replace("rank = 3", "rank = 2");
+    let p = plan_of(&text, 2, "pattern = \"none\"", "bsp");
+    let workload = load_workload(&p).expect("loads");
+    assert_eq!(workload.param_count(), (480 + 17_770) * 3);
+    for (args, expected) in [
+        (
+            vec![
+                "data",
+                "synth",
+                "movies",
+                "--scale",
+                "0.001",
+                "--out",
+                "m.parquet",
+            ],
+            "unknown synthetic dataset 'movies'",
+        ),
+        (
+            vec![
+                "data",
+                "synth",
+                "netflix",
+                "--scale",
+                "0",
+                "--out",
+                "m.parquet",
+            ],
+            "--scale must be in (0, 1]",
+        ),
+        (
+            vec![
+                "data",
+                "synth",
+                "netflix",
+                "--scale",
+                "2",
+                "--out",
+                "m.parquet",
+            ],
+            "--scale must be in (0, 1]",
+        ),
+        (
+            vec![
+                "data",
+                "synth",
+                "netflix",
+                "--scale",
+                "0.001",
+                "--out",
+                "n.parquet",
+            ],
+            "already exists; pass --force",
+        ),
+    ] {
+        let o = crate::common::forestall_in(d, &args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert!(!d.join("m.parquet").exists());
+    assert_eq!(
+        std::fs::read(d.join("n.parquet")).expect("kept"),
+        first,
+        "an existing file is kept"
+    );
+}
