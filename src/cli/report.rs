@@ -71,9 +71,15 @@ pub fn run(args: ReportArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             curves,
         });
     }
+    // A run's summary may say what the model learnt (LDA: each topic's words).
+    let model: Vec<String> = std::fs::read(args.dir.join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| serde_json::from_value(v["details"].clone()).ok())
+        .unwrap_or_default();
     let title = format!("forestall report: {}", args.dir.display());
-    let (html, md) =
-        render(&title, &sections, bench_md.as_deref()).map_err(|e| anyhow!("drawing: {e}"))?;
+    let (html, md) = render(&title, &sections, bench_md.as_deref(), &model)
+        .map_err(|e| anyhow!("drawing: {e}"))?;
     let out = args.out.clone().unwrap_or_else(|| args.dir.clone());
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let (html_path, md_path) = (out.join("report.html"), out.join("report.md"));

@@ -312,6 +312,7 @@ pub fn render(
     title: &str,
     sections: &[TraceSection],
     bench_md: Option<&str>,
+    model: &[String],
 ) -> Result<(String, String), String> {
     if !sections.is_empty() {
         super::plot::ensure_font()?;
@@ -322,6 +323,16 @@ pub fn render(
         escape(title),
         escape(title)
     );
+    if !model.is_empty() {
+        // what the workload says of the trained model (LDA: its topics)
+        let list: String = model.iter().map(|l| format!("- {l}\n")).collect();
+        md.push_str(&format!("## The trained model\n\n{list}\n"));
+        html.push_str("<section id=\"model\"><h2>The trained model</h2>\n<ul>\n");
+        for line in model {
+            html.push_str(&format!("<li>{}</li>\n", escape(line)));
+        }
+        html.push_str("</ul></section>\n");
+    }
     if let Some(bench) = bench_md {
         md.push_str("## Policies compared (bench results)\n\n");
         md.push_str(bench);

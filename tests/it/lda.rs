@@ -138,6 +138,22 @@ fn lda_resumes_from_a_checkpoint_with_the_same_topics() {
     let o = forestall_in(dir, &["--json", "run", "job.toml", "--out", "run"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let digest = crate::common::summary_digest(&o);
+    // the summary and the report list each topic's top words
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("run/summary.json")).expect("summary"))
+            .expect("json");
+    assert_eq!(
+        summary["details"].as_array().map(Vec::len),
+        Some(3),
+        "one line a topic"
+    );
+    let o = forestall_in(dir, &["report", "run"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = std::fs::read_to_string(dir.join("run/report.md")).expect("report");
+    assert!(
+        report.contains("## The trained model") && report.contains("- topic  0: word"),
+        "{report}"
+    );
     // forget the last checkpoint: the resumed run goes back to iteration 3
     let checkpoints = dir.join("run/checkpoints");
     let last = checkpoints.join("it-00000006");
