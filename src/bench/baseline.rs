@@ -299,6 +299,7 @@ mod tests {
             target_accuracy: None,
             time_to_accuracy_s: None,
             test_metrics: String::new(),
+            settings: String::new(),
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: true,

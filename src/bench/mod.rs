@@ -155,10 +155,13 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 });
             }
         }
-        sweep.settings().map_err(|message| BenchError::Pipeline {
-            path: path.to_owned(),
-            message,
-        })?;
+        sweep
+            .settings()
+            .and(sweep.variations())
+            .map_err(|message| BenchError::Pipeline {
+                path: path.to_owned(),
+                message,
+            })?;
         if let Some(list) = &sweep.cpus {
             pin::parse_cpus(list)
                 .and_then(|c| pin::check_available(&c))
@@ -346,6 +349,7 @@ pub fn run_pipeline(
             target_accuracy: run.target_accuracy,
             time_to_accuracy_s: None,
             test_metrics: String::new(),
+            settings: run.varied.clone(),
             params_sha256: String::new(),
             digest_matches: true,
             bsp_semantics: plan.policy.keeps_bsp_semantics(),

@@ -74,6 +74,18 @@ struct GroupKey {
     probability: u64,
     alpha: u64,
     delay: u64,
+    /// The sweep's `vary` values.
+    settings: String,
+}
+
+impl GroupKey {
+    /// The policy, with the sweep's `vary` values when it has any.
+    fn label(&self) -> String {
+        match self.settings.as_str() {
+            "" => self.policy.clone(),
+            s => format!("{} ({s})", self.policy),
+        }
+    }
 }
 
 fn group<'a>(rows: &[&'a BenchRow]) -> BTreeMap<GroupKey, Vec<&'a BenchRow>> {
@@ -87,6 +99,7 @@ fn group<'a>(rows: &[&'a BenchRow]) -> BTreeMap<GroupKey, Vec<&'a BenchRow>> {
                 probability: r.probability.to_bits(),
                 alpha: r.alpha.to_bits(),
                 delay: r.delay_percent.to_bits(),
+                settings: r.settings.clone(),
             })
             .or_default()
             .push(r);
@@ -268,7 +281,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
                 s,
                 "| {} | {} | {} | {} | {} | {} | {mean:.2} ± {sd:.2} | {:.2} | {:.1} | {:.3} | {ratio} | {vs_bound} | {vs_unit_bound} | {mitigation} | {:.1} % | {:.1} % | {conv_it} | {conv_s} | {:.4} | {to_target} | {} | {every} | {recovery} |",
                 key.kind,
-                key.policy,
+                key.label(),
                 key.workers,
                 group[0].probability,
                 group[0].alpha,
@@ -321,7 +334,7 @@ fn workload_metrics(s: &mut String, groups: &BTreeMap<GroupKey, Vec<&BenchRow>>)
             lines.push(format!(
                 "- {} {} W = {}: {}",
                 key.kind,
-                key.policy,
+                key.label(),
                 key.workers,
                 values.join(", ")
             ));
@@ -353,10 +366,13 @@ fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Pat
             }
             None => r.time_per_iteration_ms,
         };
-        let label = match r.kind.layout() {
+        let mut label = match r.kind.layout() {
             Some(layout) => format!("{} {layout}", r.policy),
             None => r.policy.clone(),
         };
+        if !r.settings.is_empty() {
+            label = format!("{label} ({})", r.settings);
+        }
         by_policy.entry(label).or_default().push(y);
     }
     if by_policy.len() < 2 {
@@ -408,7 +424,7 @@ pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf>
                 None => mean,
             };
             lines
-                .entry((key.policy.clone(), key.workers))
+                .entry((key.label(), key.workers))
                 .or_default()
                 .push((group[0].delay_percent, y));
         }

@@ -105,6 +105,8 @@ pub struct BenchRow {
     /// The workload's own final metrics on the evaluation rows (e.g. `rmse`),
     /// as a JSON object (empty: none).
     pub test_metrics: String,
+    /// The sweep's `vary` values of the run (`KEY=VALUE, …`; empty: none).
+    pub settings: String,
 }
 
 impl BenchRow {
@@ -187,6 +189,7 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("rows_per_s", opt_f64s(|r| r.rows_per_s)),
         ("cpus", s(|r| &r.cpus)),
         ("test_metrics", s(|r| &r.test_metrics)),
+        ("settings", s(|r| &r.settings)),
         (
             "bsp_semantics",
             Arc::new(BooleanArray::from(
@@ -341,6 +344,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
     let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
     let (rows_per_s, cpus) = (f64s("rows_per_s")?, opt_string("cpus")?);
     let metrics = opt_string("test_metrics")?;
+    let settings = opt_string("settings")?;
     fn get<A: Array, T>(a: Option<&A>, i: usize, f: impl Fn(&A, usize) -> T) -> Option<T> {
         a.filter(|a| a.is_valid(i)).map(|a| f(a, i))
     }
@@ -387,6 +391,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
             rows_per_s: f(rows_per_s, i),
             cpus: get(cpus, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
             test_metrics: get(metrics, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
+            settings: get(settings, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
         });
     }
     Ok(rows)
@@ -425,6 +430,7 @@ mod tests {
             target_accuracy: None,
             time_to_accuracy_s: Some(1e-300),
             test_metrics: r#"{"rmse":0.91}"#.into(),
+            settings: "policy.group_size=4".into(),
             params_sha256: "ab".into(),
             digest_matches: true,
             bsp_semantics: true,

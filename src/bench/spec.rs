@@ -94,6 +94,11 @@ pub struct SweepSpec {
     /// (`["data.split_seed=2", "model.l2=0.1"]`).
     #[serde(default)]
     pub set: Vec<String>,
+    /// Job-file keys varied over the sweep, each a list of values; every
+    /// combination is a run (per seed, policy, …): `vary = {
+    /// "policy.group_size" = [1, 2, 4, 8] }`.
+    #[serde(default)]
+    pub vary: std::collections::BTreeMap<String, Vec<toml::Value>>,
 }
 
 impl SweepSpec {
@@ -103,6 +108,38 @@ impl SweepSpec {
             .iter()
             .map(|w| Setting::parse(w).map_err(|e| format!("sweep '{}': set: {e}", self.name)))
             .collect()
+    }
+
+    /// Every combination of the sweep's `vary` values, keys in order (one
+    /// empty combination without `vary`); an error names the sweep and key.
+    pub fn variations(&self) -> Result<Vec<Vec<Setting>>, String> {
+        let mut combos: Vec<Vec<Setting>> = vec![Vec::new()];
+        for (key, values) in &self.vary {
+            if values.is_empty() {
+                return Err(format!(
+                    "sweep '{}': vary: '{key}' has no values",
+                    self.name
+                ));
+            }
+            let settings = values
+                .iter()
+                .map(|v| {
+                    Setting::parse(&format!("{key}={v}"))
+                        .map_err(|e| format!("sweep '{}': vary: {e}", self.name))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    settings.iter().map(move |s| {
+                        let mut c = c.clone();
+                        c.push(s.clone());
+                        c
+                    })
+                })
+                .collect();
+        }
+        Ok(combos)
     }
 
     /// Every run of the sweep, in a stable order (workers, probability, delay,
@@ -132,6 +169,8 @@ impl SweepSpec {
         } else {
             self.policies.iter().cloned().map(Some).collect()
         };
+        // checked when the pipeline is read
+        let variations = self.variations().unwrap_or_else(|_| vec![Vec::new()]);
         let mut runs = Vec::new();
         for (&w, &processes) in workers
             .iter()
@@ -140,36 +179,47 @@ impl SweepSpec {
             for probability in opt(&self.probability) {
                 for alpha in opt(&self.alpha) {
                     for delay in opt(&self.delay_percent) {
-                        for &seed in &self.seeds {
-                            for policy in &policies {
-                                runs.push(RunSpec {
-                                    sweep: self.name.clone(),
-                                    job: pipeline_dir.join(&self.job),
-                                    overrides: Overrides {
-                                        workers: w,
-                                        iterations: self.iterations,
-                                        seed: Some(seed),
-                                        pattern: self.pattern.clone(),
-                                        probability,
-                                        delay_percent: delay,
-                                        alpha,
-                                        policy: policy.clone(),
-                                        pace_ns_per_row: self.pace_ns_per_row,
-                                        out: None,
-                                        checkpoint_every: self.checkpoint_every,
-                                        // checked when the pipeline is read
-                                        set: self.settings().unwrap_or_default(),
-                                    },
-                                    processes,
-                                    kill_at: self.kill_at_iteration,
-                                    cpus: self
-                                        .cpus
-                                        .as_deref()
-                                        .and_then(|c| super::pin::parse_cpus(c).ok()),
-                                    plain_reference: self.reference.as_deref() == Some("plain"),
-                                    burn_reference: self.reference.as_deref() == Some("burn"),
-                                    target_accuracy: self.target_accuracy,
-                                });
+                        for varied in &variations {
+                            for &seed in &self.seeds {
+                                for policy in &policies {
+                                    runs.push(RunSpec {
+                                        sweep: self.name.clone(),
+                                        job: pipeline_dir.join(&self.job),
+                                        overrides: Overrides {
+                                            workers: w,
+                                            iterations: self.iterations,
+                                            seed: Some(seed),
+                                            pattern: self.pattern.clone(),
+                                            probability,
+                                            delay_percent: delay,
+                                            alpha,
+                                            policy: policy.clone(),
+                                            pace_ns_per_row: self.pace_ns_per_row,
+                                            out: None,
+                                            checkpoint_every: self.checkpoint_every,
+                                            // checked when the pipeline is read
+                                            set: [
+                                                self.settings().unwrap_or_default(),
+                                                varied.clone(),
+                                            ]
+                                            .concat(),
+                                        },
+                                        processes,
+                                        kill_at: self.kill_at_iteration,
+                                        cpus: self
+                                            .cpus
+                                            .as_deref()
+                                            .and_then(|c| super::pin::parse_cpus(c).ok()),
+                                        plain_reference: self.reference.as_deref() == Some("plain"),
+                                        burn_reference: self.reference.as_deref() == Some("burn"),
+                                        target_accuracy: self.target_accuracy,
+                                        varied: varied
+                                            .iter()
+                                            .map(Setting::word)
+                                            .collect::<Vec<_>>()
+                                            .join(", "),
+                                    });
+                                }
                             }
                         }
                     }
@@ -201,6 +251,9 @@ pub struct RunSpec {
     pub kill_at: Option<u64>,
     /// The CPUs the run is pinned to (none: wherever the bench may run).
     pub cpus: Option<Vec<usize>>,
+    /// The sweep's `vary` values of this run, as `KEY=VALUE, …` (empty:
+    /// none).
+    pub varied: String,
 }
 
 /// One `[[peer]]` as written.
@@ -263,6 +316,62 @@ mod tests {
         let e = pipeline.sweeps[1].settings().unwrap_err();
         assert!(
             e.contains("sweep 'bad': set:") && e.contains("SECTION.KEY"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_combination_of_a_sweeps_vary_values_is_a_run() {
+        let pipeline: PipelineSpec = toml::from_str(
+            r#"
+            [bench]
+            name = "vary"
+            [[sweep]]
+            name = "groups"
+            job = "job.toml"
+            seeds = [1]
+            policies = ["bsp", "flexrr"]
+            set = ["model.l2=0.1"]
+            vary = { "policy.group_size" = [2, 4], "policy.follow_up_units" = [1] }
+            [[sweep]]
+            name = "empty"
+            job = "job.toml"
+            seeds = [1]
+            vary = { "policy.group_size" = [] }
+            "#,
+        )
+        .expect("a valid pipeline");
+        let runs = pipeline.sweeps[0].runs(Path::new("."));
+        let seen: Vec<(String, String, Vec<String>)> = runs
+            .iter()
+            .map(|r| {
+                (
+                    r.overrides.policy.clone().expect("a policy"),
+                    r.varied.clone(),
+                    r.overrides.set.iter().map(Setting::word).collect(),
+                )
+            })
+            .collect();
+        let combo = |g: u32| format!("policy.follow_up_units=1, policy.group_size={g}");
+        let set = |g: u32| {
+            vec![
+                "model.l2=0.1".to_owned(),
+                "policy.follow_up_units=1".to_owned(),
+                format!("policy.group_size={g}"),
+            ]
+        };
+        assert_eq!(
+            seen,
+            [
+                ("bsp".to_owned(), combo(2), set(2)),
+                ("flexrr".to_owned(), combo(2), set(2)),
+                ("bsp".to_owned(), combo(4), set(4)),
+                ("flexrr".to_owned(), combo(4), set(4)),
+            ]
+        );
+        let e = pipeline.sweeps[1].variations().unwrap_err();
+        assert!(
+            e.contains("sweep 'empty': vary: 'policy.group_size' has no values"),
             "{e}"
         );
     }

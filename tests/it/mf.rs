@@ -66,9 +66,15 @@ fn job_text(data: &Path, extra_model: &str) -> String {
 }
 
 fn plan_of(text: &str, workers: u32, pattern: &str, policy: &str) -> JobPlan {
+    // Under a pattern, paced: a unit lasts long enough for the policies to
+    // move work.
+    let workers = match pattern {
+        "pattern = \"none\"" => format!("count = {workers}"),
+        _ => format!("count = {workers}\npace_ns_per_row = 100000"),
+    };
     let text = format!(
         "{}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n",
-        text.replace("count = 1", &format!("count = {workers}"))
+        text.replace("count = 1", &workers)
     );
     let spec = parse_job(&text, None).expect("parses");
     validate(&spec, &text, None).expect("valid")
