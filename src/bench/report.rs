@@ -154,13 +154,20 @@ fn baseline(
 /// `ideal` rows of the same settings (None without both, or when bsp is not
 /// measurably slower than ideal).
 fn mitigation(groups: &BTreeMap<GroupKey, Vec<&BenchRow>>, key: &GroupKey, t: f64) -> Option<f64> {
+    // bsp and ideal of the same varied values, or (a policy knob varied
+    // only for the policies that take it) the sweep's single runs of them
     let of = |policy: &str| {
         let k = GroupKey {
             policy: policy.to_owned(),
             ..key.clone()
         };
+        let plain = GroupKey {
+            settings: String::new(),
+            ..k.clone()
+        };
         groups
             .get(&k)
+            .or_else(|| groups.get(&plain))
             .map(|g| mean_of(g, |r| r.time_per_iteration_ms))
     };
     let (bsp, ideal) = (of("bsp")?, of("ideal")?);

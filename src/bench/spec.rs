@@ -171,6 +171,7 @@ impl SweepSpec {
         };
         // checked when the pipeline is read
         let variations = self.variations().unwrap_or_else(|_| vec![Vec::new()]);
+        let mut emitted = std::collections::HashSet::new();
         let mut runs = Vec::new();
         for (&w, &processes) in workers
             .iter()
@@ -182,6 +183,37 @@ impl SweepSpec {
                         for varied in &variations {
                             for &seed in &self.seeds {
                                 for policy in &policies {
+                                    // A policy knob varies only for the
+                                    // policies that take it; the others run
+                                    // once, as the sweep's baseline.
+                                    let varied: Vec<Setting> = varied
+                                        .iter()
+                                        .filter(|s| {
+                                            s.section != "policy"
+                                                || policy.as_deref().is_none_or(|p| {
+                                                    crate::spec::validate::policy_takes(p, &s.key)
+                                                })
+                                        })
+                                        .cloned()
+                                        .collect();
+                                    let label = varied
+                                        .iter()
+                                        .map(Setting::word)
+                                        .collect::<Vec<_>>()
+                                        .join(", ");
+                                    let key = (
+                                        w,
+                                        processes,
+                                        probability.map(f64::to_bits),
+                                        alpha.map(f64::to_bits),
+                                        delay.map(f64::to_bits),
+                                        seed,
+                                        policy.clone(),
+                                        label.clone(),
+                                    );
+                                    if !emitted.insert(key) {
+                                        continue;
+                                    }
                                     runs.push(RunSpec {
                                         sweep: self.name.clone(),
                                         job: pipeline_dir.join(&self.job),
@@ -213,11 +245,7 @@ impl SweepSpec {
                                         plain_reference: self.reference.as_deref() == Some("plain"),
                                         burn_reference: self.reference.as_deref() == Some("burn"),
                                         target_accuracy: self.target_accuracy,
-                                        varied: varied
-                                            .iter()
-                                            .map(Setting::word)
-                                            .collect::<Vec<_>>()
-                                            .join(", "),
+                                        varied: label,
                                     });
                                 }
                             }
@@ -360,12 +388,16 @@ mod tests {
                 format!("policy.group_size={g}"),
             ]
         };
+        // bsp takes neither knob: it runs once, with the sweep's `set` only
         assert_eq!(
             seen,
             [
-                ("bsp".to_owned(), combo(2), set(2)),
+                (
+                    "bsp".to_owned(),
+                    String::new(),
+                    vec!["model.l2=0.1".to_owned()]
+                ),
                 ("flexrr".to_owned(), combo(2), set(2)),
-                ("bsp".to_owned(), combo(4), set(4)),
                 ("flexrr".to_owned(), combo(4), set(4)),
             ]
         );

@@ -580,3 +580,66 @@ fn runs_lists_the_rows_of_a_bench() {
         "{data:?}"
     );
 }
+
+/// A sweep's `vary` makes a run of every value, for every policy that takes
+/// the key (the others run once): the rows carry their values, the summary
+/// labels its groups with them, and a `set` reaches every run (the pace).
+#[test]
+fn a_sweeps_varied_keys_make_a_run_of_every_value() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    write_job(dir);
+    std::fs::write(
+        dir.join("vary.toml"),
+        r#"
+[bench]
+name = "vary"
+[[sweep]]
+name = "groups"
+job = "job.toml"
+workers = [4]
+pattern = "slow-worker"
+probability = [0.5]
+delay_percent = [100]
+policies = ["bsp", "flexrr"]
+seeds = [1]
+iterations = 4
+set = ["workers.pace_ns_per_row=2000"]
+vary = { "policy.group_size" = [1, 2] }
+"#,
+    )
+    .expect("write pipeline");
+    let o = forestall(dir, &["-q", "bench", "vary.toml", "--out", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = rows_of(&dir.join("res/raw.parquet"));
+    let mut seen: Vec<(String, String, u64)> = rows
+        .iter()
+        .map(|r| (r.policy.clone(), r.settings.clone(), r.pace_ns_per_row))
+        .collect();
+    seen.sort();
+    let row = |g: u32| ("flexrr".to_owned(), format!("policy.group_size={g}"), 2000);
+    // bsp takes no group size: it runs once, the sweep's baseline
+    assert_eq!(
+        seen,
+        [("bsp".to_owned(), String::new(), 2000), row(1), row(2)]
+    );
+    let summary = std::fs::read_to_string(dir.join("res/summary.md")).expect("summary");
+    assert!(
+        summary.contains("| flexrr (policy.group_size=2) |"),
+        "{summary}"
+    );
+    assert!(summary.contains("| bsp |"), "{summary}");
+    // a bad entry is named before anything runs
+    let text = std::fs::read_to_string(dir.join("vary.toml"))
+        .expect("pipeline")
+        .replace("[1, 2]", "[]");
+    std::fs::write(dir.join("bad.toml"), text).expect("write");
+    let o = forestall(dir, &["bench", "bad.toml", "--out", "bad"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("vary: 'policy.group_size' has no values"),
+        "{err}"
+    );
+    assert!(!dir.join("bad").exists());
+}

@@ -10,7 +10,7 @@ mod units;
 pub use context::locate;
 use context::Context;
 use model::{check_model, check_optimizer, ModelDefaults};
-pub use policy::DEFAULT_SLACK;
+pub use policy::{policy_takes, DEFAULT_SLACK};
 use policy::{validate_policy, validate_predictor};
 pub use units::{check_against_data, unit_sizes};
 

@@ -22,56 +22,78 @@ use crate::spec::Result;
 /// Default SSP slack (iterations a worker may run ahead).
 pub const DEFAULT_SLACK: u64 = 1;
 
+/// The policies that take each `[policy]` knob.
+const KNOB_OWNERS: [(&str, &str); 15] = [
+    (
+        "floor",
+        "proactive or proactive-clone or forestall or forestall-ssp or dpro-substitute",
+    ),
+    ("threshold", "dpro-substitute"),
+    (
+        "min_gain",
+        "proactive or proactive-clone or forestall or forestall-ssp",
+    ),
+    ("clone_budget", "proactive-clone"),
+    ("backups", "backup-workers"),
+    ("slack", "ssp or flexrr or forestall-ssp"),
+    (
+        "group_size",
+        "rapid-reassign or flexrr or speculate or forestall or forestall-ssp",
+    ),
+    ("broker", "forestall"),
+    ("clone_in_flight", "forestall"),
+    ("checkpoint", "rapid-reassign or flexrr"),
+    ("initial_units", "rapid-reassign or flexrr"),
+    ("follow_up_units", "rapid-reassign or flexrr"),
+    ("quantile", "speculate"),
+    ("multiplier", "speculate"),
+    ("max_clone_share", "speculate"),
+];
+
+/// The policies that take `[policy] key`, as "a or b or …" (empty for a key
+/// no policy knob table lists: every policy takes it).
+fn owners_of(key: &str) -> &'static str {
+    KNOB_OWNERS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or("", |(_, owners)| owners)
+}
+
+/// Whether policy `name` takes `[policy] key` (`name` itself, and keys
+/// that are not policy knobs, every policy takes).
+pub fn policy_takes(name: &str, key: &str) -> bool {
+    let owners = owners_of(key);
+    owners.is_empty() || owners.split(" or ").any(|o| o == name)
+}
+
 pub(super) fn validate_policy(
     cx: &Context<'_>,
     s: &PolicySection,
     workers: u32,
 ) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool, &str); 15] = [
-        (
-            "floor",
-            s.floor.is_some(),
-            "proactive or proactive-clone or forestall or forestall-ssp or dpro-substitute",
-        ),
-        ("threshold", s.threshold.is_some(), "dpro-substitute"),
-        (
-            "min_gain",
-            s.min_gain.is_some(),
-            "proactive or proactive-clone or forestall or forestall-ssp",
-        ),
-        ("clone_budget", s.clone_budget.is_some(), "proactive-clone"),
-        ("backups", s.backups.is_some(), "backup-workers"),
-        ("slack", s.slack.is_some(), "ssp or flexrr or forestall-ssp"),
-        (
-            "group_size",
-            s.group_size.is_some(),
-            "rapid-reassign or flexrr or speculate or forestall or forestall-ssp",
-        ),
-        ("broker", s.broker.is_some(), "forestall"),
-        ("clone_in_flight", s.clone_in_flight.is_some(), "forestall"),
-        (
-            "checkpoint",
-            s.checkpoint.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        (
-            "initial_units",
-            s.initial_units.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        (
-            "follow_up_units",
-            s.follow_up_units.is_some(),
-            "rapid-reassign or flexrr",
-        ),
-        ("quantile", s.quantile.is_some(), "speculate"),
-        ("multiplier", s.multiplier.is_some(), "speculate"),
-        ("max_clone_share", s.max_clone_share.is_some(), "speculate"),
+    let knobs: [(&str, bool); 15] = [
+        ("floor", s.floor.is_some()),
+        ("threshold", s.threshold.is_some()),
+        ("min_gain", s.min_gain.is_some()),
+        ("clone_budget", s.clone_budget.is_some()),
+        ("backups", s.backups.is_some()),
+        ("slack", s.slack.is_some()),
+        ("group_size", s.group_size.is_some()),
+        ("broker", s.broker.is_some()),
+        ("clone_in_flight", s.clone_in_flight.is_some()),
+        ("checkpoint", s.checkpoint.is_some()),
+        ("initial_units", s.initial_units.is_some()),
+        ("follow_up_units", s.follow_up_units.is_some()),
+        ("quantile", s.quantile.is_some()),
+        ("multiplier", s.multiplier.is_some()),
+        ("max_clone_share", s.max_clone_share.is_some()),
     ];
-    if let Some((key, _, owner)) = knobs
+    if let Some((key, owner)) = knobs
         .iter()
-        .find(|(_, set, owner)| *set && !owner.split(" or ").any(|o| o == name))
+        .filter(|(_, set)| *set)
+        .map(|(key, _)| (key, owners_of(key)))
+        .find(|(key, _)| !policy_takes(name, key))
     {
         return Err(cx.invalid(
             "policy",
