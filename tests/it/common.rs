@@ -171,3 +171,46 @@ pub fn ledger(trace: &forestall::trace::TraceSet) -> Ledger {
     }
     ledger
 }
+
+/// A validated plan from `text` (a job with `[workers] count = 1`) for
+/// `workers` workers under `pattern` (a `[straggler]` line) and `policy`;
+/// under a pattern, paced at `pace_ns_per_row`, so that a unit lasts long
+/// enough for the policies to move work.
+pub fn plan_under(
+    text: &str,
+    workers: u32,
+    pattern: &str,
+    policy: &str,
+    pace_ns_per_row: u64,
+) -> JobPlan {
+    let workers = match pattern {
+        "pattern = \"none\"" => format!("count = {workers}"),
+        _ => format!("count = {workers}\npace_ns_per_row = {pace_ns_per_row}"),
+    };
+    let text = format!(
+        "{}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n",
+        text.replace("count = 1", &workers)
+    );
+    let spec = parse_job(&text, None).expect("parses");
+    validate(&spec, &text, None).expect("valid")
+}
+
+/// Runs `forestall run` on `job` (written to `dir/job.toml`) with `extra`
+/// flags; expects exit 2, `expected` in stderr, no panic and no output.
+pub fn refused_in(dir: &Path, job: &str, extra: &[&str], expected: &str) {
+    std::fs::write(dir.join("job.toml"), job).expect("job");
+    let mut args = vec!["run", "job.toml", "--out", "out"];
+    args.extend_from_slice(extra);
+    let o = forestall_in(dir, &args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{expected}: {stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected '{expected}' in: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !dir.join("out").exists(),
+        "nothing is written for a refused job"
+    );
+}

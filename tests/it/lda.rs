@@ -13,7 +13,7 @@ use forestall::spec::{load_workload, parse_job, validate, JobPlan};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use crate::common::{forestall_in, run_workload_in};
+use crate::common::{forestall_in, refused_in, run_workload_in};
 
 /// Writes a corpus of (doc, word, count) rows with `vocabulary` words.
 fn corpus_file(path: &Path, cells: &[(i64, i64, i64)], vocabulary: Option<usize>) {
@@ -72,18 +72,7 @@ fn job_text(data: &Path) -> String {
 }
 
 fn plan_of(text: &str, workers: u32, pattern: &str, policy: &str) -> JobPlan {
-    // Under a pattern, paced: a unit lasts long enough for the policies to
-    // move work.
-    let workers = match pattern {
-        "pattern = \"none\"" => format!("count = {workers}"),
-        _ => format!("count = {workers}\npace_ns_per_row = 1000000"),
-    };
-    let text = format!(
-        "{}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n",
-        text.replace("count = 1", &workers)
-    );
-    let spec = parse_job(&text, None).expect("parses");
-    validate(&spec, &text, None).expect("valid")
+    crate::common::plan_under(text, workers, pattern, policy, 1_000_000)
 }
 
 fn corpus_dir() -> (tempfile::TempDir, PathBuf) {
@@ -170,23 +159,6 @@ fn lda_resumes_from_a_checkpoint_with_the_same_topics() {
     assert_eq!(crate::common::summary_digest(&o), digest);
 }
 
-/// Runs `forestall run` on `job` with `extra` flags; expects exit 2, `expected`
-/// in stderr, no panic and no output.
-fn refused(dir: &Path, job: &str, extra: &[&str], expected: &str) {
-    std::fs::write(dir.join("job.toml"), job).expect("job");
-    let mut args = vec!["run", "job.toml", "--out", "out"];
-    args.extend_from_slice(extra);
-    let o = forestall_in(dir, &args);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{expected}: {stderr}");
-    assert!(
-        stderr.contains(expected),
-        "expected '{expected}' in: {stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(!dir.join("out").exists(), "nothing is written");
-}
-
 #[test]
 fn bad_corpora_and_settings_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("dir");
@@ -196,46 +168,46 @@ fn bad_corpora_and_settings_are_refused_by_name() {
     let mut gap: Vec<_> = good.iter().copied().filter(|c| c.0 != 7).collect();
     gap.sort();
     corpus_file(&d.join("gap.parquet"), &gap, Some(30));
-    refused(d, &job("gap.parquet"), &[], "document 7 has no words");
+    refused_in(d, &job("gap.parquet"), &[], "document 7 has no words");
     let mut beyond = good.clone();
     beyond[3].1 = 30;
     corpus_file(&d.join("beyond.parquet"), &beyond, Some(30));
-    refused(d, &job("beyond.parquet"), &[], "column 'word' row 3 is 30");
+    refused_in(d, &job("beyond.parquet"), &[], "column 'word' row 3 is 30");
     corpus_file(&d.join("novocab.parquet"), &good, None);
-    refused(d, &job("novocab.parquet"), &[], "no 'vocabulary' metadata");
+    refused_in(d, &job("novocab.parquet"), &[], "no 'vocabulary' metadata");
     corpus_file(&d.join("good.parquet"), &good, Some(30));
     let good_job = job("good.parquet");
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "model.topics=0"],
         "[model] topics: must be in 1..=",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "model.alpha=-1"],
         "[model] alpha: must be a positive number",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "data.micro_batch=2"],
         "does not apply to model kind lda",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "model.optimizer=sgd"],
         "optimizer: applies to model kind",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "model.learning_rate=0.1"],
         "learning_rate: applies to model kind",
     );
-    refused(
+    refused_in(
         d,
         &good_job.replace("kind = \"lda\"", "kind = \"mf\""),
         &[],

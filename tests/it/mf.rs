@@ -12,7 +12,7 @@ use forestall::run::plain::train_plain;
 use forestall::spec::{check_against_data, load_workload, parse_job, validate, JobPlan};
 use forestall::trace::read_trace_dir;
 
-use crate::common::{forestall, run_workload_in};
+use crate::common::{forestall, refused_in, run_workload_in};
 
 /// Writes a ratings table of (user, item, rating) rows.
 fn ratings_file(path: &Path, rows: &[(i64, i64, f64)]) {
@@ -66,18 +66,7 @@ fn job_text(data: &Path, extra_model: &str) -> String {
 }
 
 fn plan_of(text: &str, workers: u32, pattern: &str, policy: &str) -> JobPlan {
-    // Under a pattern, paced: a unit lasts long enough for the policies to
-    // move work.
-    let workers = match pattern {
-        "pattern = \"none\"" => format!("count = {workers}"),
-        _ => format!("count = {workers}\npace_ns_per_row = 100000"),
-    };
-    let text = format!(
-        "{}[straggler]\n{pattern}\n[policy]\nname = \"{policy}\"\n",
-        text.replace("count = 1", &workers)
-    );
-    let spec = parse_job(&text, None).expect("parses");
-    validate(&spec, &text, None).expect("valid")
+    crate::common::plan_under(text, workers, pattern, policy, 100_000)
 }
 
 fn data_dir() -> (tempfile::TempDir, PathBuf) {
@@ -165,24 +154,6 @@ fn mf_beats_the_bias_baseline_on_ratings_with_tastes() {
     }
 }
 
-/// Runs `forestall run` on `job` in `dir`; expects exit 2, `expected` in
-/// stderr, no panic and no output directory.
-fn refused(dir: &Path, job: &str, extra: &[&str], expected: &str) {
-    std::fs::write(dir.join("job.toml"), job).expect("job");
-    let out = dir.join("out");
-    let mut args = vec!["run", "job.toml", "--out", "out"];
-    args.extend_from_slice(extra);
-    let o = crate::common::forestall_in(dir, &args);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{expected}: {stderr}");
-    assert!(
-        stderr.contains(expected),
-        "expected '{expected}' in: {stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(!out.exists(), "nothing is written for a refused job");
-}
-
 #[test]
 fn bad_ratings_and_bad_settings_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("dir");
@@ -193,11 +164,11 @@ fn bad_ratings_and_bad_settings_are_refused_by_name() {
     let mut twice = good.clone();
     twice.push(good[3]);
     table("twice.parquet", &twice);
-    refused(d, &job("twice.parquet", ""), &[], "rates item");
+    refused_in(d, &job("twice.parquet", ""), &[], "rates item");
     let mut high = good.clone();
     high[7].2 = 7.0;
     table("high.parquet", &high);
-    refused(
+    refused_in(
         d,
         &job("high.parquet", ""),
         &[],
@@ -206,11 +177,11 @@ fn bad_ratings_and_bad_settings_are_refused_by_name() {
     let mut zero = good.clone();
     zero[2].0 = 0;
     table("zero.parquet", &zero);
-    refused(d, &job("zero.parquet", ""), &[], "column 'user' row 2 is 0");
+    refused_in(d, &job("zero.parquet", ""), &[], "column 'user' row 2 is 0");
     let mut nan = good.clone();
     nan[4].2 = f64::NAN;
     table("nan.parquet", &nan);
-    refused(
+    refused_in(
         d,
         &job("nan.parquet", ""),
         &[],
@@ -218,39 +189,39 @@ fn bad_ratings_and_bad_settings_are_refused_by_name() {
     );
     table("good.parquet", &good);
     let good_job = job("good.parquet", "");
-    refused(
+    refused_in(
         d,
         &good_job.replace("rank = 3", "rank = 0"),
         &[],
         "[model] rank: must be at least 1",
     );
-    refused(
+    refused_in(
         d,
         &job("good.parquet", "optimizer = \"lbfgs\"\n"),
         &[],
         "unknown optimizer 'lbfgs'",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "data.validation_fraction=1.5"],
         "validation_fraction",
     );
-    refused(
+    refused_in(
         d,
         &good_job,
         &["--set", "model.rnk=2"],
         "unknown field `rnk`",
     );
-    refused(d, &good_job, &["--set", "rank=2"], "SECTION.KEY");
-    refused(
+    refused_in(d, &good_job, &["--set", "rank=2"], "SECTION.KEY");
+    refused_in(
         d,
         &good_job.replace("kind = \"mf\"", "kind = \"logistic\""),
         &[],
         "rank",
     );
     // a table of another shape
-    refused(
+    refused_in(
         d,
         &job(&crate::common::adult_path().display().to_string(), ""),
         &[],

@@ -139,10 +139,26 @@ pub(super) fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan
         spec.model.l2.is_some(),
         &["logistic", "softmax", "cnn", "mf"],
     )?;
-    if kind == "lda" {
-        // A document's sweep is one unit's, never split.
+    only("rank", spec.model.rank.is_some(), &["mf"])?;
+    only(
+        "class_weighting",
+        spec.model.class_weighting.is_some(),
+        &["cnn"],
+    )?;
+    // The `[data]` keys of a table's labels and split mean nothing to a cnn
+    // (its .npz file holds the labels and the split) or to lda (the sampler
+    // fits, and is scored on, the whole corpus; a unit sweeps its documents
+    // whole, so no micro-batches either).
+    let why = match kind {
+        "cnn" => Some("its .npz file holds the labels and the train/test split"),
+        "lda" => Some(
+            "a unit sweeps its documents whole, and the sampler fits the whole corpus \
+             (it is evaluated by its joint likelihood)",
+        ),
+        _ => None,
+    };
+    if let Some(why) = why {
         let keys = [
-            ("micro_batch", spec.data.micro_batch.is_some()),
             ("label", spec.data.label.is_some()),
             ("positive", spec.data.positive.is_some()),
             ("drop", spec.data.drop.is_some()),
@@ -151,49 +167,17 @@ pub(super) fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan
             (
                 "validation_fraction",
                 spec.data.validation_fraction.is_some(),
+            ),
+            (
+                "micro_batch",
+                kind == "lda" && spec.data.micro_batch.is_some(),
             ),
         ];
         if let Some((key, _)) = keys.iter().find(|(_, set)| *set) {
             return Err(cx.invalid(
                 "data",
                 key,
-                "does not apply to model kind lda: a unit sweeps its documents whole, and \
-                 the sampler fits the whole corpus (it is evaluated by its joint likelihood)",
-            ));
-        }
-    }
-    if spec.model.rank.is_some() && kind != "mf" {
-        return Err(cx.invalid(
-            "model",
-            "rank",
-            format!("applies to model kind mf only (this job trains {kind})"),
-        ));
-    }
-    if spec.model.class_weighting.is_some() && kind != "cnn" {
-        return Err(cx.invalid(
-            "model",
-            "class_weighting",
-            format!("applies to model kind cnn only (this job trains {kind})"),
-        ));
-    }
-    if kind == "cnn" {
-        // The images' file holds the labels and its own train/test split.
-        let table_keys = [
-            ("label", spec.data.label.is_some()),
-            ("positive", spec.data.positive.is_some()),
-            ("drop", spec.data.drop.is_some()),
-            ("test_fraction", spec.data.test_fraction.is_some()),
-            ("split_seed", spec.data.split_seed.is_some()),
-            (
-                "validation_fraction",
-                spec.data.validation_fraction.is_some(),
-            ),
-        ];
-        if let Some((key, _)) = table_keys.iter().find(|(_, set)| *set) {
-            return Err(cx.invalid(
-                "data",
-                key,
-                "does not apply to model kind cnn: its .npz file holds the labels and the train/test split",
+                format!("does not apply to model kind {kind}: {why}"),
             ));
         }
     }
