@@ -207,6 +207,17 @@ fn bad_corpora_and_settings_are_refused_by_name() {
         &["--set", "model.learning_rate=0.1"],
         "learning_rate: applies to model kind",
     );
+    for policy in ["ssp", "flexrr", "dpro-substitute", "backup-workers"] {
+        refused_in(
+            d,
+            &format!(
+                "{}[policy]\nname = \"{policy}\"\n",
+                good_job.replace("count = 1", "count = 4")
+            ),
+            &[],
+            "which lda needs",
+        );
+    }
     refused_in(
         d,
         &good_job.replace("kind = \"lda\"", "kind = \"mf\""),
