@@ -96,8 +96,13 @@ pub type Result<T, E = SpecError> = std::result::Result<T, E>;
 pub fn parse_job(text: &str, path: Option<&Path>) -> Result<JobSpec> {
     toml::from_str(text).map_err(|e| SpecError::Parse {
         origin: origin(path),
-        message: e.to_string().trim_end().replace('\n', "\n  "),
+        message: parse_message(&e),
     })
+}
+
+/// A TOML error as a message, its lines indented under the first.
+pub(crate) fn parse_message(e: &toml::de::Error) -> String {
+    e.to_string().trim_end().replace('\n', "\n  ")
 }
 
 /// Reads and parses a job file. Returns the spec and the file's text (for line
@@ -115,6 +120,6 @@ pub fn read_job_file_with(path: &Path, settings: &[Setting]) -> Result<(JobSpec,
     Ok((settings::parse_job_with(&text, Some(path), settings)?, text))
 }
 
-fn origin(path: Option<&Path>) -> String {
+pub(crate) fn origin(path: Option<&Path>) -> String {
     path.map_or_else(|| "<job>".to_owned(), |p| p.display().to_string())
 }

@@ -73,12 +73,12 @@ pub fn parse_job_with(text: &str, path: Option<&Path>, settings: &[Setting]) -> 
     if settings.is_empty() {
         return super::parse_job(text, path);
     }
-    let origin = path.map_or_else(|| "<job>".to_owned(), |p| p.display().to_string());
+    let origin = super::origin(path);
     let mut table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| SpecError::Parse {
             origin: origin.clone(),
-            message: e.to_string().trim_end().replace('\n', "\n  "),
+            message: super::parse_message(&e),
         })?;
     for s in settings {
         let section = table
@@ -96,7 +96,7 @@ pub fn parse_job_with(text: &str, path: Option<&Path>, settings: &[Setting]) -> 
         let words: Vec<String> = settings.iter().map(Setting::word).collect();
         SpecError::Parse {
             origin: format!("{origin} with --set {}", words.join(" --set ")),
-            message: e.to_string().trim_end().replace('\n', "\n  "),
+            message: super::parse_message(&e),
         }
     })
 }

@@ -214,3 +214,39 @@ pub fn refused_in(dir: &Path, job: &str, extra: &[&str], expected: &str) {
         "nothing is written for a refused job"
     );
 }
+
+/// Trains `text` (a job with `[workers] count = 1`, see [`plan_under`]) on
+/// `workload` at W = 1 under `bsp`, and at W = 2 and 4 with worker 1
+/// persistently 4× slower (paced at `pace_ns_per_row`) under
+/// `rapid-reassign`, `forestall` and `speculate`. Asserts that every run ends
+/// with the parameters `reference` and that each of those policies moved
+/// work (else the run shows nothing); returns each run's policy and trace
+/// directory.
+pub fn same_digest_under_moving_policies(
+    text: &str,
+    workload: &Arc<dyn Workload>,
+    pace_ns_per_row: u64,
+    reference: &str,
+) -> Vec<(&'static str, tempfile::TempDir)> {
+    let slowed = "pattern = \"persistent\"\nworkers = [1]\nfactor = 4.0";
+    let mut runs = Vec::new();
+    for (workers, pattern, policy) in [
+        (1, "pattern = \"none\"", "bsp"),
+        (2, slowed, "rapid-reassign"),
+        (4, slowed, "forestall"),
+        (4, slowed, "speculate"),
+    ] {
+        let p = plan_under(text, workers, pattern, policy, pace_ns_per_row);
+        let dir = tempfile::tempdir().expect("dir");
+        let out = run_workload_in(&p, Arc::clone(workload), dir.path());
+        assert_eq!(out.digest, reference, "{policy} at W = {workers}");
+        if policy != "bsp" {
+            assert!(
+                out.units_reassigned + out.units_cloned > 0,
+                "{policy} moved no work, so the test shows nothing"
+            );
+        }
+        runs.push((policy, dir));
+    }
+    runs
+}

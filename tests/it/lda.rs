@@ -99,24 +99,7 @@ fn lda_counts_are_bit_identical_across_workers_and_policies() {
         workload.init_params(reference_plan.seed),
         "the sweeps moved topics"
     );
-    let slowed = "pattern = \"persistent\"\nworkers = [1]\nfactor = 4.0";
-    for (workers, pattern, policy) in [
-        (1, "pattern = \"none\"", "bsp"),
-        (2, slowed, "rapid-reassign"),
-        (4, slowed, "forestall"),
-        (4, slowed, "speculate"),
-    ] {
-        let p = plan_of(&text, workers, pattern, policy);
-        let dir = tempfile::tempdir().expect("dir");
-        let out = run_workload_in(&p, Arc::clone(&workload), dir.path());
-        assert_eq!(out.digest, reference, "{policy} at W = {workers}");
-        if policy != "bsp" {
-            assert!(
-                out.units_reassigned + out.units_cloned > 0,
-                "{policy} moved no work, so the test shows nothing"
-            );
-        }
-    }
+    crate::common::same_digest_under_moving_policies(&text, &workload, 1_000_000, &reference);
 }
 
 /// The tokens' topics are in the checkpoint: a run resumed from iteration 3

@@ -92,23 +92,9 @@ fn mf_parameters_are_bit_identical_across_workers_and_policies() {
     assert_eq!(dims, (80 + 60) * 4);
     let plain = train_plain(&reference_plan, workload.as_ref());
     let reference = params_digest(&plain.params);
-    let slowed = "pattern = \"persistent\"\nworkers = [1]\nfactor = 4.0";
-    for (workers, pattern, policy) in [
-        (1, "pattern = \"none\"", "bsp"),
-        (2, slowed, "rapid-reassign"),
-        (4, slowed, "forestall"),
-        (4, slowed, "speculate"),
-    ] {
-        let p = plan_of(&text, workers, pattern, policy);
-        let dir = tempfile::tempdir().expect("dir");
-        let out = run_workload_in(&p, Arc::clone(&workload), dir.path());
-        assert_eq!(out.digest, reference, "{policy} at W = {workers}");
-        if policy != "bsp" {
-            assert!(
-                out.units_reassigned + out.units_cloned > 0,
-                "{policy} moved no work, so the test shows nothing"
-            );
-        }
+    let runs =
+        crate::common::same_digest_under_moving_policies(&text, &workload, 100_000, &reference);
+    for (policy, dir) in &runs {
         let trace = read_trace_dir(dir.path()).expect("trace");
         assert!(!trace.units.is_empty());
         for u in &trace.units {
@@ -292,56 +278,23 @@ fn a_synthetic_netflix_table_trains_and_bad_requests_are_refused() {
     let p = plan_of(&text, 2, "pattern = \"none\"", "bsp");
     let workload = load_workload(&p).expect("loads");
     assert_eq!(workload.param_count(), (480 + 17_770) * 3);
-    for (args, expected) in [
+    for (kind, scale, out, expected) in [
         (
-            vec![
-                "data",
-                "synth",
-                "movies",
-                "--scale",
-                "0.001",
-                "--out",
-                "m.parquet",
-            ],
+            "movies",
+            "0.001",
+            "m.parquet",
             "unknown synthetic dataset 'movies'",
         ),
+        ("netflix", "0", "m.parquet", "--scale must be in (0, 1]"),
+        ("netflix", "2", "m.parquet", "--scale must be in (0, 1]"),
         (
-            vec![
-                "data",
-                "synth",
-                "netflix",
-                "--scale",
-                "0",
-                "--out",
-                "m.parquet",
-            ],
-            "--scale must be in (0, 1]",
-        ),
-        (
-            vec![
-                "data",
-                "synth",
-                "netflix",
-                "--scale",
-                "2",
-                "--out",
-                "m.parquet",
-            ],
-            "--scale must be in (0, 1]",
-        ),
-        (
-            vec![
-                "data",
-                "synth",
-                "netflix",
-                "--scale",
-                "0.001",
-                "--out",
-                "n.parquet",
-            ],
+            "netflix",
+            "0.001",
+            "n.parquet",
             "already exists; pass --force",
         ),
     ] {
+        let args = ["data", "synth", kind, "--scale", scale, "--out", out];
         let o = crate::common::forestall_in(d, &args);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
