@@ -57,6 +57,7 @@ pub mod runs;
 pub mod spec;
 pub mod stats;
 pub mod trace;
+pub mod tune;
 pub mod whatif;
 pub mod workload;
 

@@ -171,6 +171,9 @@ fn start(
     }
     // One job clock: every process measures from the same wall-clock origin
     // (the processes' data loading then shows before the first iteration).
+    if let Some(n) = args.stop_after {
+        words.extend(["--stop-after".into(), n.to_string()]);
+    }
     let epoch_us = crate::run::cluster::unix_now_us();
     words.extend(["--epoch-us".into(), epoch_us.to_string()]);
     let mut children: Vec<Child> = Vec::with_capacity(processes as usize);

@@ -15,6 +15,7 @@ pub mod run;
 pub mod run_args;
 pub mod runs;
 pub mod trace;
+pub mod tune;
 pub mod whatif;
 
 use std::process::ExitCode;
@@ -71,6 +72,10 @@ pub enum Command {
     /// Train a job: real model, real data, W timely workers, injected stragglers,
     /// traces written to Parquet.
     Run(Box<run::RunArgs>),
+    /// Tune a job's settings: every combination of the --over values is an
+    /// ordinary run; successive halving (or a random sample) ranks them by
+    /// training time to a target on a validation slice.
+    Tune(tune::TuneArgs),
     /// Run a benchmark pipeline: sweeps of jobs; raw results in Parquet and a
     /// report with the command, git revision and machine.
     Bench(bench::BenchArgs),
@@ -111,6 +116,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Data(command) => data::run(command, &cli.global),
         Command::Run(args) => run::run(*args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
+        Command::Tune(args) => tune::run(args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),
         Command::Predictor(command) => predictor::run(command, &cli.global),
         Command::Analyze(args) => analyze::run(args, &cli.global),

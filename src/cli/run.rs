@@ -103,6 +103,14 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    if let Some(n) = args.stop_after {
+        if n == 0 || n > plan.iterations {
+            bail!(
+                "--stop-after {n}: must be between 1 and the job's {} iterations",
+                plan.iterations
+            );
+        }
+    }
     let resume = match &args.resume {
         Some(dir) => Some(find_checkpoint(
             dir,
@@ -112,6 +120,14 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         )?),
         None => None,
     };
+    if let (Some(n), Some(c)) = (args.stop_after, &resume) {
+        if n <= c.iteration {
+            bail!(
+                "--stop-after {n}: the run resumes at iteration {}; stop after a later one",
+                c.iteration
+            );
+        }
+    }
     if let (Some(c), true) = (&resume, coordinator && global.quiet == 0 && !global.json) {
         eprintln!(
             "resuming from the checkpoint at iteration {} of {} ({})",
@@ -141,6 +157,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             cluster: cluster.as_ref(),
             checkpoint_dir: Some(out_dir.clone()),
             resume,
+            stop_after: args.stop_after,
             ..RunOptions::default()
         };
         run_job_in_cluster(&plan, workload, &out_dir.join("trace"), stamp, options)
@@ -224,6 +241,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         cluster: cluster.as_ref(),
         checkpoint_dir: Some(out_dir.clone()),
         resume,
+        stop_after: args.stop_after,
         ..RunOptions::default()
     };
     let output: RunOutput = run_job_in_cluster(

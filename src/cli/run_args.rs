@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// complete checkpoint; the job file and flags must be the same.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
     pub resume: Option<PathBuf>,
+    /// Stop after iteration N (of the job's iterations) with a checkpoint
+    /// there; `--resume` of the same job continues it as if it had not
+    /// stopped (`forestall tune` runs its rungs so).
+    #[arg(long, value_name = "N")]
+    pub stop_after: Option<u64>,
     /// With --processes: restart every process from the newest checkpoint
     /// when one exits abnormally, up to this many times.
     #[arg(long, value_name = "N", default_value_t = 0)]

@@ -177,10 +177,19 @@ impl DataConfig {
             (0..rows as u32).partition(|&r| rng::uniform(&[seed, r as u64]) >= self.test_fraction);
         match self.validation_fraction {
             None => (train, test),
-            Some(v) => train
-                .into_iter()
-                .partition(|&r| rng::uniform(&[seed, VALIDATION_SALT, r as u64]) >= v),
+            Some(_) => self.validation_slice(train),
         }
+    }
+
+    /// `train` cut into the rows that still train and the validation slice
+    /// (`validation_fraction` of them, by a seeded hash of the row index);
+    /// without a validation fraction, all train and the slice is empty.
+    pub fn validation_slice(&self, train: Vec<u32>) -> (Vec<u32>, Vec<u32>) {
+        let seed = self.split_seed.unwrap_or(SPLIT_SEED);
+        let v = self.validation_fraction.unwrap_or(0.0);
+        train
+            .into_iter()
+            .partition(|&r| rng::uniform(&[seed, VALIDATION_SALT, r as u64]) >= v)
     }
 }
 

@@ -28,6 +28,10 @@ pub struct RunSummary {
     pub policy: String,
     /// Iterations run.
     pub iterations: u64,
+    /// The plan's iterations, when the run stopped before its last
+    /// (`--stop-after`); its last checkpoint continues it (`--resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_of: Option<u64>,
     /// Wall time of the dataflow, s.
     pub wall_s: f64,
     /// Median iteration wall time, ms.
@@ -122,6 +126,8 @@ impl RunSummary {
             pattern: plan.pattern.name().to_owned(),
             policy: plan.policy.as_str().to_owned(),
             iterations: out.iterations.len() as u64,
+            stopped_of: ((out.iterations.len() as u64) < plan.iterations)
+                .then_some(plan.iterations),
             wall_s: out.wall_us as f64 / 1e6,
             median_iteration_ms: quantile(&walls, 0.5),
             p95_iteration_ms: quantile(&walls, 0.95),
@@ -167,9 +173,13 @@ impl RunSummary {
             "job          {} ({}, {} workers, pattern {}, policy {})",
             self.job, self.workload, self.workers, self.pattern, self.policy
         );
+        let of = self
+            .stopped_of
+            .map(|n| format!(" of {n} (stopped; --resume continues it)"))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "iterations   {} in {:.2} s; per iteration median {:.1} ms, p95 {:.1} ms",
+            "iterations   {}{of} in {:.2} s; per iteration median {:.1} ms, p95 {:.1} ms",
             self.iterations, self.wall_s, self.median_iteration_ms, self.p95_iteration_ms
         );
         let _ = writeln!(

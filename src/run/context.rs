@@ -101,6 +101,10 @@ pub struct JobContext {
     pub predictor: Option<OnlinePredictor>,
     /// The checkpoint the run continues from, if it resumes.
     pub resume: Option<Arc<Checkpoint>>,
+    /// The parameter version this run ends at: the plan's iterations, or
+    /// fewer when the run is to stop early (`forestall run --stop-after`);
+    /// it checkpoints there, so that a later run of the same plan continues.
+    pub end: u64,
     assignments: Vec<Vec<u32>>,
 }
 
@@ -141,6 +145,7 @@ impl JobContext {
         Self {
             threads_per_process: workers,
             holders,
+            end: plan.iterations,
             plan,
             workload,
             initial_params,
@@ -189,13 +194,23 @@ impl JobContext {
         self.resume.as_ref().map_or(0, |c| c.iteration)
     }
 
+    /// Checkpoint every this many iterations: the plan's `[checkpoint]
+    /// every`, or, for a run without checkpoints that stops early, at the
+    /// stop only (a stopped run is there to be continued).
+    pub fn checkpoint_every(&self) -> u64 {
+        match self.plan.checkpoint_every {
+            0 if self.end < self.plan.iterations => self.end,
+            every => every,
+        }
+    }
+
     /// Whether parameter version `version` is checkpointed: every
     /// `[checkpoint] every` iterations and the final one, after the first.
     pub fn is_checkpoint(&self, version: u64) -> bool {
-        let every = self.plan.checkpoint_every;
+        let every = self.checkpoint_every();
         every > 0
             && version > self.first_iteration()
-            && (version.is_multiple_of(every) || version == self.plan.iterations)
+            && (version.is_multiple_of(every) || version == self.end)
     }
 
     /// Units `worker` owns in every iteration.

@@ -40,6 +40,7 @@ pub(super) fn context_for(
     workload: &Arc<dyn Workload>,
     cluster: Option<&ClusterSpec>,
     resume: Option<Checkpoint>,
+    stop_after: Option<u64>,
 ) -> Result<JobContext, RunError> {
     let predictor = context::online_predictor(plan).map_err(RunError::Predictor)?;
     let mut context = JobContext::new(plan.clone(), Arc::clone(workload), predictor);
@@ -75,6 +76,9 @@ pub(super) fn context_for(
     if let Some(checkpoint) = resume {
         context = context.resuming(checkpoint);
     }
+    if let Some(stop) = stop_after {
+        context.end = stop.clamp(context.first_iteration() + 1, plan.iterations);
+    }
     Ok(context)
 }
 
@@ -109,7 +113,7 @@ pub(super) fn sink_config(
     let plan = &cx.plan;
     let threads = cx.threads_per_process;
     sink::SinkConfig {
-        iterations: plan.iterations,
+        iterations: cx.end,
         eval_every: plan.eval_every,
         part_iterations: plan.part_iterations,
         rows_per_iteration: cx.partitioning.rows_per_iteration(),
@@ -119,7 +123,7 @@ pub(super) fn sink_config(
         job_start: cx.start,
         checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
             out,
-            every: plan.checkpoint_every,
+            every: cx.checkpoint_every(),
             plan_hash: plan.hash(),
             process,
             processes: plan.workers / threads,

@@ -115,6 +115,10 @@ pub struct RunOptions<'a> {
     /// Testing: the bytes the trace parts and checkpoint files may take
     /// together (a disk that fills up).
     pub quota: crate::fsutil::Quota,
+    /// Stop after this many iterations (at most the plan's), checkpointing
+    /// there: the same plan resumed from that checkpoint continues as if it
+    /// had never stopped.
+    pub stop_after: Option<u64>,
 }
 
 /// What a finished run produced.
@@ -196,8 +200,11 @@ pub fn run_job_in_cluster(
         checkpoint_dir,
         resume,
         quota,
+        stop_after,
     } = options;
-    let cx = Arc::new(job::context_for(plan, &workload, cluster, resume)?);
+    let cx = Arc::new(job::context_for(
+        plan, &workload, cluster, resume, stop_after,
+    )?);
     let process = cluster.map_or(0, |c| c.process);
     let (writer, kept_rows) = job::open_trace(&cx, trace_dir, stamp, cluster)?;
     let writer = writer.with_quota(quota.clone());

@@ -37,7 +37,7 @@ pub fn burn_reference(plan: &JobPlan) -> Result<BurnReference, DataError> {
         });
     };
     let loading = Instant::now();
-    let cnn = CnnClassifier::load(&plan.data.path, class_weighting)?;
+    let cnn = CnnClassifier::load_config(&plan.data, class_weighting)?;
     let data = cnn.data();
     let partitioning = partitioning_for(plan, data);
     // Every training image once, densified, indexed by its row.

@@ -205,7 +205,7 @@ pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, D
     Ok(match model {
         ModelPlan::Logistic => Arc::new(LogisticRegression::load(data)?),
         ModelPlan::Cnn { class_weighting } => {
-            Arc::new(cnn::CnnClassifier::load(&data.path, *class_weighting)?)
+            Arc::new(cnn::CnnClassifier::load_config(data, *class_weighting)?)
         }
         ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(data)?),
         ModelPlan::Lda {

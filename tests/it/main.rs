@@ -24,6 +24,7 @@ mod resume;
 mod runs;
 mod trace;
 mod training;
+mod tune;
 mod usage;
 mod whatif;
 mod workloads;

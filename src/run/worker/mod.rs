@@ -403,7 +403,7 @@ impl ComputeState {
             None => true,
             Some(_) if !policy.predicts() && policy.slack() > 0 => true,
             Some(_) if self.next_iteration == 0 => true,
-            Some(_) if self.next_iteration >= self.cx.plan.iterations => true,
+            Some(_) if self.next_iteration >= self.cx.end => true,
             // A resumed run measures its first iteration anew.
             Some(_) if self.next_iteration == self.cx.first_iteration() => true,
             // Under slack, the plan for t needs the timings up to
@@ -416,7 +416,7 @@ impl ComputeState {
             && planned
             && self.holdings.ready()
             && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
-                || latest.version >= self.cx.plan.iterations)
+                || latest.version >= self.cx.end)
     }
 
     /// The final version: every iteration is reduced; reports the last
@@ -430,7 +430,7 @@ impl ComputeState {
             &latest.caps.progress,
             Progress::Ready {
                 worker: self.worker,
-                iteration: self.cx.plan.iterations,
+                iteration: self.cx.end,
                 ready_us,
             },
         );
@@ -448,12 +448,12 @@ impl ComputeState {
         // still reports, so its records are not lost.
         self.report_idle(emit);
         let latest = self.latest.as_ref().expect("checked by can_begin");
-        let iteration = self.next_iteration.min(self.cx.plan.iterations);
-        if latest.version >= self.cx.plan.iterations {
+        let iteration = self.next_iteration.min(self.cx.end);
+        if latest.version >= self.cx.end {
             self.finish(emit);
             return;
         }
-        if iteration >= self.cx.plan.iterations {
+        if iteration >= self.cx.end {
             return; // all iterations done here; waiting for the final version
         }
         let caps = latest.caps.delayed(iteration);

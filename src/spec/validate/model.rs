@@ -166,7 +166,7 @@ pub(super) fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan
             ("split_seed", spec.data.split_seed.is_some()),
             (
                 "validation_fraction",
-                spec.data.validation_fraction.is_some(),
+                kind == "lda" && spec.data.validation_fraction.is_some(),
             ),
             (
                 "micro_batch",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::net::{CnnConfig, CnnNet};
 use crate::data::images::load_images;
-use crate::data::{DataError, Dataset, RowSource};
+use crate::data::{DataConfig, DataError, Dataset, RowSource};
 use crate::workload::ClassWeighting;
 use crate::workload::{Evaluation, ParamBlock, UnitGradient, Workload};
 
@@ -24,12 +24,26 @@ pub struct CnnClassifier {
 }
 
 impl CnnClassifier {
-    /// Loads the images of `path` (28 × 28, labels 0/1) and sets up the net.
+    /// Loads the images of `path` (28 × 28, labels 0/1), evaluating on the
+    /// test images, and sets up the net.
     pub fn load(path: &Path, weighting: ClassWeighting) -> Result<Self, DataError> {
         let config = CnnConfig::pneumonia();
+        let images = load_images(path, config.side, 2)?;
+        Ok(Self::new(images, config, weighting))
+    }
+
+    /// Loads the images of `data.path` (28 × 28, labels 0/1) and sets up
+    /// the net. With `[data] validation_fraction`, it evaluates on that
+    /// share of the training images instead of the test images.
+    pub fn load_config(data: &DataConfig, weighting: ClassWeighting) -> Result<Self, DataError> {
+        let config = CnnConfig::pneumonia();
         let side = config.side;
-        let data = load_images(path, side, 2)?;
-        Ok(Self::new(data, config, weighting))
+        let mut images = load_images(&data.path, side, 2)?;
+        if data.validation_fraction.is_some() {
+            let train = std::mem::take(&mut images.train);
+            (images.train, images.test) = data.validation_slice(train);
+        }
+        Ok(Self::new(images, config, weighting))
     }
 
     /// The workload over images already loaded (rows of `side × side` pixels).
