@@ -29,7 +29,10 @@ pub struct BurnReference {
 /// step on the units of every partition in partition order, as the dataflow
 /// reduces them.
 pub fn burn_reference(plan: &JobPlan) -> Result<BurnReference, DataError> {
-    let ModelPlan::Cnn { class_weighting } = plan.model else {
+    let ModelPlan::Cnn {
+        class_weighting, ..
+    } = plan.model
+    else {
         return Err(DataError::Unfit {
             path: plan.data.path.clone(),
             kind: plan.model.kind(),

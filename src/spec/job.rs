@@ -98,6 +98,9 @@ pub struct ModelSection {
     pub kind: Option<String>,
     /// cnn: how the loss weighs the classes (balanced or none).
     pub class_weighting: Option<String>,
+    /// cnn: dropout rate after each max-pooling while training (0 ≤ rate < 1;
+    /// default 0).
+    pub dropout: Option<f64>,
     /// The optimiser: adam (default) or sgd.
     pub optimizer: Option<String>,
     /// The optimiser's step size.

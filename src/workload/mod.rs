@@ -155,6 +155,10 @@ pub enum ModelPlan {
     Cnn {
         /// How the loss weighs the classes against the training set's imbalance.
         class_weighting: ClassWeighting,
+        /// Dropout after each max-pooling (0: none; left out of the plan's
+        /// JSON, and hash, then).
+        #[serde(skip_serializing_if = "is_zero_rate")]
+        dropout: f64,
     },
     /// Latent Dirichlet allocation by collapsed Gibbs sampling on a corpus.
     Lda {
@@ -200,13 +204,21 @@ pub enum ClassWeighting {
     Balanced,
 }
 
+/// Whether a dropout rate is zero (left out of a plan's JSON).
+fn is_zero_rate(rate: &f64) -> bool {
+    *rate == 0.0
+}
+
 /// Loads `data` and builds the workload `model` names.
 pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, DataError> {
     Ok(match model {
         ModelPlan::Logistic => Arc::new(LogisticRegression::load(data)?),
-        ModelPlan::Cnn { class_weighting } => {
-            Arc::new(cnn::CnnClassifier::load_config(data, *class_weighting)?)
-        }
+        ModelPlan::Cnn {
+            class_weighting,
+            dropout,
+        } => Arc::new(
+            cnn::CnnClassifier::load_config(data, *class_weighting)?.with_dropout(*dropout),
+        ),
         ModelPlan::Softmax => Arc::new(softmax::SoftmaxRegression::load(data)?),
         ModelPlan::Lda {
             topics,

@@ -155,6 +155,69 @@ fn cnn_micro_batches_keep_the_bits_across_workers_and_policies() {
     );
 }
 
+/// Dropout after each max-pooling draws its masks by (seed, iteration,
+/// image): the parameters stay bit-identical across workers, policies and
+/// micro-batches, and differ from training without it. Validated like any
+/// key: only for the CNN, only in [0, 1).
+#[test]
+#[ignore = "needs ../shared"]
+fn cnn_dropout_keeps_the_bits_across_workers_and_policies() {
+    let npz = pneumonia();
+    let with = |workers: u32, policy: &str, cut: &str| {
+        cnn_micro_job(&npz, workers, policy, cut).replace("eval_every", "dropout = 0.3\neval_every")
+    };
+    let workload = load_workload(&plan(&with(1, "bsp", UNITS_OF_4))).expect("loads");
+    let run = |job: String| {
+        let dir = tempfile::tempdir().expect("dir");
+        run_workload_in(&plan(&job), Arc::clone(&workload), dir.path()).digest
+    };
+    let reference = run(with(1, "bsp", MICRO_4));
+    for (workers, policy) in [(2, "rapid-reassign"), (2, "speculate"), (8, "forestall")] {
+        assert_eq!(
+            run(with(workers, policy, MICRO_4)),
+            reference,
+            "{policy} at W = {workers}"
+        );
+    }
+    let without = cnn(&npz);
+    let dir = tempfile::tempdir().expect("dir");
+    let plain = run_workload_in(
+        &plan(&cnn_micro_job(&npz, 1, "bsp", MICRO_4)),
+        without,
+        dir.path(),
+    );
+    assert_ne!(plain.digest, reference, "dropout changes the training");
+    for (bad, expected) in [("1.0", "below 1"), ("-0.1", "at least 0")] {
+        let job = with(1, "bsp", MICRO_4).replace("dropout = 0.3", &format!("dropout = {bad}"));
+        let spec = forestall::spec::parse_job(&job, None).expect("parses");
+        let e = forestall::spec::validate(&spec, &job, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("dropout") && e.contains(expected), "{e}");
+    }
+    let job = "[model]\ndropout = 0.2\n";
+    let spec = forestall::spec::parse_job(job, None).expect("parses");
+    let e = forestall::spec::validate(&spec, job, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cnn only"), "{e}");
+}
+
+/// `[data] validation_fraction` on the CNN evaluates on a seeded slice of
+/// the training images and never reads the test images (what `forestall
+/// tune` ranks by).
+#[test]
+#[ignore = "needs ../shared"]
+fn cnn_validation_slice_comes_from_the_training_images() {
+    let npz = pneumonia();
+    let job = cnn_job(&npz, 1, "bsp").replace("[model]", "validation_fraction = 0.1\n[model]");
+    let w = load_workload(&plan(&job)).expect("loads");
+    let (train, held) = (w.data().train.len(), w.data().test.len());
+    assert_eq!(train + held, 3882, "the 624 test images are left out");
+    assert!((350..430).contains(&held), "{held} validation images");
+    assert!(w.data().test.iter().all(|&r| r < 3882), "rows of the training part");
+}
+
 /// The CNN as 2 processes × 1 thread (timely's cluster mode) trains the same
 /// parameters as 2 threads, under `bsp` and `forestall`.
 #[test]

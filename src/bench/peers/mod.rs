@@ -258,7 +258,10 @@ pub fn plan_peers(
                 sweeps.join(", ")
             )));
         };
-        let ModelPlan::Cnn { class_weighting } = first.model else {
+        let ModelPlan::Cnn {
+            class_weighting, ..
+        } = first.model
+        else {
             return Err(bad(format!(
                 "sweep '{}' trains {}; the peers are scripts of the CNN (cnn jobs)",
                 peer.sweep,

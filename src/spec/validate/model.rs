@@ -89,6 +89,16 @@ pub(super) fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan
                     ))
                 }
             },
+            dropout: match spec.model.dropout.unwrap_or(0.0) {
+                d if (0.0..1.0).contains(&d) => d,
+                d => {
+                    return Err(cx.invalid(
+                        "model",
+                        "dropout",
+                        format!("must be at least 0 and below 1 (got {d})"),
+                    ))
+                }
+            },
         },
         "mf" => ModelPlan::Mf {
             rank: match spec.model.rank.unwrap_or(DEFAULT_MF_RANK) {
@@ -145,8 +155,10 @@ pub(super) fn check_model(cx: &Context<'_>, spec: &JobSpec) -> Result<(ModelPlan
         spec.model.class_weighting.is_some(),
         &["cnn"],
     )?;
+    only("dropout", spec.model.dropout.is_some(), &["cnn"])?;
     // The `[data]` keys of a table's labels and split mean nothing to a cnn
-    // (its .npz file holds the labels and the split) or to lda (the sampler
+    // (its .npz file holds the labels and the split; a validation slice of
+    // its training images it takes) or to lda (the sampler
     // fits, and is scored on, the whole corpus; a unit sweeps its documents
     // whole, so no micro-batches either).
     let why = match kind {

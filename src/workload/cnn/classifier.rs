@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
-use super::net::{CnnConfig, CnnNet};
+use super::net::{CnnConfig, CnnNet, Dropout};
 use crate::data::images::load_images;
 use crate::data::{DataConfig, DataError, Dataset, RowSource};
+use crate::rng::hash_words;
 use crate::workload::ClassWeighting;
-use crate::workload::{Evaluation, ParamBlock, UnitGradient, Workload};
+use crate::workload::{Draws, Evaluation, ParamBlock, UnitGradient, Workload};
 
 /// Images per forward pass when evaluating.
 const EVAL_BATCH: usize = 64;
@@ -21,7 +22,12 @@ pub struct CnnClassifier {
     side: usize,
     /// Loss weight of class 0 and class 1.
     class_weights: [f32; 2],
+    /// Dropout after each max-pooling while training (0: none).
+    dropout: f64,
 }
+
+/// Keys the dropout masks' generator.
+const DROPOUT_STREAM: u64 = 0x4452_4F50; // "DROP"
 
 impl CnnClassifier {
     /// Loads the images of `path` (28 × 28, labels 0/1), evaluating on the
@@ -67,7 +73,14 @@ impl CnnClassifier {
             net: CnnNet::new(config),
             side,
             class_weights,
+            dropout: 0.0,
         }
+    }
+
+    /// The same net trained with dropout `rate` after each max-pooling.
+    pub fn with_dropout(mut self, rate: f64) -> Self {
+        self.dropout = rate;
+        self
     }
 
     /// The loss weight of each class (0, 1).
@@ -146,6 +159,36 @@ impl Workload for CnnClassifier {
         let g = self
             .net
             .gradient(params, &pixels, &labels, &weights)
+            .expect("a unit's batch is built with the net's own image size");
+        UnitGradient {
+            grad: crate::workload::Update::Dense(g.grad),
+            loss_sum: g.loss_sum,
+        }
+    }
+
+    fn unit_update(
+        &self,
+        draws: Draws,
+        source: &dyn RowSource,
+        params: &[f64],
+        rows: &[u32],
+    ) -> UnitGradient {
+        if self.dropout == 0.0 {
+            return self.unit_gradient(source, params, rows);
+        }
+        // One key per image: its mask is the same whoever computes it, in
+        // whichever unit or micro-batch.
+        let dropout = Dropout {
+            rate: self.dropout,
+            keys: rows
+                .iter()
+                .map(|&r| hash_words(&[draws.seed, DROPOUT_STREAM, draws.iteration, u64::from(r)]))
+                .collect(),
+        };
+        let (pixels, labels, weights) = self.batch(source, rows);
+        let g = self
+            .net
+            .gradient_with(params, &pixels, &labels, &weights, Some(&dropout))
             .expect("a unit's batch is built with the net's own image size");
         UnitGradient {
             grad: crate::workload::Update::Dense(g.grad),

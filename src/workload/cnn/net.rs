@@ -63,6 +63,42 @@ thread_local! {
 /// Keys the initial parameters' generator.
 const INIT_STREAM: u64 = 0x434E_4E49; // "CNNI"
 
+/// Dropout after each max-pooling, as in the seed, with masks that are a
+/// pure function of keys (one per image: the job's seed, the iteration and
+/// the row), never of the thread or the batch the image is computed in; so a
+/// unit's gradient has the same bits whoever computes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropout {
+    /// Probability that an activation is dropped (in `[0, 1)`).
+    pub rate: f64,
+    /// One key per image of the batch, in batch order.
+    pub keys: Vec<u64>,
+}
+
+impl Dropout {
+    /// The mask of the pooled map of convolution `layer` (`positions`
+    /// positions × `channels`) for the batch, in the features' row order
+    /// (position after position, images inside): kept activations are scaled
+    /// by 1 / (1 − rate) (inverted dropout, so prediction uses the net as is).
+    pub fn mask(&self, layer: usize, positions: usize, channels: usize) -> Vec<f32> {
+        let scale = (1.0 / (1.0 - self.rate)) as f32;
+        let mut mask = Vec::with_capacity(positions * self.keys.len() * channels);
+        for p in 0..positions {
+            for &key in &self.keys {
+                let base = crate::rng::hash_words(&[key, layer as u64, p as u64]);
+                mask.extend((0..channels).map(|c| {
+                    if crate::rng::uniform(&[base, c as u64]) < self.rate {
+                        0.0
+                    } else {
+                        scale
+                    }
+                }));
+            }
+        }
+        mask
+    }
+}
+
 /// The net's topology.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CnnConfig {
@@ -142,7 +178,7 @@ impl Net {
     /// - returns: `[batch, 1]`
     pub(super) fn forward(&self, images: Tensor<4>, config: &CnnConfig) -> Tensor<2> {
         let [batch, ..] = images.dims();
-        let (seq, steps) = self.features(images, config);
+        let (seq, steps) = self.features(images, config, None);
         let (z_x, w_h) = self.lstm_input(seq);
         self.head.forward(lstm_last_hidden(z_x, w_h, steps, batch)) // [batch, 1]
     }
@@ -170,7 +206,15 @@ impl Net {
     /// # Shapes
     /// - `images`: `[batch, 1, side, side]`
     /// - returns: `[steps · batch, features]`, step after step
-    fn features(&self, images: Tensor<4>, config: &CnnConfig) -> (Tensor<2>, usize) {
+    ///
+    /// With `dropout`, each pooled map is multiplied by its keyed mask
+    /// ([`Dropout::mask`]) before the next layer reads it.
+    fn features(
+        &self,
+        images: Tensor<4>,
+        config: &CnnConfig,
+        dropout: Option<&Dropout>,
+    ) -> (Tensor<2>, usize) {
         let [batch, _, side, _] = images.dims();
         let device = images.device();
         let gathers = Gathers::of(config, batch, &device);
@@ -212,6 +256,13 @@ impl Net {
             channels = conv.weight.dims()[0];
             if pool {
                 s /= 2;
+                if let Some(d) = dropout.filter(|d| d.rate > 0.0) {
+                    let mask = d.mask(layer, s * s, channels);
+                    x = x * Tensor::<2>::from_data(
+                        TensorData::new(mask, [s * s * batch, channels]),
+                        &device,
+                    );
+                }
             }
         }
         (x, s * s)
@@ -371,6 +422,14 @@ pub enum CnnError {
         weights: usize,
         /// Image side.
         side: usize,
+    },
+    /// Dropout keys and images disagree on the batch size.
+    #[error("{keys} dropout keys for a batch of {images} images")]
+    DropoutKeys {
+        /// Keys given.
+        keys: usize,
+        /// Images in the batch.
+        images: usize,
     },
     /// The parameter vector has the wrong length.
     #[error("the net has {expected} parameters, got {found}")]
@@ -643,7 +702,28 @@ impl CnnNet {
         labels: &[f32],
         weights: &[f32],
     ) -> Result<BatchGradient, CnnError> {
+        self.gradient_with(params, pixels, labels, weights, None)
+    }
+
+    /// [`CnnNet::gradient`] with `dropout` after each max-pooling (a key per
+    /// image of the batch).
+    pub fn gradient_with(
+        &self,
+        params: &[f64],
+        pixels: &[f32],
+        labels: &[f32],
+        weights: &[f32],
+        dropout: Option<&Dropout>,
+    ) -> Result<BatchGradient, CnnError> {
         self.check(pixels.len(), labels.len(), weights.len())?;
+        if let Some(d) = dropout {
+            if d.keys.len() != labels.len() {
+                return Err(CnnError::DropoutKeys {
+                    keys: d.keys.len(),
+                    images: labels.len(),
+                });
+            }
+        }
         let n = labels.len();
         if n == 0 {
             return Ok(BatchGradient {
@@ -656,7 +736,7 @@ impl CnnNet {
             // the head and the loss, forward and backward, on plain tensors;
             // their gradients go back into autodiff as Σ θ ⊙ ∂L/∂θ (constant
             // ∂L/∂θ), whose gradient is ∂L/∂θ
-            let (seq, steps) = net.features(self.images(pixels, n, device), &self.config);
+            let (seq, steps) = net.features(self.images(pixels, n, device), &self.config, dropout);
             let (z_x, w_h) = net.lstm_input(seq);
             let tape = LstmTape::forward(z_x.clone().inner(), w_h.clone().inner(), steps, n);
             let head_w = net.head.weight.val(); // [hidden, 1]

@@ -351,3 +351,69 @@ fn the_written_out_lstm_backward_is_autodiffs() {
         }
     }
 }
+
+#[test]
+fn dropout_masks_are_keyed_by_image_and_scale_what_they_keep() {
+    let d = Dropout {
+        rate: 0.25,
+        keys: vec![11, 12],
+    };
+    let mask = d.mask(0, 49, 16);
+    assert_eq!(mask.len(), 49 * 2 * 16);
+    let dropped = mask.iter().filter(|&&m| m == 0.0).count() as f64 / mask.len() as f64;
+    assert!((dropped - 0.25).abs() < 0.05, "{dropped}");
+    assert!(mask
+        .iter()
+        .all(|&m| m == 0.0 || m == (1.0f64 / 0.75) as f32));
+    // Image 12's mask is the same alone as beside image 11: rows are
+    // position after position, images inside.
+    let alone = Dropout {
+        rate: 0.25,
+        keys: vec![12],
+    }
+    .mask(0, 49, 16);
+    for p in 0..49 {
+        assert_eq!(
+            mask[(p * 2 + 1) * 16..(p * 2 + 2) * 16],
+            alone[p * 16..(p + 1) * 16]
+        );
+    }
+    assert_ne!(d.mask(1, 49, 16), mask, "each layer has its own mask");
+}
+
+#[test]
+fn dropout_changes_the_gradient_deterministically_and_zero_is_none() {
+    let net = tiny();
+    let params = net.init_params(3);
+    let (x, y, w) = batch(3, 8);
+    let plain = net.gradient(&params, &x, &y, &w).expect("fits");
+    let none = Dropout {
+        rate: 0.0,
+        keys: (0..3).collect(),
+    };
+    assert_eq!(
+        net.gradient_with(&params, &x, &y, &w, Some(&none))
+            .expect("fits"),
+        plain
+    );
+    let half = Dropout {
+        rate: 0.5,
+        keys: (0..3).collect(),
+    };
+    let a = net
+        .gradient_with(&params, &x, &y, &w, Some(&half))
+        .expect("fits");
+    assert_ne!(a, plain);
+    assert_eq!(
+        a,
+        net.gradient_with(&params, &x, &y, &w, Some(&half))
+            .expect("fits")
+    );
+    let short = Dropout {
+        rate: 0.5,
+        keys: vec![1],
+    };
+    assert!(net
+        .gradient_with(&params, &x, &y, &w, Some(&short))
+        .is_err());
+}
