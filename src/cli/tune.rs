@@ -44,7 +44,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N")]
     pub samples: Option<usize>,
     /// What the configurations race to on the validation slice:
-    /// METRIC=VALUE (accuracy, auc: at least; loss, rmse: at most) or
+    /// METRIC=VALUE (accuracy, balanced_accuracy, auc: at least; loss,
+    /// rmse: at most) or
     /// METRIC>=VALUE / METRIC<=VALUE. Default accuracy=0.85.
     #[arg(long, value_name = "METRIC=VALUE", value_parser = Target::parse)]
     pub target: Option<Target>,

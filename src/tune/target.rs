@@ -30,7 +30,7 @@ pub struct Target {
 }
 
 /// Metrics whose direction `METRIC=VALUE` implies.
-const HIGHER_BETTER: [&str; 2] = ["accuracy", "auc"];
+const HIGHER_BETTER: [&str; 3] = ["accuracy", "auc", "balanced_accuracy"];
 const LOWER_BETTER: [&str; 3] = ["loss", "rmse", "log_loss"];
 
 impl Target {
