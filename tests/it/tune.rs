@@ -40,55 +40,71 @@ fn ok(o: &std::process::Output) {
 fn a_stopped_run_continued_from_its_checkpoint_ends_as_if_it_never_stopped() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_job(dir.path());
-    ok(&forestall(
-        dir.path(),
-        &["-q", "run", "job.toml", "--out", "whole"],
-    ));
-    let o = forestall(
-        dir.path(),
-        &[
-            "-q",
-            "--json",
-            "run",
-            "job.toml",
-            "--out",
-            "cut",
-            "--stop-after",
-            "3",
-        ],
-    );
-    ok(&o);
-    let summary = json_data(&o.stdout).pop().expect("a summary");
-    assert_eq!(summary["iterations"], 3);
-    assert_eq!(summary["stopped_of"], ITERATIONS);
-    for stop in ["6", "8"] {
+    // forestall's plan needs the predictor's history, which the checkpoint
+    // at the stop must hold as any other does.
+    for policy in ["bsp", "forestall"] {
+        let (whole, cut) = (format!("whole-{policy}"), format!("cut-{policy}"));
+        let p = ["--policy", policy];
         ok(&forestall(
             dir.path(),
-            &[
-                "-q",
-                "run",
-                "job.toml",
-                "--resume",
-                "cut",
-                "--stop-after",
-                stop,
-            ],
+            &[&["-q", "run", "job.toml", "--out", &whole][..], &p].concat(),
         ));
+        let o = forestall(
+            dir.path(),
+            &[
+                &[
+                    "-q",
+                    "--json",
+                    "run",
+                    "job.toml",
+                    "--out",
+                    &cut,
+                    "--stop-after",
+                    "3",
+                ][..],
+                &p,
+            ]
+            .concat(),
+        );
+        ok(&o);
+        let summary = json_data(&o.stdout).pop().expect("a summary");
+        assert_eq!(summary["iterations"], 3);
+        assert_eq!(summary["stopped_of"], ITERATIONS);
+        for stop in ["6", "8"] {
+            ok(&forestall(
+                dir.path(),
+                &[
+                    &[
+                        "-q",
+                        "run",
+                        "job.toml",
+                        "--resume",
+                        &cut,
+                        "--stop-after",
+                        stop,
+                    ][..],
+                    &p,
+                ]
+                .concat(),
+            ));
+        }
+        assert_eq!(
+            digest(&dir.path().join(&cut)),
+            digest(&dir.path().join(&whole)),
+            "{policy}"
+        );
+        let mut stamp = None;
+        let rows =
+            forestall::trace::read_iterations(&dir.path().join(&cut).join("trace"), &mut stamp)
+                .expect("rows");
+        let iterations: Vec<u64> = rows.iter().map(|r| r.iteration).collect();
+        assert_eq!(
+            iterations,
+            (0..ITERATIONS).collect::<Vec<_>>(),
+            "each iteration once"
+        );
     }
-    assert_eq!(
-        digest(&dir.path().join("cut")),
-        digest(&dir.path().join("whole"))
-    );
-    let mut stamp = None;
-    let rows =
-        forestall::trace::read_iterations(&dir.path().join("cut/trace"), &mut stamp).expect("rows");
-    let iterations: Vec<u64> = rows.iter().map(|r| r.iteration).collect();
-    assert_eq!(
-        iterations,
-        (0..ITERATIONS).collect::<Vec<_>>(),
-        "each iteration once"
-    );
-    // Stopping where the run already is, or past the job, is refused.
+    // Stopping past the job, or where a resumed run already is, is refused.
     let o = forestall(
         dir.path(),
         &["run", "job.toml", "--out", "x", "--stop-after", "9"],
@@ -96,6 +112,16 @@ fn a_stopped_run_continued_from_its_checkpoint_ends_as_if_it_never_stopped() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--stop-after 9"));
     assert!(!dir.path().join("x").exists());
+    ok(&forestall(
+        dir.path(),
+        &["-q", "run", "job.toml", "--out", "y", "--stop-after", "4"],
+    ));
+    let o = forestall(
+        dir.path(),
+        &["run", "job.toml", "--resume", "y", "--stop-after", "4"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("resumes at iteration 4"));
 }
 
 fn tune(dir: &Path, out: &str, extra: &[&str]) -> std::process::Output {

@@ -215,7 +215,10 @@ fn cnn_validation_slice_comes_from_the_training_images() {
     let (train, held) = (w.data().train.len(), w.data().test.len());
     assert_eq!(train + held, 3882, "the 624 test images are left out");
     assert!((350..430).contains(&held), "{held} validation images");
-    assert!(w.data().test.iter().all(|&r| r < 3882), "rows of the training part");
+    assert!(
+        w.data().test.iter().all(|&r| r < 3882),
+        "rows of the training part"
+    );
 }
 
 /// The CNN as 2 processes × 1 thread (timely's cluster mode) trains the same

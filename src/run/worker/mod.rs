@@ -426,6 +426,21 @@ impl ComputeState {
             return;
         };
         let ready_us = self.cx.now_us();
+        if self.cx.is_checkpoint(self.cx.end) {
+            // The final checkpoint holds what a run continued from it needs
+            // (a run stopped early is continued): the predictor's history and
+            // the placement, as if the next iteration began here.
+            let history = (self.worker == 0)
+                .then(|| self.history.as_ref().map(OnlineHistory::to_floats))
+                .flatten();
+            let _ = self.sink.send(SinkEvent::Began {
+                worker: self.worker,
+                iteration: self.cx.end,
+                job_us: ready_us,
+                history,
+                placement: Some(self.holdings.placement()),
+            });
+        }
         (emit.progress)(
             &latest.caps.progress,
             Progress::Ready {

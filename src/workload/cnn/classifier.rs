@@ -241,10 +241,13 @@ pub fn binary_evaluation(scores: &[(f64, bool)]) -> Evaluation {
     // classes are skewed (the training images are 90 % pneumonia, so a
     // validation slice of them rewards predicting pneumonia always).
     let recall = |class: bool| {
-        let of: Vec<f64> = scores.iter().filter(|s| s.1 == class).map(|s| s.0).collect();
-        (!of.is_empty()).then(|| {
-            of.iter().filter(|&&p| (p >= 0.5) == class).count() as f64 / of.len() as f64
-        })
+        let of: Vec<f64> = scores
+            .iter()
+            .filter(|s| s.1 == class)
+            .map(|s| s.0)
+            .collect();
+        (!of.is_empty())
+            .then(|| of.iter().filter(|&&p| (p >= 0.5) == class).count() as f64 / of.len() as f64)
     };
     if let (Some(negative), Some(positive)) = (recall(false), recall(true)) {
         evaluation
