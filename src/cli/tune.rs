@@ -39,6 +39,10 @@ pub struct TuneArgs {
     /// end; random: a seeded sample of the configurations, each to the end.
     #[arg(long, value_enum, default_value_t = Strategy::Halving)]
     pub strategy: Strategy,
+    /// With --strategy halving: the fewest iterations a rung trains (the
+    /// first rung's otherwise: the job's iterations halved once per halving).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_iterations: u64,
     /// With --strategy random: how many configurations (default: all, in a
     /// random order).
     #[arg(long, value_name = "N")]
@@ -72,6 +76,7 @@ pub fn run(args: TuneArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         samples: args.samples,
         target,
         budget_s: args.budget,
+        min_iterations: args.min_iterations,
     };
     if args.samples.is_some() && args.strategy != Strategy::Random {
         anyhow::bail!("--samples applies to --strategy random only");

@@ -47,14 +47,19 @@ impl Outcome {
 /// the configurations until one is left) trains to `iterations / 2^(R-1-i)`
 /// (rounded up), so the last rung trains the winner to the job's end. Rungs
 /// that would train no further than the one before are merged.
-pub fn rungs(configs: usize, iterations: u64) -> Vec<u64> {
+///
+/// No rung trains fewer than `min_iterations` (at most the job's): a model
+/// that needs some iterations before configurations differ (the CNN) should
+/// not be halved before then.
+pub fn rungs(configs: usize, iterations: u64, min_iterations: u64) -> Vec<u64> {
     let halvings = usize::BITS - configs.max(1).saturating_sub(1).leading_zeros(); // ⌈log2 n⌉
+    let floor = min_iterations.clamp(1, iterations.max(1));
     let mut out: Vec<u64> = (0..=halvings)
         .map(|i| {
             let shift = halvings - i;
             iterations
                 .div_ceil(1u64.checked_shl(shift).unwrap_or(u64::MAX))
-                .max(1)
+                .max(floor)
         })
         .collect();
     out.dedup();
@@ -134,13 +139,15 @@ mod tests {
 
     #[test]
     fn rungs_halve_down_to_the_job_length() {
-        assert_eq!(rungs(8, 20), vec![3, 5, 10, 20]);
-        assert_eq!(rungs(5, 20), vec![3, 5, 10, 20]);
-        assert_eq!(rungs(4, 20), vec![5, 10, 20]);
-        assert_eq!(rungs(2, 20), vec![10, 20]);
-        assert_eq!(rungs(1, 20), vec![20]);
-        assert_eq!(rungs(8, 2), vec![1, 2]);
-        assert_eq!(rungs(3, 1), vec![1]);
+        assert_eq!(rungs(8, 20, 1), vec![3, 5, 10, 20]);
+        assert_eq!(rungs(5, 20, 1), vec![3, 5, 10, 20]);
+        assert_eq!(rungs(4, 20, 1), vec![5, 10, 20]);
+        assert_eq!(rungs(2, 20, 1), vec![10, 20]);
+        assert_eq!(rungs(1, 20, 1), vec![20]);
+        assert_eq!(rungs(8, 2, 1), vec![1, 2]);
+        assert_eq!(rungs(3, 1, 1), vec![1]);
+        assert_eq!(rungs(12, 80, 10), vec![10, 20, 40, 80]);
+        assert_eq!(rungs(12, 80, 500), vec![80]);
         assert_eq!((keep(8), keep(5), keep(1)), (4, 3, 1));
     }
 

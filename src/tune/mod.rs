@@ -67,6 +67,8 @@ pub struct TuneSpec {
     pub target: Target,
     /// Seconds of training the tune may spend (its runs' wall time).
     pub budget_s: Option<f64>,
+    /// Halving: the fewest iterations a rung trains.
+    pub min_iterations: u64,
 }
 
 /// One configuration, planned.
@@ -212,7 +214,7 @@ pub fn plan_tune(spec: TuneSpec) -> Result<TunePlan, TuneError> {
     let iterations = base.iterations;
     let (rungs, order) = match spec.strategy {
         Strategy::Halving => (
-            halving::rungs(configs.len(), iterations),
+            halving::rungs(configs.len(), iterations, spec.min_iterations),
             (0..configs.len()).collect(),
         ),
         Strategy::Random => {

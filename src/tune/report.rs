@@ -103,8 +103,10 @@ pub fn write_report(
         .iter()
         .filter_map(|r| {
             let o = result.outcomes[r.config].as_ref()?;
+            // The index only: the table names its values (long labels
+            // would cover the curves).
             Some(Series {
-                label: r.label.clone(),
+                label: format!("config {:03}", r.config),
                 points: o.points.iter().map(|p| (p.seconds, p.value)).collect(),
             })
         })
@@ -148,10 +150,10 @@ pub fn write_report(
     );
     let _ = writeln!(
         md,
-        "| rank | configuration | iterations | to target (s) | at iteration | best {} | run |",
+        "| rank | config | configuration | iterations | to target (s) | at iteration | best {} | run |",
         target.metric
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---|");
+    let _ = writeln!(md, "|---:|---:|---|---:|---:|---:|---:|---|");
     for r in ranked {
         let to = match (&r.failed, r.time_to_target_s) {
             (Some(why), _) => format!("failed: {why}"),
@@ -160,8 +162,9 @@ pub fn write_report(
         };
         let _ = writeln!(
             md,
-            "| {} | `{}` | {} | {} | {} | {} | {} |",
+            "| {} | {:03} | `{}` | {} | {} | {} | {} | {} |",
             r.rank,
+            r.config,
             r.label,
             r.iterations,
             to,

@@ -214,7 +214,10 @@ fn halving_ranks_ordinary_runs_on_a_validation_slice_and_continues_the_better_ha
         assert!(out.join(f).is_file(), "{f}");
     }
     let md = std::fs::read_to_string(out.join("tune.md")).expect("report");
-    assert!(md.contains("| 1 | `") && md.contains(label), "{md}");
+    assert!(
+        md.contains(&format!("| 1 | {winner:03} | `{label}`")),
+        "{md}"
+    );
 }
 
 #[test]
