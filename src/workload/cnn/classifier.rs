@@ -77,6 +77,25 @@ impl CnnClassifier {
         }
     }
 
+    /// The gradient and loss sums of `rows`, with `dropout` if given.
+    fn gradient(
+        &self,
+        source: &dyn RowSource,
+        params: &[f64],
+        rows: &[u32],
+        dropout: Option<&Dropout>,
+    ) -> UnitGradient {
+        let (pixels, labels, weights) = self.batch(source, rows);
+        let g = self
+            .net
+            .gradient_with(params, &pixels, &labels, &weights, dropout)
+            .expect("a unit's batch is built with the net's own image size");
+        UnitGradient {
+            grad: crate::workload::Update::Dense(g.grad),
+            loss_sum: g.loss_sum,
+        }
+    }
+
     /// The same net trained with dropout `rate` after each max-pooling.
     pub fn with_dropout(mut self, rate: f64) -> Self {
         self.dropout = rate;
@@ -155,15 +174,7 @@ impl Workload for CnnClassifier {
     }
 
     fn unit_gradient(&self, source: &dyn RowSource, params: &[f64], rows: &[u32]) -> UnitGradient {
-        let (pixels, labels, weights) = self.batch(source, rows);
-        let g = self
-            .net
-            .gradient(params, &pixels, &labels, &weights)
-            .expect("a unit's batch is built with the net's own image size");
-        UnitGradient {
-            grad: crate::workload::Update::Dense(g.grad),
-            loss_sum: g.loss_sum,
-        }
+        self.gradient(source, params, rows, None)
     }
 
     fn unit_update(
@@ -185,15 +196,7 @@ impl Workload for CnnClassifier {
                 .map(|&r| hash_words(&[draws.seed, DROPOUT_STREAM, draws.iteration, u64::from(r)]))
                 .collect(),
         };
-        let (pixels, labels, weights) = self.batch(source, rows);
-        let g = self
-            .net
-            .gradient_with(params, &pixels, &labels, &weights, Some(&dropout))
-            .expect("a unit's batch is built with the net's own image size");
-        UnitGradient {
-            grad: crate::workload::Update::Dense(g.grad),
-            loss_sum: g.loss_sum,
-        }
+        self.gradient(source, params, rows, Some(&dropout))
     }
 
     fn evaluate(&self, params: &[f64]) -> Evaluation {
