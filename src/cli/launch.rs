@@ -169,11 +169,11 @@ fn start(
         ]),
         None => words.extend(["--out".into(), out_dir.display().to_string()]),
     }
-    // One job clock: every process measures from the same wall-clock origin
-    // (the processes' data loading then shows before the first iteration).
     if let Some(n) = args.stop_after {
         words.extend(["--stop-after".into(), n.to_string()]);
     }
+    // One job clock: every process measures from the same wall-clock origin
+    // (the processes' data loading then shows before the first iteration).
     let epoch_us = crate::run::cluster::unix_now_us();
     words.extend(["--epoch-us".into(), epoch_us.to_string()]);
     let mut children: Vec<Child> = Vec::with_capacity(processes as usize);
