@@ -75,7 +75,7 @@ pub enum Command {
     /// Tune a job's settings: every combination of the --over values is an
     /// ordinary run; successive halving (or a random sample) ranks them by
     /// training time to a target on a validation slice.
-    Tune(tune::TuneArgs),
+    Tune(Box<tune::TuneArgs>),
     /// Run a benchmark pipeline: sweeps of jobs; raw results in Parquet and a
     /// report with the command, git revision and machine.
     Bench(bench::BenchArgs),
@@ -116,7 +116,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Data(command) => data::run(command, &cli.global),
         Command::Run(args) => run::run(*args, &cli.global),
         Command::Bench(args) => bench::run(args, &cli.global),
-        Command::Tune(args) => tune::run(args, &cli.global),
+        Command::Tune(args) => tune::run(*args, &cli.global),
         Command::Import(args) => import::run(args, &cli.global),
         Command::Predictor(command) => predictor::run(command, &cli.global),
         Command::Analyze(args) => analyze::run(args, &cli.global),

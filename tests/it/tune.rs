@@ -335,3 +335,32 @@ fn bad_tune_input_is_refused_before_anything_is_written() {
         assert!(!dir.path().join("out").exists(), "{extra:?} wrote");
     }
 }
+
+#[test]
+fn a_stopped_run_of_two_processes_continues_as_two_processes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_job(dir.path());
+    let two = ["--processes", "2", "--threads", "1"];
+    ok(&forestall(
+        dir.path(),
+        &[&["-q", "run", "job.toml", "--out", "whole"][..], &two].concat(),
+    ));
+    ok(&forestall(
+        dir.path(),
+        &[
+            &["-q", "run", "job.toml", "--out", "cut", "--stop-after", "5"][..],
+            &two,
+        ]
+        .concat(),
+    ));
+    let summary = std::fs::read_to_string(dir.path().join("cut/summary.json")).expect("summary");
+    assert!(summary.contains("\"stopped_of\": 8"), "{summary}");
+    ok(&forestall(
+        dir.path(),
+        &[&["-q", "run", "job.toml", "--resume", "cut"][..], &two].concat(),
+    ));
+    assert_eq!(
+        digest(&dir.path().join("cut")),
+        digest(&dir.path().join("whole"))
+    );
+}
