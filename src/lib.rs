@@ -17,7 +17,8 @@
 //! 6. [`trace`]: the timing records and their Parquet part files.
 //! 7. [`data`]: datasets read, featurised, cut into partitions and work units.
 //! 8. [`workload`]: what a model computes (logistic regression, softmax, the
-//!    CNN) and the per-coordinate Adam optimiser that shard owners step.
+//!    CNN, matrix factorisation, LDA) and the optimisers that shard owners
+//!    step.
 //! 9. [`predict`]: straggler predictors over worker histories, and their scores.
 //! 10. [`policy`]: mitigation policies as pure decisions over what is known.
 //! 11. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
@@ -34,7 +35,9 @@
 //! 19. [`bench`](mod@bench): benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!     and a report that records the command, git revision and machine.
 //! 20. [`runs`]: the runs and benches under a directory, listed and compared.
-//! 21. [`cli`]: the `forestall` command line.
+//! 21. [`tune`]: configurations of a job raced as ordinary runs (successive
+//!     halving on a validation slice), ranked and reported.
+//! 22. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
