@@ -260,6 +260,14 @@ fn fetches_reuters_from_pypi() {
         ("church", "jailed")
     );
     assert_eq!(meta("titles").lines().count(), 395);
+    // The companions' checksums are those pinned.
+    let recorded = meta("companions_sha256");
+    for (inner, sha256) in wheel::companion_files(reuters) {
+        assert!(
+            recorded.contains(&format!("{inner} {sha256}")),
+            "{recorded}"
+        );
+    }
     check_existing(reuters, &path, None).expect("what fetch wrote counts as fetched");
 }
 

@@ -253,6 +253,16 @@ pub(super) fn convert_with(
             }
             meta.push(("vocabulary", words.join("\n")));
             meta.push(("titles", titles.join("\n")));
+            // Which companion files they came from, as the main file's
+            // `source_sha256` says which corpus.
+            let recorded: Vec<String> = companion_files(source)
+                .iter()
+                .zip(companions)
+                .map(|((inner, _), bytes)| {
+                    format!("{inner} {}", crate::fsutil::hex(&Sha256::digest(bytes)))
+                })
+                .collect();
+            meta.push(("companions_sha256", recorded.join("\n")));
             vec![ldac_batch(&corpus, vocabulary).map_err(convert_err)?]
         }
         Format::ImagesNpz { .. } => {
