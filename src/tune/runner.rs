@@ -285,6 +285,23 @@ impl State<'_> {
             Some(_) => command.arg("--resume").arg(dir),
             None => command.arg("--out").arg(dir).arg("--force"),
         };
+        // A tune killed outright (SIGKILL, the OOM killer) must not leave its
+        // run behind, still writing into the directory that the tune, run
+        // again, continues in: the run dies with the tune.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; the closure touches no
+            // memory of the parent.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let status = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())

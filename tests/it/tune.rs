@@ -364,3 +364,94 @@ fn a_stopped_run_of_two_processes_continues_as_two_processes() {
         digest(&dir.path().join("whole"))
     );
 }
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn a_tune_killed_outright_takes_its_run_along_and_continues_when_run_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_job(dir.path());
+    // Paced so that a configuration's run takes about 3 s, longer than a
+    // run left behind may take to go.
+    let args = |out: &str| -> Vec<String> {
+        [
+            "-q",
+            "tune",
+            "job.toml",
+            "--over",
+            "model.learning_rate=0.0005,0.05,0.5",
+            "--strategy",
+            "random",
+            "--target",
+            "accuracy=0.8",
+            "--pace",
+            "200000",
+            "--out",
+            out,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    ok(&forestall(
+        dir.path(),
+        &args("whole").iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let mut tune = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args("killed"))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tune starts");
+    let cut = dir.path().join("killed");
+    let started = std::time::Instant::now();
+    // Kill it once one configuration is done and the next one's run is on.
+    while !(cut.join("segments.jsonl").exists()
+        && cut.join("configs").read_dir().is_ok_and(|d| d.count() >= 2))
+    {
+        assert!(
+            started.elapsed().as_secs() < 120,
+            "the tune made no progress"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tune.kill().expect("SIGKILL");
+    tune.wait().expect("reaped");
+    // Its runs are named by the relative --out the tune passes on.
+    let needle = "killed/configs";
+    let gone = std::time::Instant::now();
+    while !processes_mentioning(needle).is_empty() {
+        assert!(
+            gone.elapsed().as_millis() < 1000,
+            "the run outlived its tune"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ok(&forestall(
+        dir.path(),
+        &args("killed")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ));
+    assert_eq!(segments(&cut).len(), 3, "each configuration once");
+    for c in 0..3 {
+        let config = format!("configs/{c:03}");
+        assert_eq!(
+            digest(&cut.join(&config)),
+            digest(&dir.path().join("whole").join(&config)),
+            "{config}"
+        );
+    }
+}
