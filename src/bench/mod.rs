@@ -28,7 +28,7 @@ use crate::report::RunSummary;
 use crate::run::plain_burn::burn_reference;
 use crate::run::{params_digest, plain::train_plain, run_job_in_cluster, RunOptions, RunOutput};
 use crate::spec::load_workload;
-use crate::spec::{read_job_file_with, validate::validate_with, JobPlan};
+use crate::spec::{plan_job, JobPlan};
 use crate::trace::TraceStamp;
 use crate::workload::Workload;
 
@@ -186,11 +186,7 @@ pub fn plan_pipeline(path: &Path) -> Result<(PipelineSpec, Vec<(RunSpec, JobPlan
                 sweep: sweep.name.clone(),
                 source: Box::new(source),
             };
-            let (mut job, job_text) =
-                read_job_file_with(&run.job, &run.overrides.set).map_err(job_err)?;
-            run.overrides.apply(&mut job);
-            let plan =
-                validate_with(&job, &job_text, Some(&run.job), &run.overrides).map_err(job_err)?;
+            let plan = plan_job(&run.job, &run.overrides).map_err(job_err)?;
             runs.push((run, plan));
         }
     }

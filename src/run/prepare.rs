@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::fsutil::{fresh_dir, is_non_empty_dir, utc_stamp};
-use crate::spec::{read_job_file_with, validate::validate_with, JobPlan, Overrides, SpecError};
+use crate::spec::{plan_job, JobPlan, Overrides, SpecError};
 
 /// Why a run cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +50,7 @@ pub fn prepare(
     force: bool,
     resume: Option<&Path>,
 ) -> Result<PreparedRun, PrepareError> {
-    let (mut spec, text) = read_job_file_with(job, &overrides.set)?;
-    overrides.apply(&mut spec);
-    let plan = validate_with(&spec, &text, Some(job), overrides)?;
+    let plan = plan_job(job, overrides)?;
     if let Some(dir) = resume {
         if !dir.join("plan.json").is_file() {
             return Err(PrepareError::NotARun {

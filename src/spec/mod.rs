@@ -120,6 +120,14 @@ pub fn read_job_file_with(path: &Path, settings: &[Setting]) -> Result<(JobSpec,
     Ok((settings::parse_job_with(&text, Some(path), settings)?, text))
 }
 
+/// The plan of the job file at `path` as the command line gives it: read
+/// with `overrides.set` put in, the other overrides applied, validated.
+pub fn plan_job(path: &Path, overrides: &Overrides) -> Result<JobPlan> {
+    let (mut spec, text) = read_job_file_with(path, &overrides.set)?;
+    overrides.apply(&mut spec);
+    validate::validate_with(&spec, &text, Some(path), overrides)
+}
+
 pub(crate) fn origin(path: Option<&Path>) -> String {
     path.map_or_else(|| "<job>".to_owned(), |p| p.display().to_string())
 }

@@ -26,8 +26,8 @@ use sha2::{Digest, Sha256};
 use crate::data::DataError;
 use crate::fsutil::hex;
 use crate::spec::{
-    check_against_data, load_workload, partitioning_for, read_job_file_with,
-    validate::validate_with, JobPlan, Overrides, Setting, SpecError,
+    check_against_data, load_workload, partitioning_for, plan_job, JobPlan, Overrides, Setting,
+    SpecError,
 };
 pub use space::Over;
 pub use target::Target;
@@ -239,16 +239,15 @@ pub fn plan_tune(spec: TuneSpec) -> Result<TunePlan, TuneError> {
     Ok(tune)
 }
 
-/// The job with `settings` put in, validated.
+/// The job with the command line's overrides and `settings` put in,
+/// validated.
 fn plan_config(spec: &TuneSpec, settings: &[Setting], label: &str) -> Result<JobPlan, TuneError> {
-    let all: Vec<Setting> = spec.overrides.set.iter().chain(settings).cloned().collect();
-    let wrap = |source| TuneError::Config {
+    let mut overrides = spec.overrides.clone();
+    overrides.set.extend_from_slice(settings);
+    plan_job(&spec.job, &overrides).map_err(|source| TuneError::Config {
         label: label.to_owned(),
         source: Box::new(source),
-    };
-    let (mut job, text) = read_job_file_with(&spec.job, &all).map_err(wrap)?;
-    spec.overrides.apply(&mut job);
-    validate_with(&job, &text, Some(&spec.job), &spec.overrides).map_err(wrap)
+    })
 }
 
 /// Loads each distinct dataset once and checks every configuration against
