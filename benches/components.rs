@@ -71,6 +71,7 @@ fn main() {
             action: UnitAction::Assigned,
             gt_slowdown: 1.0,
             gt_delay_us: 0,
+            micro_batches: 1,
         })
         .collect();
     let stamp = TraceStamp {

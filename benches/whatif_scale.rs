@@ -9,7 +9,9 @@
 //!
 //! Run: `cargo bench --bench whatif_scale` (WORKERS / ITERATIONS in the
 //! environment change the size, POLICIES a comma-separated list the policies,
-//! THREADS the threads a replay may use: by default one per core).
+//! THREADS the threads a replay may use: by default one per core;
+//! MICRO_BATCHES the micro-batches of every unit, between which `forestall`
+//! may hand the rest of a unit slowed in flight to a peer: by default 1).
 
 #![allow(missing_docs)]
 
@@ -91,12 +93,15 @@ fn main() {
     write_synth(&synth, dir.path(), stamp).expect("synthesised");
     let synth_s = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let timings = Timings::load(dir.path()).expect("timings");
+    let micro_batches = env_or("MICRO_BATCHES", 1) as u32;
+    let timings = Timings::load(dir.path())
+        .expect("timings")
+        .micro_batched(micro_batches);
     let load_s = started.elapsed().as_secs_f64();
     let load_mib = peak_mib();
     let m = this_machine();
     println!("# What-if replay at scale\n");
-    let threads_env: String = ["THREADS", "POLICIES"]
+    let threads_env: String = ["THREADS", "POLICIES", "MICRO_BATCHES"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
         .collect();
@@ -108,7 +113,7 @@ fn main() {
         "- machine: {} ({}, {} cores, {:.1} GiB), {}, {}",
         m.host, m.cpu, m.cores, m.memory_gib, m.rustc, m.os
     );
-    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, 4 units × 100 rows × 10 µs/row; messages take 100 µs\n");
+    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, 4 units × 100 rows × 10 µs/row, {micro_batches} micro-batch(es) a unit; messages take 100 µs\n");
     println!(
         "| step | wall s | CPU s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
     );

@@ -5,14 +5,15 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 5; parts of version 4,
-which lack `workers.wasted_us`, of version 3, which also lack
+The checks follow docs/trace-schema.md (schema version 6; parts of version 5,
+which lack `units.micro_batches`, of version 4, which also lack
+`workers.wasted_us`, of version 3, which also lack
 `workers.control_bytes`, and of version 2, which also lack
 `iterations.workload` and `iterations.test_metrics`, are accepted):
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 5 (or 4, 3, 2), the right table, and the same
+  `forestall.*` metadata: schema_version 6 (or 5, 4, 3, 2), the right table, and the same
   job_id, git_revision, plan_hash and seed as every other part; its `job_id`
   column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
   CLI writes it) matches the plan_hash;
@@ -24,7 +25,8 @@ which lack `workers.wasted_us`, of version 3, which also lack
   a `test_` prefix) to numbers or null, never `{}`, and only set in evaluated
   iterations (where `test_loss` is set);
 - `units` has one row per (iteration, partition, unit), for every partition and
-  unit of the plan, except that a speculative `clone` may repeat a unit and the
+  unit of the plan, except that a speculative `clone` or a `split` first part
+  may repeat a unit and the
   units of partitions an iteration dropped (backup workers) may be missing;
 - `workers` has one row per (iteration, worker);
 - the counts agree with plan.json and summary.json when those are present.
@@ -44,13 +46,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "5"
-# Versions this checker reads; version 4 lacks the columns of ADDED_IN_V5,
-# version 3 those of ADDED_IN_V4 too, version 2 those of ADDED_IN_V3 too.
-READABLE_VERSIONS = ("2", "3", "4", "5")
+SCHEMA_VERSION = "6"
+# Versions this checker reads; version 5 lacks the columns of ADDED_IN_V6,
+# version 4 those of ADDED_IN_V5 too, version 3 those of ADDED_IN_V4 too,
+# version 2 those of ADDED_IN_V3 too.
+READABLE_VERSIONS = ("2", "3", "4", "5", "6")
 ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
 ADDED_IN_V4 = {"workers": ("control_bytes",)}
 ADDED_IN_V5 = {"workers": ("wasted_us",)}
+ADDED_IN_V6 = {"units": ("micro_batches",)}
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -74,6 +78,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("action", pa.string(), False),
         ("gt_slowdown", pa.float64(), False),
         ("gt_delay_us", pa.uint64(), False),
+        ("micro_batches", pa.uint32(), False),
     ],
     "workers": [
         ("job_id", pa.string(), False),
@@ -125,7 +130,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
 MAX_SHOWN = 25
 
 # The documented values of units.action.
-UNIT_ACTIONS = {"assigned", "reassigned", "clone"}
+UNIT_ACTIONS = {"assigned", "reassigned", "clone", "split"}
 
 
 class Problems:
@@ -159,6 +164,8 @@ def read_json(path: Path, problems: Problems) -> dict | None:
 def columns_of(table: str, version: str | None) -> list[tuple[str, pa.DataType, bool]]:
     """The columns a part of `table` written with schema `version` has."""
     added: tuple[str, ...] = ()
+    if version in ("2", "3", "4", "5"):
+        added += ADDED_IN_V6.get(table, ())
     if version in ("2", "3", "4"):
         added += ADDED_IN_V5.get(table, ())
     if version in ("2", "3"):
@@ -413,8 +420,14 @@ def check_trace(run_dir: Path) -> tuple[Problems, str]:
         if actions - UNIT_ACTIONS:
             problems.add(f"units: undocumented action values {sorted(actions - UNIT_ACTIONS)}")
         keys = ["iteration", "partition", "unit"]
-        # A speculative `clone` may repeat a unit; anything else may not.
-        originals = units.filter(pc.not_equal(units.column("action"), "clone"))
+        # A speculative `clone` may repeat a unit, and so may the `split`
+        # first part of a unit whose rest a peer computed; nothing else may.
+        originals = units.filter(
+            pc.and_(
+                pc.not_equal(units.column("action"), "clone"),
+                pc.not_equal(units.column("action"), "split"),
+            )
+        )
         dup, some = duplicates(originals, keys)
         if dup:
             problems.add(f"units: {dup} (iteration, partition, unit) keys have several rows, e.g. {some}")

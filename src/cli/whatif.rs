@@ -39,6 +39,12 @@ pub struct WhatIfArgs {
     /// which no policy can split).
     #[arg(long, value_name = "UNITS")]
     pub split: Option<u32>,
+    /// Replay every unit as this many micro-batches, between which
+    /// `forestall` may hand the rest of a unit slowed in flight to a peer
+    /// (a run's trace records its units' micro-batches; a workers-only
+    /// trace, an import or a trace before schema version 6 does not).
+    #[arg(long, value_name = "N")]
+    pub micro_batches: Option<u32>,
     /// Predictor of the predictive policies: last, ewma, sustained, median,
     /// lstm (with --model), auto (their default: sustained; `auto` has the
     /// LSTM among its candidates when --model is given).
@@ -101,6 +107,12 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 bail!("--split {units} must be in 1..=10000");
             }
             timings = timings.split(units);
+        }
+        if let Some(n) = args.micro_batches {
+            if !(1..=10_000).contains(&n) {
+                bail!("--micro-batches {n} must be in 1..=10000");
+            }
+            timings = timings.micro_batched(n);
         }
         let workers = timings.workers();
         let slowdowns = if timings.clock().is_some() {

@@ -243,6 +243,7 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             action: UnitAction::Assigned,
             gt_slowdown: f64::NAN,
             gt_delay_us: 0,
+            micro_batches: 1,
         }));
         // What is known of the workload: which trace it came from.
         iterations.push(IterationRecord::timing_only(

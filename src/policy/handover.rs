@@ -29,6 +29,14 @@
 //!   unit slowed after it began is not a lost cause. The unit in flight may
 //!   be one a peer handed over (a helper slowed in turn): a unit handed over
 //!   is not final. Only a copy is never copied again.
+//! - **Rest in flight** ([`rest_in_flight`]): a unit computed in
+//!   micro-batches that is slowed after some of them ended gives the rest —
+//!   the micro-batches not yet ended — to the peer offering help, with the
+//!   running sums of those that did (the in-order fold makes the finished
+//!   sums the same bits whoever adds the rest). The worker stops it; what it
+//!   computed of the micro-batch in progress is wasted. Preferred to a copy
+//!   once a micro-batch has ended: the helper starts where the worker is,
+//!   not from the beginning.
 
 use crate::data::UnitKey;
 
@@ -104,6 +112,21 @@ pub fn clone_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
     helper_unit_us > 0
         && unit.done < unit.total
         && unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * helper_unit_us as f64
+}
+
+/// Whether a peer offering help, at `helper_unit_us` per whole unit, should
+/// take the rest of the unit in flight `unit` (the worker has nothing else
+/// to give): when at least one of its micro-batches has ended and its
+/// expected time left is over [`CLONE_IN_FLIGHT_MARGIN`] × the helper's time
+/// for the micro-batches not yet ended. Before the first micro-batch ends
+/// the rest is the whole unit, which a copy moves without giving up the
+/// worker's own progress ([`clone_in_flight`]).
+pub fn rest_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
+    if helper_unit_us == 0 || unit.done == 0 || unit.done >= unit.total {
+        return false;
+    }
+    let rest = f64::from(unit.total - unit.done) / f64::from(unit.total);
+    unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * rest * helper_unit_us as f64
 }
 
 /// How many of the `queued` units a peer handed to this worker (waiting,
@@ -410,5 +433,30 @@ mod tests {
         // done, or no pace known for the helper: never
         assert!(!clone_in_flight(&at(5_000, 4, 4), helper_unit_us));
         assert!(!clone_in_flight(&at(5_000, 0, 1), 0));
+    }
+
+    #[test]
+    fn the_rest_goes_once_a_micro_batch_has_ended_and_it_is_far_from_its_end() {
+        let helper_unit_us = 1_000;
+        let at = |elapsed_us, done, total| InFlight {
+            elapsed_us,
+            done,
+            total,
+        };
+        // slowed 5×: after 1 of 4 micro-batches (1,250 µs), 3,750 µs are
+        // left; the helper does the other 3 in 750 µs
+        assert!(rest_in_flight(&at(1_250, 1, 4), helper_unit_us));
+        // slowed 2×: 3 of 4 done in 1,500 µs leaves 500 µs, against the
+        // helper's 250 µs for the last one (× 1.5 = 375): it goes
+        assert!(rest_in_flight(&at(1_500, 3, 4), helper_unit_us));
+        // at the helper's pace it never goes
+        assert!(!rest_in_flight(&at(250, 1, 4), helper_unit_us));
+        assert!(!rest_in_flight(&at(750, 3, 4), helper_unit_us));
+        // nothing ended yet (a copy's case), all ended, one micro-batch in
+        // all, or no pace known for the helper: never
+        assert!(!rest_in_flight(&at(3_000, 0, 4), helper_unit_us));
+        assert!(!rest_in_flight(&at(5_000, 4, 4), helper_unit_us));
+        assert!(!rest_in_flight(&at(5_000, 0, 1), helper_unit_us));
+        assert!(!rest_in_flight(&at(1_250, 1, 4), 0));
     }
 }

@@ -92,6 +92,22 @@ pub struct Control {
     /// With `Assign` or `Clone` to a worker that is not a settled holder of
     /// their partitions: the units' rows.
     pub rows: Vec<crate::data::DataRow>,
+    /// With `Rest`: the running sums of the unit's micro-batches done.
+    pub carry: Option<Box<Carry>>,
+}
+
+/// The running sums the rest of a unit in flight travels with
+/// ([`ControlKind::Rest`](crate::policy::ControlKind::Rest)): those of its
+/// first `done_rows` rows, folded micro-batch by micro-batch from zero, to
+/// which whoever finishes it adds the rest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Carry {
+    /// Rows folded in (whole micro-batches, from the unit's first).
+    pub done_rows: u32,
+    /// Their gradient sum.
+    pub grad: crate::workload::Update,
+    /// Their loss sum.
+    pub loss_sum: f64,
 }
 
 impl Control {
@@ -100,7 +116,11 @@ impl Control {
     /// of length per vector), without the data rows it may carry: those are
     /// counted where they arrive (`bytes_moved`).
     pub fn wire_bytes(&self) -> u64 {
-        4 + 4 + 8 + self.kind.wire_bytes() + 8 + 8 * self.units.len() as u64 + 8
+        let carry = self
+            .carry
+            .as_ref()
+            .map_or(0, |c| 4 + 4 + c.grad.wire_bytes() + 8);
+        4 + 4 + 8 + self.kind.wire_bytes() + 8 + 8 * self.units.len() as u64 + 8 + 1 + carry
     }
 }
 

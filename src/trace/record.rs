@@ -22,6 +22,10 @@ pub enum UnitAction {
     /// whichever copy reaches the shard owners first is counted, the other is
     /// discarded.
     Clone,
+    /// The micro-batches a worker computed of a unit before it handed the
+    /// rest to a peer (with their running sums): not counted on its own —
+    /// the record of the rest, `Reassigned` on the peer, counts the unit.
+    Split,
 }
 
 impl UnitAction {
@@ -31,7 +35,15 @@ impl UnitAction {
             UnitAction::Assigned => "assigned",
             UnitAction::Reassigned => "reassigned",
             UnitAction::Clone => "clone",
+            UnitAction::Split => "split",
         }
+    }
+
+    /// Whether the record is of the unit's original computation, not of a
+    /// copy or of the first part of a unit whose rest a peer computed: a
+    /// unit has at most one (none when a copy came first).
+    pub fn is_original(self) -> bool {
+        matches!(self, UnitAction::Assigned | UnitAction::Reassigned)
     }
 }
 
@@ -71,6 +83,9 @@ pub struct UnitRecord {
     pub gt_slowdown: f64,
     /// Ground truth: time added to the unit by the injector.
     pub gt_delay_us: u64,
+    /// Micro-batches of this record's rows (1 for a unit computed at once;
+    /// a `split` record and the rest a peer computed count theirs).
+    pub micro_batches: u32,
 }
 
 /// One row per (iteration, worker): how the worker spent the iteration.

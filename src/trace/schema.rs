@@ -21,22 +21,31 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 5 added `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
+/// Version 6 added `units.micro_batches` and the `split` action; version 5
+/// `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
 /// `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
 /// held logistic regression runs and imports, and the reader fills the
 /// columns in (see `docs/trace-schema.md`). Version 2 and 3 files lack
 /// [`ADDED_IN_V4`], and version 2 to 4 files [`ADDED_IN_V5`]; they read as 0
-/// (not recorded).
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, SCHEMA_VERSION];
+/// (not recorded). Version 2 to 5 files lack the `units` table's
+/// [`ADDED_IN_V6`]; it reads as 1 (every unit was computed at once before
+/// a unit's rest could move, and the replay needs no more).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, SCHEMA_VERSION];
 
 /// The `workers` column version 5 added: compute spent on copies of units
 /// that another copy beat.
 pub const ADDED_IN_V5: &str = WASTED_COLUMN;
+
+/// The `units` column version 6 added: the micro-batches of a record's rows.
+pub const ADDED_IN_V6: &str = MICRO_BATCHES_COLUMN;
+
+/// Name of the `units` column of a record's micro-batches.
+pub const MICRO_BATCHES_COLUMN: &str = "micro_batches";
 
 /// `workers` column: µs of compute spent on copies that lost the race.
 pub const WASTED_COLUMN: &str = "wasted_us";
@@ -119,7 +128,8 @@ impl TraceTable {
     }
 
     /// The columns a file of schema `version` has, or `None` for a version
-    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 4 is version 5 without
+    /// not in [`READABLE_SCHEMA_VERSIONS`]. Version 5 is version 6 without the
+    /// `units` table's [`ADDED_IN_V6`] column, version 4 version 5 without
     /// the `workers` table's [`ADDED_IN_V5`] column, version 3 version 4 without
     /// the `workers` table's [`ADDED_IN_V4`] column, version 2 version 3
     /// without the `iterations` table's [`ADDED_IN_V3`] columns.
@@ -132,7 +142,7 @@ impl TraceTable {
                 (f.name() == ADDED_IN_V4 && version < 4) || (f.name() == ADDED_IN_V5 && version < 5)
             }
             TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
-            TraceTable::Units => false,
+            TraceTable::Units => f.name() == ADDED_IN_V6 && version < 6,
         };
         let fields: Vec<Field> = self
             .schema()
@@ -188,6 +198,7 @@ pub fn unit_schema() -> SchemaRef {
         required("action", Utf8),
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
+        required(MICRO_BATCHES_COLUMN, UInt32),
     ]))
 }
 
@@ -309,28 +320,36 @@ mod tests {
 
     #[test]
     fn older_versions_are_the_current_one_without_the_columns_added_since() {
-        assert_eq!(SCHEMA_VERSION, 5);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5]);
+        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6]);
         for table in TraceTable::ALL {
-            assert_eq!(table.schema_of_version(5), Some(table.schema()), "{table}");
-            for version in [0, 1, 6, u32::MAX] {
+            assert_eq!(table.schema_of_version(6), Some(table.schema()), "{table}");
+            for version in [0, 1, 7, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }
-        // units never changed; workers gained control_bytes in 4, wasted_us in 5
-        for version in [2, 3, 4] {
-            let units = TraceTable::Units.schema_of_version(version);
-            assert_eq!(units, Some(unit_schema()));
+        // units gained micro_batches in 6; workers control_bytes in 4,
+        // wasted_us in 5
+        for version in [2, 3, 4, 5] {
+            let units = TraceTable::Units
+                .schema_of_version(version)
+                .expect("readable");
+            let current = unit_schema();
+            let mut expected = names(&current);
+            expected.retain(|n| *n != ADDED_IN_V6);
+            assert_eq!(names(&units), expected, "units v{version}");
             let workers = TraceTable::Workers
                 .schema_of_version(version)
                 .expect("readable");
             let current = worker_schema();
             let mut expected = names(&current);
-            expected.retain(|n| *n != ADDED_IN_V5 && (version >= 4 || *n != ADDED_IN_V4));
+            expected.retain(|n| {
+                (version >= 5 || *n != ADDED_IN_V5) && (version >= 4 || *n != ADDED_IN_V4)
+            });
             assert_eq!(names(&workers), expected, "workers v{version}");
         }
         // iterations gained workload and test_metrics in 3
-        for version in [3, 4] {
+        for version in [3, 4, 5] {
             assert_eq!(
                 TraceTable::Iterations.schema_of_version(version),
                 Some(iteration_schema())

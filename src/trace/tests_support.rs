@@ -31,6 +31,7 @@ pub(crate) fn unit(iteration: u64, worker: u32, partition: u32, unit: u32) -> Un
         action: UnitAction::Assigned,
         gt_slowdown: 1.0 + f64::from(worker) * 0.25,
         gt_delay_us: u64::from(worker) * 11,
+        micro_batches: 1 + unit % 3,
     }
 }
 

@@ -425,6 +425,7 @@ pub(crate) fn units_batch(
             Arc::new(actions),
             f64s(records, |r| r.gt_slowdown),
             u64s(records, |r| r.gt_delay_us),
+            u32s(records, |r| r.micro_batches),
         ],
     )
 }

@@ -55,6 +55,13 @@ pub struct TimedUnit {
     /// How long its owner took (recorded, or rows × the owner's time per row
     /// when a peer computed it in the recorded run), µs.
     pub owner_us: u64,
+    /// Micro-batches it is computed in (0 and 1: at once); its rest may
+    /// move between them ([`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)).
+    pub micro_batches: u32,
+    /// Whether it is the rest of a unit a peer began: it travels only with
+    /// the message that handed it over (its sums are there), so it is not
+    /// passed on or copied, only its own rest handed over again.
+    pub rest: bool,
 }
 
 /// What one iteration of a recorded run says about its workers.
@@ -185,10 +192,19 @@ pub(crate) fn timings_of(
         .ok_or(WhatIfError::EmptyTrace)? as usize;
     let overhead = overheads(trace);
     let mut by_iteration: BTreeMap<u64, Vec<&crate::trace::UnitRecord>> = BTreeMap::new();
+    // Rows and micro-batches a unit's first parts computed before its rest
+    // was handed over.
+    let mut split_rows: BTreeMap<(u64, u32, u32), (u32, u32)> = BTreeMap::new();
     for u in &trace.units {
         // A clone's twin is the original; replay each unit once.
-        if u.action != UnitAction::Clone {
+        if u.action.is_original() {
             by_iteration.entry(u.iteration).or_default().push(u);
+        } else if u.action == UnitAction::Split {
+            let part = split_rows
+                .entry((u.iteration, u.partition, u.unit))
+                .or_default();
+            part.0 += u.rows;
+            part.1 += u.micro_batches;
         }
     }
     Ok(by_iteration
@@ -209,18 +225,25 @@ pub(crate) fn timings_of(
                 .collect();
             let mut own = vec![Vec::new(); workers];
             for u in &units {
-                let owner_us = if u.executor == u.owner {
+                let (split, split_micro) = split_rows
+                    .get(&(u.iteration, u.partition, u.unit))
+                    .copied()
+                    .unwrap_or((0, 0));
+                let rows = u.rows + split;
+                let owner_us = if u.executor == u.owner && split == 0 {
                     unit_cost(u)
                 } else {
-                    (f64::from(u.rows) * us_per_row[u.owner as usize]).round() as u64
+                    (f64::from(rows) * us_per_row[u.owner as usize]).round() as u64
                 };
                 own[u.owner as usize].push(TimedUnit {
                     key: UnitKey {
                         partition: u.partition,
                         unit: u.unit,
                     },
-                    rows: u.rows,
+                    rows,
                     owner_us,
+                    micro_batches: u.micro_batches + split_micro,
+                    rest: false,
                 });
             }
             for list in &mut own {
@@ -310,6 +333,8 @@ mod tests {
             },
             rows: 10,
             owner_us: 10 * (w as u64 + 1),
+            micro_batches: 1,
+            rest: false,
         };
         let t = IterationTimings {
             iteration: 3,

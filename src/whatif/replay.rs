@@ -141,14 +141,32 @@ impl Worker {
         self.running.map(|_| now - self.started)
     }
 
-    /// The unit it computes as it sees it at `now`: a replayed unit is one
-    /// micro-batch (a trace does not record more).
+    /// The unit it computes as it sees it at `now`: its micro-batches end
+    /// evenly spaced until its end, as the compute operator has it.
     fn in_flight(&self, now: u64) -> Option<handover::InFlight> {
-        self.running_us(now).map(|elapsed_us| handover::InFlight {
+        let (unit, ..) = self.running?;
+        let elapsed_us = now - self.started;
+        let total = unit.micro_batches.max(1);
+        let done = match self.ends - self.started {
+            0 => total,
+            span => (u64::from(total) * elapsed_us / span).min(u64::from(total)) as u32,
+        };
+        Some(handover::InFlight {
             elapsed_us,
-            done: 0,
-            total: 1,
+            done,
+            total,
         })
+    }
+
+    /// When the micro-batch in flight at `now` ends (before the unit's end),
+    /// if the unit has more than one: the first moment its worker sees one
+    /// more done.
+    fn next_boundary(&self, now: u64) -> Option<u64> {
+        let (unit, ..) = self.running?;
+        let total = u64::from(unit.micro_batches.max(1));
+        let span = self.ends - self.started;
+        let k = (now - self.started) * total / span.max(1) + 1;
+        (k < total).then(|| self.started + (k * span).div_ceil(total))
     }
 
     /// Time per unit as it stands: the mean so far, or the last unit's time
@@ -538,7 +556,9 @@ impl Replay<'_> {
                 // far from its end, is worth a copy.
                 let helper = (*to, *unit_us);
                 if self.clone_in_flight
-                    && (self.pass_queued(w, helper, now) || self.copy_in_flight(w, helper, now))
+                    && (self.pass_queued(w, helper, now)
+                        || self.rest_in_flight(w, helper, now)
+                        || self.copy_in_flight(w, helper, now))
                 {
                     sends.clear();
                 }
@@ -606,7 +626,7 @@ impl Replay<'_> {
             worker.running = Some((unit, own, clone_of));
             worker.started = now;
             self.push_unit_done(now + us, w);
-            self.file_check(w);
+            self.file_check(w, now);
             return;
         }
         if worker.idle_reported {
@@ -627,7 +647,8 @@ impl Replay<'_> {
     /// does (copies stay). Returns whether any went.
     fn pass_queued(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
         let worker = &mut self.workers[(w - self.lo) as usize];
-        let queued = worker.given.iter().filter(|g| !g.2).count();
+        let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest;
+        let queued = worker.given.iter().filter(|g| movable(g)).count();
         if queued == 0 {
             return false;
         }
@@ -640,7 +661,7 @@ impl Replay<'_> {
         let mut k = worker.given.len();
         while self.carried.len() - start < count && k > 0 {
             k -= 1;
-            if !worker.given[k].2 {
+            if movable(&worker.given[k]) {
                 let (unit, _, _) = worker.given.remove(k).expect("in range");
                 self.carried.push(unit);
             }
@@ -671,6 +692,7 @@ impl Replay<'_> {
             return false;
         };
         let eligible = clone_of.is_none()
+            && !unit.rest
             && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
             && handover::clone_in_flight(&in_flight, helper_us);
         if !eligible {
@@ -678,7 +700,7 @@ impl Replay<'_> {
                 // Not late yet: it may be by the next look.
                 worker.waiting.retain(|h| h.0 != to);
                 worker.waiting.push((to, helper_us));
-                self.file_check(w);
+                self.file_check(w, now);
             }
             return false;
         }
@@ -693,9 +715,11 @@ impl Replay<'_> {
     }
 
     /// Files worker `w`'s next look at its unit in flight for the fastest
-    /// helper waiting: the moment it has run [`CLONE_IN_FLIGHT_MARGIN`] of
-    /// that helper's units, if before its end and not copied already.
-    fn file_check(&mut self, w: u32) {
+    /// helper waiting: the end of its micro-batch in flight at `now`, or the
+    /// moment it has run [`CLONE_IN_FLIGHT_MARGIN`] of that helper's units
+    /// (a rest is never copied), if before its end and not copied already
+    /// (as the compute operator's `next_check`).
+    fn file_check(&mut self, w: u32, now: u64) {
         let worker = &self.workers[(w - self.lo) as usize];
         let Some(fastest) = worker.waiting.iter().map(|h| h.1).min() else {
             return;
@@ -706,7 +730,11 @@ impl Replay<'_> {
         if worker.cloned_out.iter().any(|c| c.0 == unit.key) {
             return;
         }
-        let at = worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1;
+        let late = match unit.rest {
+            true => u64::MAX,
+            false => worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1,
+        };
+        let at = worker.next_boundary(now).map_or(late, |b| b.min(late));
         if at >= worker.ends {
             return;
         }
@@ -722,7 +750,64 @@ impl Replay<'_> {
         let Some(&fastest) = worker.waiting.iter().min_by_key(|h| (h.1, h.0)) else {
             return;
         };
-        self.copy_in_flight(w, fastest, now);
+        if !self.rest_in_flight(w, fastest, now) {
+            self.copy_in_flight(w, fastest, now);
+        }
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// the rest of worker `w`'s unit in flight (own or handed over, not a
+    /// copy, not copied to a peer) when [`handover::rest_in_flight`] says
+    /// so, as the run's worker does: the micro-batches not yet ended go, the
+    /// unit stops here, and the worker goes on. Returns whether it went.
+    fn rest_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        let (Some((unit, own, clone_of)), Some(in_flight)) =
+            (worker.running, worker.in_flight(now))
+        else {
+            return false;
+        };
+        let eligible = clone_of.is_none()
+            && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
+            && handover::rest_in_flight(&in_flight, helper_us);
+        if !eligible {
+            return false;
+        }
+        let (done, total) = (u64::from(in_flight.done), u64::from(in_flight.total));
+        let part = |of: u64| of - of * done / total;
+        let rest = TimedUnit {
+            rows: part(u64::from(unit.rows)) as u32,
+            owner_us: part(unit.owner_us),
+            micro_batches: in_flight.total - in_flight.done,
+            rest: true,
+            ..unit
+        };
+        worker.running = None;
+        worker.end_order = 0;
+        worker.waiting.clear();
+        worker.check_order = 0;
+        worker.last_end_us = now;
+        let unit_us = worker.unit_us();
+        let at = self.carried.len();
+        self.carried.push(rest);
+        self.send(
+            w,
+            to,
+            ControlKind::Rest {
+                done: in_flight.done,
+            },
+            at..at + 1,
+            now,
+        );
+        if own {
+            // Out of its hands: for its progress, an own unit done.
+            if let Some(agent) = self.observed(w, now) {
+                let sends = agent.on_own_unit_done(unit_us);
+                self.send_all(w, sends, now);
+            }
+        }
+        self.next_unit(w, now);
+        true
     }
 
     /// Sends the agent's messages; an `Assign` takes its units from the end of

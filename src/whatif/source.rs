@@ -36,6 +36,8 @@ pub struct WorkerTimings {
     pub cells: Vec<Vec<Cell>>,
     /// Each iteration's overhead beyond its slowest worker, µs.
     pub overhead_us: Vec<u64>,
+    /// Micro-batches of every unit (a workers table does not say; 1).
+    pub micro_batches: u32,
 }
 
 /// A trace's timings, ready to replay.
@@ -147,6 +149,7 @@ impl Timings {
             workers,
             cells,
             overhead_us,
+            micro_batches: 1,
         }))
     }
 
@@ -164,6 +167,27 @@ impl Timings {
             }
             Timings::Units(list) => Timings::Units(split_units(list, units)),
             Timings::Clocked(list, clock) => Timings::Clocked(split_units(list, units), clock),
+        }
+    }
+
+    /// Every unit computed in `micro_batches` micro-batches, whatever the
+    /// trace recorded (a workers-only trace, or one written before schema
+    /// version 6, does not record them): what a unit's rest handed over in
+    /// flight needs.
+    pub fn micro_batched(self, micro_batches: u32) -> Timings {
+        let set = |mut list: Vec<IterationTimings>| {
+            for unit in list.iter_mut().flat_map(|t| t.own.iter_mut().flatten()) {
+                unit.micro_batches = micro_batches;
+            }
+            list
+        };
+        match self {
+            Timings::Workers(mut t) => {
+                t.micro_batches = micro_batches;
+                Timings::Workers(t)
+            }
+            Timings::Units(list) => Timings::Units(set(list)),
+            Timings::Clocked(list, clock) => Timings::Clocked(set(list), clock),
         }
     }
 
@@ -217,6 +241,7 @@ fn split_units(list: Vec<IterationTimings>, units: u32) -> Vec<IterationTimings>
                 let rows: u64 = own.iter().map(|u| u64::from(u.rows)).sum();
                 let rows = rows.max(u64::from(units));
                 let n = u64::from(units);
+                let micro_batches = own[0].micro_batches;
                 *own = (0..n)
                     .map(|k| TimedUnit {
                         key: UnitKey {
@@ -225,6 +250,8 @@ fn split_units(list: Vec<IterationTimings>, units: u32) -> Vec<IterationTimings>
                         },
                         rows: (rows / n + u64::from(k < rows % n)) as u32,
                         owner_us: us / n + u64::from(k < us % n),
+                        micro_batches,
+                        rest: false,
                     })
                     .collect();
                 it.us_per_row[w] = us as f64 / rows as f64;
@@ -247,6 +274,7 @@ impl WorkerTimings {
     /// iteration).
     pub fn iteration_into(&self, i: usize, t: &mut IterationTimings) {
         let cells = &self.cells[i];
+        let micro_batches = self.micro_batches;
         let rows_of = |c: &Cell| if c.rows == 0 { c.units } else { c.rows };
         let (busy, rows) = cells.iter().fold((0u64, 0u64), |(b, r), c| {
             (b + c.busy_us, r + u64::from(rows_of(c)))
@@ -271,6 +299,8 @@ impl WorkerTimings {
                 // Equal shares; the remainders go to the first units.
                 rows: (rows / n + u64::from(u < rows % n)) as u32,
                 owner_us: c.busy_us / n + u64::from(u < c.busy_us % n),
+                micro_batches,
+                rest: false,
             }));
         }
         t.iteration = self.iterations[i];
@@ -300,6 +330,7 @@ mod tests {
                 },
             ]],
             overhead_us: vec![5],
+            micro_batches: 1,
         };
         let it = t.iteration(0);
         assert_eq!(it.iteration, 7);

@@ -498,6 +498,132 @@ fn forestall_copies_a_slowed_unit_in_flight() {
     assert_eq!(off.digest, out.digest);
 }
 
+/// One heavy unit of 4 micro-batches per worker and worker 1 persistently 5×
+/// slower: once its first micro-batch has ended, `forestall` hands the rest
+/// of its unit in flight to a peer that offered help, with the running sums.
+/// The straggler's part is recorded as `split`, the peer's as `reassigned`
+/// (the record that counts the unit, with the rest's rows); the rows add up
+/// to the unit's, and the parameters are one worker's, bit for bit.
+#[test]
+fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
+    let job = |workers: u32, policy: &str, straggler: &str| {
+        plan(&format!(
+            "[job]\niterations = 6\nseed = 3\n[data]\npartitions = 4\nunits_per_partition = 1\n\
+             batch_fraction = 0.0489\nmicro_batch = 100\n[workers]\ncount = {workers}\n\
+             pace_ns_per_row = 60000\n\
+             [policy]\nname = \"{policy}\"\n{straggler}"
+        ))
+    };
+    let straggler = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 5.0\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bsp = run_in(&job(1, "bsp", ""), dir.path());
+    let bsp_trace = read_trace_dir(dir.path()).expect("trace reads");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&job(4, "forestall", straggler), dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let ledger = ledger(&trace);
+    assert_eq!(ledger.len(), 6 * 4, "every unit of every iteration");
+    for (key, actions) in &ledger {
+        let originals = actions.iter().filter(|a| a.is_original()).count();
+        assert!(originals <= 1, "{key:?}: {actions:?}");
+    }
+    let split: Vec<_> = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Split)
+        .collect();
+    assert!(
+        split.len() >= 3,
+        "the straggler handed over rests: {}",
+        split.len()
+    );
+    for part in &split {
+        assert_eq!(part.worker, 1, "only the straggler splits its unit");
+        assert!(
+            part.rows > 0 && part.rows % 100 == 0,
+            "whole micro-batches: {}",
+            part.rows
+        );
+        let rest: Vec<_> = trace
+            .units
+            .iter()
+            .filter(|u| {
+                (u.iteration, u.partition, u.unit) == (part.iteration, part.partition, part.unit)
+                    && u.action.is_original()
+            })
+            .collect();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].action, UnitAction::Reassigned);
+        assert_ne!(rest[0].worker, 1, "the rest ran on a peer");
+        let whole = bsp_trace
+            .units
+            .iter()
+            .find(|u| {
+                (u.iteration, u.partition, u.unit) == (part.iteration, part.partition, part.unit)
+            })
+            .expect("the unit in one worker's run")
+            .rows;
+        assert_eq!(
+            part.rows + rest[0].rows,
+            whole,
+            "the two parts cover the unit"
+        );
+    }
+    let given: u32 = trace
+        .workers
+        .iter()
+        .filter(|w| w.worker == 1)
+        .map(|w| w.units_given)
+        .sum();
+    assert!(given as usize >= split.len());
+    assert_eq!(out.digest, bsp.digest, "one worker's parameters");
+}
+
+/// The same across processes: with 2 processes × 2 threads the rests (and
+/// their running sums) cross process boundaries, and the parameters are
+/// still one worker's.
+#[test]
+fn a_units_rest_crosses_processes_with_its_sums() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = |workers: u32, straggler: &str| {
+        format!(
+            "[job]\niterations = 6\nseed = 3\n[data]\npath = \"{}\"\npartitions = 4\n\
+             units_per_partition = 1\nbatch_fraction = 0.0489\nmicro_batch = 100\n\
+             [workers]\ncount = {workers}\npace_ns_per_row = 60000\n\
+             [policy]\nname = \"forestall\"\n{straggler}",
+            crate::common::adult_path().display()
+        )
+    };
+    let straggler = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 5.0\n";
+    std::fs::write(dir.path().join("one.toml"), job(1, "")).expect("job");
+    std::fs::write(dir.path().join("four.toml"), job(4, straggler)).expect("job");
+    let run = |file: &str, extra: &[&str], out: &str| {
+        let mut args = vec!["--json", "-q", "run", file, "--out", out];
+        args.extend_from_slice(extra);
+        let o = crate::common::forestall_in(dir.path(), &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        crate::common::summary_digest(&o)
+    };
+    let one = run("one.toml", &[], "one");
+    let two = run("four.toml", &["--processes", "2", "--threads", "2"], "two");
+    assert_eq!(two, one, "2 × 2 processes under a straggler vs one worker");
+    let trace = read_trace_dir(&dir.path().join("two/trace")).expect("trace reads");
+    let crossed = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Reassigned && u.owner == 1 && u.process != 0)
+        .count();
+    let split = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Split)
+        .count();
+    assert!(
+        split > 0 && crossed > 0,
+        "rests went to the other process: {split} split, {crossed} there"
+    );
+}
+
 /// Under a disrupted machine a helper is slowed in turn, often while it holds
 /// units peers handed it: `forestall` may copy such a unit in flight and pass
 /// on the ones queued unbegun (a unit handed over is not final; the
@@ -519,7 +645,7 @@ fn forestall_under_a_disrupted_machine_computes_each_unit_once_with_one_workers_
     let ledger = ledger(&trace);
     assert_eq!(ledger.len(), 10 * 12 * 4, "every unit of every iteration");
     for (key, actions) in &ledger {
-        let originals = actions.iter().filter(|a| **a != UnitAction::Clone).count();
+        let originals = actions.iter().filter(|a| a.is_original()).count();
         assert!(originals <= 1, "{key:?} computed twice: {actions:?}");
     }
     assert!(

@@ -274,7 +274,7 @@ fn proactive_clone_clones_within_its_budget_and_counts_every_unit_once() {
         assert!(ledger
             .iter()
             .filter(|((it, _, _), _)| *it == t)
-            .all(|(_, v)| v.iter().filter(|a| **a != UnitAction::Clone).count() <= 1));
+            .all(|(_, v)| v.iter().filter(|a| a.is_original()).count() <= 1));
     }
     let clones = trace
         .units

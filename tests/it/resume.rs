@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use forestall::checkpoint::store;
-use forestall::trace::{read_trace_dir, UnitAction};
+use forestall::trace::read_trace_dir;
 
 use crate::common::{adult_path, forestall_in as forestall};
 
@@ -104,7 +104,7 @@ fn assert_exactly_once(out: &Path) {
     let mut originals: Vec<(u64, u32, u32)> = trace
         .units
         .iter()
-        .filter(|u| u.action != UnitAction::Clone)
+        .filter(|u| u.action.is_original())
         .map(key)
         .collect();
     originals.sort_unstable();

@@ -438,6 +438,8 @@ fn iteration_of(
                         key: UnitKey { partition: w, unit },
                         rows,
                         owner_us: (f64::from(rows) * us_per_row[w as usize]).round() as u64,
+                        micro_batches: 1,
+                        rest: false,
                     })
                     .collect()
             })

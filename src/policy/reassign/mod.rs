@@ -131,6 +131,14 @@ pub enum ControlKind {
     },
     /// Speculation: "I finished these cloned units; skip them."
     Done,
+    /// "The rest of my unit in flight is yours: its micro-batches from
+    /// `done` on, with the running sums of the ones before" (the operator
+    /// fills in the unit and the sums; see
+    /// [`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)).
+    Rest {
+        /// Micro-batches of the unit already folded into the sums.
+        done: u32,
+    },
     /// Proactive plan: "these many units from the end of my list are yours
     /// this iteration, as the plan says" (counted as the receiver's own).
     Planned {
@@ -173,7 +181,8 @@ impl ControlKind {
             ControlKind::Offer { .. } => 8,
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
-            | ControlKind::Planned { .. } => 4,
+            | ControlKind::Planned { .. }
+            | ControlKind::Rest { .. } => 4,
             ControlKind::Decline | ControlKind::Done => 0,
             ControlKind::Timing { .. } => 4 + 8,
             ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
@@ -786,8 +795,8 @@ impl ReassignAgent {
                 }
                 vec![(to, ControlKind::Assign { count })]
             }
-            ControlKind::Clone { .. } => {
-                // A copy of a unit in flight may answer an offer.
+            ControlKind::Clone { .. } | ControlKind::Rest { .. } => {
+                // A copy of a unit in flight, or its rest, may answer an offer.
                 self.on_reply(self.iteration, from, kind);
                 Vec::new()
             }

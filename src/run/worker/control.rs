@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use super::compute::split_unit;
 use super::epoch::{Epoch, Given};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{self, Cancelled};
-use crate::policy::ControlKind;
+use crate::policy::{ControlKind, PeerAgent};
 use crate::predict::Timing;
+use crate::run::context::JobContext;
 use crate::run::holdings::Holdings;
 use crate::run::messages::Control;
 use crate::trace::UnitAction;
@@ -87,6 +89,7 @@ impl ComputeState {
                 ControlKind::Assign { .. }
                     | ControlKind::Clone { .. }
                     | ControlKind::Planned { .. }
+                    | ControlKind::Rest { .. }
                     | ControlKind::Done
             )
         {
@@ -101,7 +104,8 @@ impl ComputeState {
         match message.kind {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
-            | ControlKind::Planned { .. } => {
+            | ControlKind::Planned { .. }
+            | ControlKind::Rest { .. } => {
                 self.receive_units(&message, older, emit);
                 if older {
                     return;
@@ -128,6 +132,14 @@ impl ComputeState {
             let helper = (*to, *unit_us);
             if self.cx.plan.policy.clones_in_flight() {
                 if pass_queued(self.worker, epoch, &self.holdings, helper, now_us, emit)
+                    || rest_running(
+                        (&self.cx, self.worker, &self.holdings),
+                        epoch,
+                        Some(&mut *agent),
+                        helper,
+                        now_us,
+                        emit,
+                    )
                     || clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit)
                 {
                     out.clear();
@@ -220,6 +232,7 @@ impl ComputeState {
                 action,
                 from: message.from,
                 iteration: message.iteration,
+                carry: message.carry.clone(),
             };
             if planned {
                 epoch.planned_in.push_back(given);
@@ -294,6 +307,7 @@ impl ComputeState {
                     kind,
                     units: Vec::new(),
                     rows: Vec::new(),
+                    carry: None,
                 };
                 epoch.control.count(&message);
                 (emit.control)(&cap, message);
@@ -302,19 +316,78 @@ impl ComputeState {
     }
 }
 
-/// Sends a copy of the unit in flight to the fastest peer that offered help
-/// before it was late enough, if it is now (see [`clone_running`]).
-pub(super) fn clone_to_waiting_helper(
-    worker: u32,
+/// Answers an offer of help from `helper` = (peer, its µs per unit) with
+/// the rest of the unit in flight — own or handed over, never a copy, and
+/// not copied to a peer — when [`handover::rest_in_flight`] says so: the
+/// micro-batches not yet ended go with the running sums of those that did,
+/// and with the unit's rows unless the helper holds them. The unit stops
+/// here; its part is recorded as `Split`, and the rest's record on the
+/// helper counts the unit. Returns whether the rest went.
+pub(super) fn rest_running(
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
     epoch: &mut Epoch,
-    holdings: &Holdings,
+    agent: Option<&mut PeerAgent>,
+    (to, helper_unit_us): (u32, u64),
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
+    let Some(running) = epoch.running.as_ref() else {
+        return false;
+    };
+    let unit = &running.next.unit;
+    let flight = running.in_flight(now_us);
+    let eligible = unit.action != UnitAction::Clone
+        && unit.iteration == epoch.iteration
+        && !epoch.cloned_out.contains_key(&unit.rows.key)
+        && flight.done as usize <= running.snapshots.len()
+        && handover::rest_in_flight(&flight, helper_unit_us);
+    if !eligible {
+        return false;
+    }
+    let rows = rows_for(holdings, to, unit);
+    let running = epoch.running.take().expect("checked above");
+    let (next, record, carry) = split_unit(cx, worker, epoch, running, flight.done);
+    let message = Control {
+        to,
+        from: worker,
+        iteration: epoch.iteration,
+        kind: ControlKind::Rest {
+            done: carry.done_rows.div_ceil(cx.plan.micro_batch.max(1)),
+        },
+        units: vec![next.unit.rows.key],
+        rows,
+        carry: Some(Box::new(carry)),
+    };
+    epoch.control.count(&message);
+    (emit.control)(&epoch.caps.control, message);
+    epoch.units_given += 1;
+    epoch.units.push(record);
+    epoch.waiting_helpers.clear();
+    if let (true, Some(agent)) = (next.counts_as_own, agent) {
+        // Out of its hands: for its progress, an own unit done.
+        epoch.observe(agent, cx.now_us());
+        let out = agent.on_own_unit_done(epoch.unit_us());
+        send_all(worker, epoch, holdings, out, emit);
+    }
+    true
+}
+
+/// Sends the rest of the unit in flight, or else a copy of it, to the
+/// fastest peer that offered help before it was late enough, if it is now
+/// (see [`rest_running`] and [`clone_running`]).
+pub(super) fn hand_to_waiting_helper(
+    at: (&JobContext, u32, &Holdings),
+    epoch: &mut Epoch,
+    agent: Option<&mut PeerAgent>,
     now_us: u64,
     emit: &mut Emit<'_>,
 ) {
     let Some(&fastest) = epoch.waiting_helpers.iter().min_by_key(|h| (h.1, h.0)) else {
         return;
     };
-    if clone_running(worker, epoch, holdings, fastest, now_us, emit) {
+    if rest_running(at, epoch, agent, fastest, now_us, emit)
+        || clone_running(at.1, epoch, at.2, fastest, now_us, emit)
+    {
         epoch.waiting_helpers.clear();
     }
 }
@@ -353,7 +426,9 @@ fn pass_queued(
     emit: &mut Emit<'_>,
 ) -> bool {
     let iteration = epoch.iteration;
-    let movable = |g: &Given| g.action != UnitAction::Clone && g.iteration == iteration;
+    // A rest stays: its sums travel only with the message that hands it over.
+    let movable =
+        |g: &Given| g.action != UnitAction::Clone && g.iteration == iteration && g.carry.is_none();
     let queued = epoch.given_to_me.iter().filter(|g| movable(g)).count();
     if queued == 0 {
         return false;
@@ -386,6 +461,7 @@ fn pass_queued(
         },
         units: passed.iter().map(|g| g.rows.key).collect(),
         rows,
+        carry: None,
     };
     epoch.control.count(&message);
     (emit.control)(&epoch.caps.control, message);
@@ -412,6 +488,7 @@ fn clone_running(
     };
     let unit = &running.next.unit;
     let eligible = unit.action != UnitAction::Clone
+        && running.first_rows == 0
         && unit.iteration == epoch.iteration
         && !epoch.cloned_out.contains_key(&unit.rows.key)
         && handover::clone_in_flight(&running.in_flight(now_us), helper_unit_us);
@@ -428,6 +505,7 @@ fn clone_running(
         kind: ControlKind::Clone { count: 1 },
         units: vec![key],
         rows,
+        carry: None,
     };
     epoch.control.count(&message);
     (emit.control)(&epoch.caps.control, message);
@@ -451,6 +529,7 @@ pub(super) fn send_done(
         kind: ControlKind::Done,
         units: vec![key],
         rows: Vec::new(),
+        carry: None,
     };
     epoch.control.count(&message);
     (emit.control)(&epoch.caps.control, message);
@@ -503,6 +582,7 @@ pub(super) fn send_all(
             kind,
             units: units.iter().map(|u| u.key).collect(),
             rows,
+            carry: None,
         };
         epoch.control.count(&message);
         (emit.control)(&epoch.caps.control, message);

@@ -9,7 +9,7 @@ use timely::dataflow::operators::Capability;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{InFlight, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::PeerAgent;
-use crate::run::messages::{GradSlice, Traffic};
+use crate::run::messages::{Carry, GradSlice, Traffic};
 use crate::trace::{UnitAction, UnitRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -45,6 +45,9 @@ pub(super) struct Given {
     pub(super) action: UnitAction,
     pub(super) from: u32,
     pub(super) iteration: u64,
+    /// The rest of a peer's unit in flight: the running sums of its
+    /// micro-batches done there (whose rows this worker skips).
+    pub(super) carry: Option<Box<Carry>>,
 }
 
 /// The unit a worker computes next, and whether it counts toward the worker's
@@ -252,6 +255,7 @@ impl Epoch {
                 action: UnitAction::Assigned,
                 from: worker,
                 iteration: self.iteration,
+                carry: None,
             },
             counts_as_own: true,
         })
@@ -281,10 +285,21 @@ pub(super) struct Running {
     pub(super) slowdown: f64,
     pub(super) delay: Duration,
     pub(super) slices: Vec<GradSlice>,
-    /// Its micro-batches (1 for a unit computed at once): they end evenly
-    /// spaced until the deadline, which is what its worker sees of its
-    /// progress.
+    /// Its micro-batches here (1 for a unit computed at once): they end
+    /// evenly spaced until the deadline, which is what its worker sees of
+    /// its progress.
     pub(super) micro_batches: u32,
+    /// Rows computed here (the unit's, less those a peer folded in before
+    /// it handed the rest over).
+    pub(super) rows_here: u32,
+    /// Rows a peer folded in before it handed the rest over (0: the whole
+    /// unit is computed here). A rest is never copied: its sums travel only
+    /// with the message that handed it over.
+    pub(super) first_rows: u32,
+    /// The running sums at the end of each of its micro-batches here but
+    /// the last, kept when its rest may be handed over
+    /// ([`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)).
+    pub(super) snapshots: Vec<Carry>,
     /// From its start to its deadline, µs.
     pub(super) span_us: u64,
     /// When it started.
@@ -315,8 +330,9 @@ impl Running {
     pub(super) fn next_check(&self, helper_unit_us: u64, now: Instant) -> Instant {
         let span = Duration::from_micros(self.span_us);
         let total = self.micro_batches.max(1);
-        let boundaries =
-            (1..total).map(|k| self.started + span.mul_f64(f64::from(k) / f64::from(total)));
+        let boundaries = (1..total).map(|k| {
+            self.started + span.mul_f64(f64::from(k) / f64::from(total)) + Duration::from_micros(1)
+        });
         let late = self.started
             + Duration::from_micros(helper_unit_us).mul_f64(CLONE_IN_FLIGHT_MARGIN)
             + Duration::from_micros(1);

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Capability;
 
 use self::compute::{finish_unit, sleep_until, start_unit};
-use self::control::{clone_to_waiting_helper, send_all, send_done};
+use self::control::{hand_to_waiting_helper, send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
 use super::context::JobContext;
@@ -196,11 +196,16 @@ impl ComputeState {
             } else if Instant::now() < deadline {
                 if !epoch.waiting_helpers.is_empty() {
                     let now_us = self.cx.now_us();
-                    clone_to_waiting_helper(self.worker, epoch, &self.holdings, now_us, emit);
+                    let at = (self.cx.as_ref(), self.worker, &self.holdings);
+                    hand_to_waiting_helper(at, epoch, self.agent.as_mut(), now_us, emit);
                 }
-                return; // in flight: answer peers until its end (`wake_in`)
+                if epoch.running.is_some() {
+                    return; // in flight: answer peers until its end (`wake_in`)
+                }
             }
-            let running = epoch.running.take().expect("checked above");
+        }
+        // Its rest handed over (nothing to finish here), or it is over.
+        if let Some(running) = epoch.running.take() {
             let (next, record, slices) = finish_unit(&self.cx, self.worker, epoch, running);
             let Given {
                 rows: unit,
@@ -285,6 +290,7 @@ impl ComputeState {
                     kind: ControlKind::Timing { units, busy_us },
                     units: Vec::new(),
                     rows: Vec::new(),
+                    carry: None,
                 };
                 epoch.control.count(&message);
                 (emit.control)(&epoch.caps.control, message);
@@ -316,6 +322,7 @@ impl ComputeState {
                     kind: ControlKind::Timings { all: all.clone() },
                     units: Vec::new(),
                     rows: Vec::new(),
+                    carry: None,
                 };
                 // After its report, the next iteration's record counts them.
                 if epoch.idle_reported {

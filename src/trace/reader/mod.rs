@@ -529,6 +529,11 @@ fn decode_units(c: &Columns<'_>) -> Result<Vec<UnitRecord>> {
     let action = c.utf8("action")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
     let gt_delay_us = c.u64("gt_delay_us")?;
+    let micro_batches = if c.version >= 6 {
+        Some(c.u32(crate::trace::schema::MICRO_BATCHES_COLUMN)?)
+    } else {
+        None
+    };
     (0..c.len())
         .map(|i| {
             Ok(UnitRecord {
@@ -548,6 +553,7 @@ fn decode_units(c: &Columns<'_>) -> Result<Vec<UnitRecord>> {
                 action: c.action("action", action.value(i))?,
                 gt_slowdown: gt_slowdown.value(i),
                 gt_delay_us: gt_delay_us.value(i),
+                micro_batches: micro_batches.map_or(1, |m| m.value(i)),
             })
         })
         .collect()

@@ -69,6 +69,7 @@ fn workers_table() -> Timings {
         workers,
         cells,
         overhead_us: (0..iterations as u64).map(|i| 50 + 7 * i).collect(),
+        micro_batches: 1,
     })
 }
 
@@ -93,6 +94,8 @@ fn iteration(
                         },
                         rows,
                         owner_us: (f64::from(rows) * us_per_row[w as usize]).round() as u64,
+                        micro_batches: 1,
+                        rest: false,
                     }
                 })
                 .collect()
@@ -213,7 +216,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0xeecfdd763588966d),
-            ("forestall", 0x7092140c5c05c26b),
+            ("forestall", 0x829410357ebf0ac8),
         ],
     );
 }
@@ -247,7 +250,7 @@ fn a_clocked_trace_replays_as_pinned() {
             ("speculate", 0x782af19cbd1dc12b),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x43ed877472e61312),
-            ("forestall", 0xa90bd53900bb7839),
+            ("forestall", 0x9299627d56dd0e91),
         ],
     );
 }
@@ -273,6 +276,8 @@ fn the_clocked_bound_follows_the_slowdowns_over_the_iteration() {
         },
         rows: 100,
         owner_us: 100,
+        micro_batches: 1,
+        rest: false,
     };
     let t = IterationTimings {
         iteration: 0,

@@ -18,6 +18,8 @@ fn timings() -> IterationTimings {
                     },
                     rows: 100,
                     owner_us: (100.0 * us_per_row[w as usize]) as u64,
+                    micro_batches: 1,
+                    rest: false,
                 })
                 .collect()
         })
@@ -136,6 +138,39 @@ fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
     assert_eq!(r.makespan_us, 261);
     assert_eq!((r.reassigned, r.wasted), (1, 1));
     assert_eq!(r.finish_us[0], 261);
+}
+
+#[test]
+fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
+    // As above, each unit in 8 micro-batches: worker 3's end every 100 µs.
+    let mut t = timings();
+    for (w, own) in t.own.iter_mut().enumerate() {
+        own.truncate(1);
+        own[0].owner_us = if w == 3 { 800 } else { 100 };
+        own[0].micro_batches = 8;
+    }
+    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
+    let policy = PolicyPlan::Forestall {
+        proactive: crate::policy::ProactiveConfig::default(),
+        reassign: ReassignConfig::default(),
+        clone_in_flight: true,
+    };
+    let r = replay_iteration(&t, &mut agents(&policy), 10, &[]);
+    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((keys.len(), r.executed.len()), (4, 4), "once each: {r:?}");
+    // The first offer reaches worker 3 at 110 µs, one micro-batch done
+    // (770 µs expected left against the helper's 87.5 for the other 7):
+    // the rest, 88 of its 100 rows, goes to that helper (at 120 µs) and
+    // ends there at 208 µs; nothing is computed twice (a copy ended at 261).
+    let &(key, by) = r.executed.last().expect("four units");
+    assert_eq!(key.partition, 3, "{r:?}");
+    assert_ne!(by, 3, "{r:?}");
+    assert_eq!(r.makespan_us, 120 + 88);
+    assert_eq!(r.finish_us[by as usize], 208);
+    assert_eq!((r.reassigned, r.wasted), (1, 0));
+    assert_eq!(r.finish_us[3], 0, "worker 3 finished no unit");
 }
 
 #[test]
