@@ -202,6 +202,7 @@ mod tests {
             proactive: ProactiveConfig::default(),
             reassign: ReassignConfig::default(),
             clone_in_flight: true,
+            rest_in_flight: true,
         };
         assert_eq!(decided(&forestall, &h, 6), d);
     }

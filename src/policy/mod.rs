@@ -95,8 +95,13 @@ pub enum PolicyPlan {
         reassign: ReassignConfig,
         /// Whether a worker with nothing left to give answers an offer of
         /// help with a copy of its unit in flight when that unit is far from
-        /// its end ([`handover::clone_in_flight`]).
+        /// its end ([`handover::clone_in_flight`]); with it, whether it
+        /// passes on the units peers handed it that wait unbegun.
         clone_in_flight: bool,
+        /// Whether such a worker answers with the rest of its unit in
+        /// flight, between micro-batches, rather than a copy
+        /// ([`handover::rest_in_flight`]; only with `clone_in_flight`).
+        rest_in_flight: bool,
     },
     /// `forestall` with SSP's slack (not BSP semantics): a worker may start
     /// iteration t with parameters of version ≥ t − slack, and the plan for
@@ -173,6 +178,19 @@ impl PolicyPlan {
         )
     }
 
+    /// Whether a worker answers an offer of help with the rest of its unit
+    /// in flight ([`handover::rest_in_flight`]).
+    pub fn rests_in_flight(&self) -> bool {
+        matches!(
+            self,
+            PolicyPlan::Forestall {
+                clone_in_flight: true,
+                rest_in_flight: true,
+                ..
+            }
+        )
+    }
+
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).
     pub fn slack(&self) -> u64 {
         match self {
@@ -207,7 +225,8 @@ pub fn peer_agent(
             ReassignAgent::new(worker, group(config.group_size), *config)
                 .with_broker(workers)
                 .with_slack(policy.slack())
-                .with_silent_offers(policy.clones_in_flight()),
+                .with_silent_offers(policy.clones_in_flight())
+                .with_rests(policy.rests_in_flight()),
         )),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),
@@ -243,6 +262,12 @@ impl PeerAgent {
     /// offers help to peers it has not heard from; see [`peer_agent`]).
     pub fn copies_in_flight(&self) -> bool {
         matches!(self, PeerAgent::Reassign(a) if a.offers_to_silent_peers())
+    }
+
+    /// Whether its worker answers an offer of help with the rest of its
+    /// unit in flight, between micro-batches ([`PolicyPlan::rests_in_flight`]).
+    pub fn rests_in_flight(&self) -> bool {
+        matches!(self, PeerAgent::Reassign(a) if a.hands_over_rests())
     }
 
     /// Whether it is worker 0's with a broker, which wants every worker's

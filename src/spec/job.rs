@@ -183,6 +183,10 @@ pub struct PolicySection {
     /// forestall: answer an offer of help with a copy of the unit in flight
     /// when it is far from its end.
     pub clone_in_flight: Option<bool>,
+    /// forestall: answer an offer of help with the rest of the unit in
+    /// flight, between its micro-batches, when it is far from its end
+    /// (default true; needs `clone_in_flight`).
+    pub rest_in_flight: Option<bool>,
     /// Testing: hold each control message for a seeded random 0..=N activations
     /// of its receiver before reading it, to shuffle message order (0 = off).
     pub control_delay: Option<u32>,

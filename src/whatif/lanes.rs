@@ -187,8 +187,10 @@ fn lane<'a>(
     workers.resize_with(hi - lo, Worker::default);
     workers.truncate(hi - lo);
     let clone_in_flight = agents.iter().flatten().any(PeerAgent::copies_in_flight);
+    let rest_in_flight = agents.iter().flatten().any(PeerAgent::rests_in_flight);
     Replay {
         clone_in_flight,
+        rest_in_flight,
         timings: lists.base,
         clock: lists.clock,
         agents,

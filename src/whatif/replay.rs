@@ -222,6 +222,9 @@ pub(super) struct Replay<'a> {
     /// Whether a worker with nothing to give answers an offer of help with
     /// a copy of its unit in flight ([`handover::clone_in_flight`]).
     pub(super) clone_in_flight: bool,
+    /// Whether it answers with the rest of its unit in flight instead,
+    /// between micro-batches ([`handover::rest_in_flight`]).
+    pub(super) rest_in_flight: bool,
     /// Units with more than one copy, and those of them already finished
     /// (clones never cross lanes: a replay with clones runs one lane).
     pub(super) cloned: Keys,
@@ -761,6 +764,9 @@ impl Replay<'_> {
     /// so, as the run's worker does: the micro-batches not yet ended go, the
     /// unit stops here, and the worker goes on. Returns whether it went.
     fn rest_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        if !self.rest_in_flight {
+            return false;
+        }
         let worker = &mut self.workers[(w - self.lo) as usize];
         let (Some((unit, own, clone_of)), Some(in_flight)) =
             (worker.running, worker.in_flight(now))

@@ -577,6 +577,19 @@ fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
         .sum();
     assert!(given as usize >= split.len());
     assert_eq!(out.digest, bsp.digest, "one worker's parameters");
+
+    // `rest_in_flight = false`: copies only, the same bits.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let off = job(
+        4,
+        "forestall",
+        &format!("rest_in_flight = false\n{straggler}"),
+    );
+    let out = run_in(&off, dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    assert!(trace.units.iter().all(|u| u.action != UnitAction::Split));
+    assert!(trace.units.iter().any(|u| u.action == UnitAction::Clone));
+    assert_eq!(out.digest, bsp.digest);
 }
 
 /// The same across processes: with 2 processes × 2 threads the rests (and

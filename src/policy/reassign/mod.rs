@@ -288,6 +288,9 @@ pub struct ReassignAgent {
     /// from this iteration (a peer whose one unit is slowed in flight never
     /// reports; it may answer with a copy of that unit).
     offer_silent: bool,
+    /// Whether its worker hands over the rest of a unit in flight
+    /// ([`Self::with_rests`]).
+    rests: bool,
 }
 
 impl ReassignAgent {
@@ -300,6 +303,7 @@ impl ReassignAgent {
             started_us: 0,
             usual_us: 0,
             offer_silent: false,
+            rests: false,
             me,
             group: group.into(),
             config,
@@ -331,6 +335,19 @@ impl ReassignAgent {
     pub fn with_silent_offers(mut self, on: bool) -> Self {
         self.offer_silent = on;
         self
+    }
+
+    /// The same agent, its worker handing over the rest of a unit in flight
+    /// between micro-batches when `on` (the policy does).
+    pub fn with_rests(mut self, on: bool) -> Self {
+        self.rests = on;
+        self
+    }
+
+    /// Whether its worker hands over the rest of a unit in flight
+    /// ([`Self::with_rests`]).
+    pub fn hands_over_rests(&self) -> bool {
+        self.rests
     }
 
     /// Whether it offers help to silent peers too ([`Self::with_silent_offers`]).

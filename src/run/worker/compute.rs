@@ -31,7 +31,7 @@ pub(super) fn start_unit(
     let first_rows = carry.as_ref().map_or(0, |c| c.done_rows as usize);
     let rows_here = unit.rows.len().saturating_sub(first_rows);
     // Its rest may be handed over between micro-batches: keep the sums.
-    let keep = cx.plan.policy.clones_in_flight() && micro > 0 && rows_here > micro;
+    let keep = cx.plan.policy.rests_in_flight() && micro > 0 && rows_here > micro;
     let draws = Draws {
         seed: cx.plan.seed,
         iteration: next.unit.iteration,

@@ -23,7 +23,7 @@ use crate::spec::Result;
 pub const DEFAULT_SLACK: u64 = 1;
 
 /// The policies that take each `[policy]` knob.
-const KNOB_OWNERS: [(&str, &str); 15] = [
+const KNOB_OWNERS: [(&str, &str); 16] = [
     (
         "floor",
         "proactive or proactive-clone or forestall or forestall-ssp or dpro-substitute",
@@ -42,6 +42,7 @@ const KNOB_OWNERS: [(&str, &str); 15] = [
     ),
     ("broker", "forestall"),
     ("clone_in_flight", "forestall"),
+    ("rest_in_flight", "forestall"),
     ("checkpoint", "rapid-reassign or flexrr"),
     ("initial_units", "rapid-reassign or flexrr"),
     ("follow_up_units", "rapid-reassign or flexrr"),
@@ -72,7 +73,7 @@ pub(super) fn validate_policy(
     workers: u32,
 ) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool); 15] = [
+    let knobs: [(&str, bool); 16] = [
         ("floor", s.floor.is_some()),
         ("threshold", s.threshold.is_some()),
         ("min_gain", s.min_gain.is_some()),
@@ -82,6 +83,7 @@ pub(super) fn validate_policy(
         ("group_size", s.group_size.is_some()),
         ("broker", s.broker.is_some()),
         ("clone_in_flight", s.clone_in_flight.is_some()),
+        ("rest_in_flight", s.rest_in_flight.is_some()),
         ("checkpoint", s.checkpoint.is_some()),
         ("initial_units", s.initial_units.is_some()),
         ("follow_up_units", s.follow_up_units.is_some()),
@@ -198,6 +200,7 @@ pub(super) fn validate_policy(
                     proactive,
                     reassign,
                     clone_in_flight: s.clone_in_flight.unwrap_or(true),
+                    rest_in_flight: s.rest_in_flight.unwrap_or(true),
                 },
                 "forestall-ssp" => PolicyPlan::ForestallSsp {
                     slack: s.slack.unwrap_or(DEFAULT_SLACK),

@@ -119,6 +119,7 @@ fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
         proactive: crate::policy::ProactiveConfig::default(),
         reassign: ReassignConfig::default(),
         clone_in_flight,
+        rest_in_flight: true,
     };
     let without = replay_iteration(&t, &mut agents(&forestall(false)), 10, &[]);
     assert_eq!((without.makespan_us, without.reassigned), (800, 0));
@@ -154,6 +155,7 @@ fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
         proactive: crate::policy::ProactiveConfig::default(),
         reassign: ReassignConfig::default(),
         clone_in_flight: true,
+        rest_in_flight: true,
     };
     let r = replay_iteration(&t, &mut agents(&policy), 10, &[]);
     let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
@@ -195,6 +197,7 @@ fn forestall_copies_a_handed_over_unit_slowed_at_its_helper() {
         proactive: crate::policy::ProactiveConfig::default(),
         reassign: ReassignConfig::default(),
         clone_in_flight: true,
+        rest_in_flight: true,
     };
     let planned = [(0, 3, ControlKind::Planned { count: 1 })];
     let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
@@ -233,6 +236,7 @@ fn forestall_passes_on_units_a_slowed_helper_holds_queued() {
         proactive: crate::policy::ProactiveConfig::default(),
         reassign: ReassignConfig::default(),
         clone_in_flight: true,
+        rest_in_flight: true,
     };
     let planned = [(0, 3, ControlKind::Planned { count: 3 })];
     let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
