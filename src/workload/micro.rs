@@ -67,15 +67,40 @@ impl MicroBatches {
         params: &[f64],
         rows: &[u32],
     ) -> usize {
-        let batch = self.next_rows(rows);
-        if batch.is_empty() {
-            return 0;
+        match self.compute_next(workload, draws, source, params, rows) {
+            Some((g, n)) => {
+                self.fold_in(&g, n);
+                n
+            }
+            None => 0,
         }
-        let g = workload.unit_update(draws, source, params, batch);
+    }
+
+    /// The sums of the next micro-batch of `rows` at `params` and its rows,
+    /// not yet folded in (None when every row is): a unit computed as its
+    /// time comes folds each in at its end ([`MicroBatches::fold_in`]).
+    pub fn compute_next(
+        &self,
+        workload: &dyn Workload,
+        draws: Draws,
+        source: &dyn RowSource,
+        params: &[f64],
+        rows: &[u32],
+    ) -> Option<(UnitGradient, usize)> {
+        let batch = self.next_rows(rows);
+        (!batch.is_empty()).then(|| {
+            (
+                workload.unit_update(draws, source, params, batch),
+                batch.len(),
+            )
+        })
+    }
+
+    /// Folds in the sums `g` of the next micro-batch, of `rows` rows.
+    pub fn fold_in(&mut self, g: &UnitGradient, rows: usize) {
         self.sums.grad.add(&g.grad, self.dims);
         self.sums.loss_sum += g.loss_sum;
-        self.done += batch.len();
-        batch.len()
+        self.done += rows;
     }
 }
 

@@ -5,17 +5,20 @@
 use std::time::{Duration, Instant};
 
 use super::epoch::{Epoch, NextUnit, Running};
+use super::lazy::{Lazy, Work};
 use crate::data::LocalRows;
-use crate::data::RowSource;
 use crate::inject::Stretch;
 use crate::run::context::JobContext;
 use crate::run::messages::{Carry, GradSlice};
 use crate::trace::UnitRecord;
-use crate::workload::{micro_batched_gradient, Draws, MicroBatches, UnitGradient, Workload};
+use crate::workload::{micro_batched_gradient, Draws, UnitGradient};
 
 /// Starts one unit: computes its real gradient, cuts it into shard slices and
 /// sets when the unit is over — stretched by the injected slowdown (and to its
-/// nominal duration in paced mode).
+/// nominal duration in paced mode). A unit whose rest may be handed over
+/// ([`PolicyPlan::rests_in_flight`](crate::policy::PolicyPlan::rests_in_flight))
+/// computes only its first micro-batch now, the others as their time comes
+/// ([`Lazy`]).
 pub(super) fn start_unit(
     cx: &JobContext,
     worker: u32,
@@ -23,37 +26,47 @@ pub(super) fn start_unit(
     source: &LocalRows,
     mut next: NextUnit,
 ) -> Running {
-    let carry = next.unit.carry.take();
+    let carry = next.unit.carry.take().map(|c| *c);
     let unit = &next.unit.rows;
     let started = Instant::now();
     let start_us = cx.us_since_start(started);
     let micro = cx.plan.micro_batch as usize;
     let first_rows = carry.as_ref().map_or(0, |c| c.done_rows as usize);
     let rows_here = unit.rows.len().saturating_sub(first_rows);
-    // Its rest may be handed over between micro-batches: keep the sums.
-    let keep = cx.plan.policy.rests_in_flight() && micro > 0 && rows_here > micro;
+    let micro_batches = match micro {
+        0 => 1,
+        m => rows_here.div_ceil(m).max(1) as u32,
+    };
     let draws = Draws {
         seed: cx.plan.seed,
         iteration: next.unit.iteration,
     };
-    let (gradient, snapshots) = if carry.is_none() && !keep {
-        let gradient = micro_batched_gradient(
-            cx.workload.as_ref(),
-            draws,
-            source,
-            &epoch.params,
-            &unit.rows,
-            micro,
-        );
-        (gradient, Vec::new())
-    } else {
-        let source: &dyn RowSource = source;
-        let work = (cx.workload.as_ref(), draws, source, epoch.params.as_slice());
-        fold_from(work, &unit.rows, micro, carry.map(|c| *c), keep)
-    };
-    let compute = started.elapsed();
+    let work: Work<'_> = (cx.workload.as_ref(), draws, source, epoch.params.as_slice());
+    let (gradient, lazy, compute, estimate) =
+        if cx.plan.policy.rests_in_flight() && micro > 0 && micro_batches > 1 {
+            let (lazy, first) = Lazy::begin(work, &unit.rows, micro, carry);
+            (None, Some(lazy), first, first * micro_batches)
+        } else {
+            let gradient = match carry {
+                // The rest of a peer's unit: its last micro-batch, from its sums.
+                Some(carry) => {
+                    let (lazy, _) = Lazy::begin(work, &unit.rows, micro, Some(carry));
+                    lazy.finish(work, &unit.rows).0
+                }
+                None => micro_batched_gradient(
+                    cx.workload.as_ref(),
+                    draws,
+                    source,
+                    &epoch.params,
+                    &unit.rows,
+                    micro,
+                ),
+            };
+            let compute = started.elapsed();
+            (Some(gradient), None, compute, compute)
+        };
     let base = match cx.plan.pace_ns_per_row {
-        0 => compute,
+        0 => estimate,
         ns => Duration::from_nanos(ns * rows_here as u64),
     };
     // The slowdowns the unit meets while it runs (a disrupted window may
@@ -65,31 +78,11 @@ pub(super) fn start_unit(
     // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
-    let rows = unit.rows.len() as u32;
-    let micro_batches = match cx.plan.micro_batch {
-        0 => 1,
-        m => (rows_here as u32).div_ceil(m).max(1),
-    };
-    let slices: Vec<GradSlice> = cx
-        .shards
-        .iter()
-        .enumerate()
-        .map(|(owner, range)| GradSlice {
-            owner: owner as u32,
-            iteration: next.unit.iteration,
-            partition: unit.key.partition,
-            unit: unit.key.unit,
-            executor: worker,
-            rows,
-            loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
-            update: gradient.grad.slice(range.clone()),
-            substitute: false,
-        })
-        .collect();
+    let slices = gradient.map_or_else(Vec::new, |g| slices_of(cx, worker, &next, &g));
     Running {
         next,
         deadline,
-        stretched: target > compute,
+        stretched: target > estimate,
         start_us,
         compute,
         slowdown,
@@ -98,48 +91,65 @@ pub(super) fn start_unit(
         micro_batches,
         rows_here: rows_here as u32,
         first_rows: first_rows as u32,
-        snapshots,
+        lazy,
         span_us: deadline.saturating_duration_since(started).as_micros() as u64,
         started,
     }
 }
 
-/// A unit's sums folded micro-batch by micro-batch over `rows`, from the
-/// running sums `carry` of its first rows when a peer handed over its rest
-/// (from zero otherwise), and — when `keep` — the sums at the end of each
-/// micro-batch but the last.
-fn fold_from(
-    (workload, draws, source, params): (&dyn Workload, Draws, &dyn RowSource, &[f64]),
-    rows: &[u32],
-    micro: usize,
-    carry: Option<Carry>,
-    keep: bool,
-) -> (UnitGradient, Vec<Carry>) {
-    let mut fold = MicroBatches::new(workload.param_count(), micro);
-    if let Some(c) = carry {
-        fold.done = c.done_rows as usize;
-        fold.sums = UnitGradient {
-            grad: c.grad,
-            loss_sum: c.loss_sum,
-        };
-    }
-    let mut snapshots = Vec::new();
-    while fold.step(workload, draws, source, params, rows) > 0 {
-        if keep && !fold.is_done(rows) {
-            snapshots.push(Carry {
-                done_rows: fold.done as u32,
-                grad: fold.sums.grad.clone(),
-                loss_sum: fold.sums.loss_sum,
-            });
-        }
-    }
-    (fold.sums, snapshots)
-}
-
-/// Ends a unit at its deadline or later: its record and its slices.
-pub(super) fn finish_unit(
+/// `gradient`, the sums of `next`'s unit computed by `worker`, cut into the
+/// shard owners' slices.
+fn slices_of(
     cx: &JobContext,
     worker: u32,
+    next: &NextUnit,
+    gradient: &UnitGradient,
+) -> Vec<GradSlice> {
+    let unit = &next.unit.rows;
+    cx.shards
+        .iter()
+        .enumerate()
+        .map(|(owner, range)| GradSlice {
+            owner: owner as u32,
+            iteration: next.unit.iteration,
+            partition: unit.key.partition,
+            unit: unit.key.unit,
+            executor: worker,
+            rows: unit.rows.len() as u32,
+            loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
+            update: gradient.grad.slice(range.clone()),
+            substitute: false,
+        })
+        .collect()
+}
+
+/// Ends the micro-batches of the unit in flight that have ended by `now_us`
+/// (its micro-batches end evenly spaced until its deadline), each next one
+/// computed as the one before ends. Nothing for a unit computed at once.
+pub(super) fn advance(
+    cx: &JobContext,
+    params: &[f64],
+    source: &LocalRows,
+    running: &mut Running,
+    now_us: u64,
+) {
+    let due = running.in_flight(now_us).done;
+    let Some(lazy) = running.lazy.as_mut() else {
+        return;
+    };
+    let draws = Draws {
+        seed: cx.plan.seed,
+        iteration: running.next.unit.iteration,
+    };
+    let work: Work<'_> = (cx.workload.as_ref(), draws, source, params);
+    running.compute += lazy.advance(work, &running.next.unit.rows.rows, due);
+}
+
+/// Ends a unit at its deadline or later: its record and its slices (a unit
+/// computed as its time comes ends its last micro-batches first).
+pub(super) fn finish_unit(
+    cx: &JobContext,
+    (worker, params, source): (u32, &[f64], &LocalRows),
     epoch: &mut Epoch,
     running: Running,
 ) -> (NextUnit, UnitRecord, Vec<GradSlice>) {
@@ -148,14 +158,25 @@ pub(super) fn finish_unit(
         deadline,
         stretched,
         start_us,
-        compute,
+        mut compute,
         slowdown,
         delay,
-        slices,
+        mut slices,
         rows_here,
         micro_batches,
+        lazy,
         ..
     } = running;
+    if let Some(lazy) = lazy {
+        let draws = Draws {
+            seed: cx.plan.seed,
+            iteration: next.unit.iteration,
+        };
+        let work: Work<'_> = (cx.workload.as_ref(), draws, source, params);
+        let (gradient, spent) = lazy.finish(work, &next.unit.rows.rows);
+        compute += spent;
+        slices = slices_of(cx, worker, &next, &gradient);
+    }
     epoch.oversleep = if stretched {
         Instant::now().saturating_duration_since(deadline)
     } else {
@@ -194,36 +215,32 @@ pub(super) fn finish_unit(
     (next, record, slices)
 }
 
-/// Stops the unit in flight after its first `done` micro-batches here,
+/// Stops the unit in flight after the micro-batches that ended here,
 /// whose rest goes to a peer: the record of those micro-batches (`Split`)
-/// and their running sums. The compute of the micro-batches after them is
-/// wasted.
+/// and their running sums. What the micro-batch in flight took is wasted.
 pub(super) fn split_unit(
     cx: &JobContext,
     worker: u32,
     epoch: &mut Epoch,
     running: Running,
-    done: u32,
 ) -> (NextUnit, UnitRecord, Carry) {
     let Running {
         next,
         start_us,
         compute,
         slowdown,
-        micro_batches,
-        snapshots,
+        lazy,
         first_rows,
         ..
     } = running;
-    let carry = snapshots
-        .into_iter()
-        .nth(done as usize - 1)
-        .expect("a split unit ends a micro-batch before its last");
+    let lazy = lazy.expect("only a unit computed as its time comes is split");
+    let done = lazy.folded();
+    let (carry, lost) = lazy.stop();
     let rows = carry.done_rows - first_rows;
     let end_us = cx.now_us();
-    let kept = compute.mul_f64(f64::from(done) / f64::from(micro_batches.max(1)));
+    let kept = compute.saturating_sub(lost);
     let compute_us = kept.as_micros() as u64;
-    epoch.wasted_us += compute.saturating_sub(kept).as_micros() as u64;
+    epoch.wasted_us += lost.as_micros() as u64;
     let unit = &next.unit.rows;
     let record = UnitRecord {
         iteration: next.unit.iteration,

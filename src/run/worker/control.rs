@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::compute::split_unit;
+use super::compute::{advance, split_unit};
 use super::epoch::{Epoch, Given};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
@@ -331,22 +331,32 @@ pub(super) fn rest_running(
     now_us: u64,
     emit: &mut Emit<'_>,
 ) -> bool {
-    let Some(running) = epoch.running.as_ref() else {
+    let Some(running) = epoch.running.as_mut() else {
         return false;
     };
+    if running.lazy.is_none() {
+        return false;
+    }
+    // Its micro-batches ended so far, folded in.
+    let payload = running.next.unit.payload.clone();
+    let source = payload.as_deref().unwrap_or(holdings.store());
+    advance(cx, &epoch.params, source, running, now_us);
     let unit = &running.next.unit;
     let flight = running.in_flight(now_us);
     let eligible = unit.action != UnitAction::Clone
         && unit.iteration == epoch.iteration
         && !epoch.cloned_out.contains_key(&unit.rows.key)
-        && flight.done as usize <= running.snapshots.len()
+        && running
+            .lazy
+            .as_ref()
+            .is_some_and(|l| l.folded() == flight.done)
         && handover::rest_in_flight(&flight, helper_unit_us);
     if !eligible {
         return false;
     }
     let rows = rows_for(holdings, to, unit);
     let running = epoch.running.take().expect("checked above");
-    let (next, record, carry) = split_unit(cx, worker, epoch, running, flight.done);
+    let (next, record, carry) = split_unit(cx, worker, epoch, running);
     let message = Control {
         to,
         from: worker,

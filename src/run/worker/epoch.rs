@@ -296,10 +296,10 @@ pub(super) struct Running {
     /// unit is computed here). A rest is never copied: its sums travel only
     /// with the message that handed it over.
     pub(super) first_rows: u32,
-    /// The running sums at the end of each of its micro-batches here but
-    /// the last, kept when its rest may be handed over
-    /// ([`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)).
-    pub(super) snapshots: Vec<Carry>,
+    /// Its micro-batches on their way, when its rest may be handed over
+    /// ([`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)):
+    /// each is computed as the one before ends. None: computed at its start.
+    pub(super) lazy: Option<super::lazy::Lazy>,
     /// From its start to its deadline, µs.
     pub(super) span_us: u64,
     /// When it started.
@@ -323,16 +323,30 @@ impl Running {
         }
     }
 
+    /// The end of its micro-batch in flight at `now`, when it is computed
+    /// micro-batch by micro-batch and that is before its deadline: the
+    /// next one is computed then.
+    pub(super) fn next_boundary(&self, now: Instant) -> Option<Instant> {
+        self.lazy.as_ref()?;
+        self.boundaries().find(|&t| t > now && t < self.deadline)
+    }
+
+    /// When its micro-batches but the last end (a microsecond after the
+    /// moment [`Running::in_flight`] counts them ended).
+    fn boundaries(&self) -> impl Iterator<Item = Instant> + '_ {
+        let span = Duration::from_micros(self.span_us);
+        let total = self.micro_batches.max(1);
+        (1..total).map(move |k| {
+            self.started + span.mul_f64(f64::from(k) / f64::from(total)) + Duration::from_micros(1)
+        })
+    }
+
     /// When its worker next learns something of its progress that could make
     /// it worth a copy on a helper taking `helper_unit_us` per unit: the end
     /// of its next micro-batch, or the moment it has run
     /// [`CLONE_IN_FLIGHT_MARGIN`] helper units; never after its deadline.
     pub(super) fn next_check(&self, helper_unit_us: u64, now: Instant) -> Instant {
-        let span = Duration::from_micros(self.span_us);
-        let total = self.micro_batches.max(1);
-        let boundaries = (1..total).map(|k| {
-            self.started + span.mul_f64(f64::from(k) / f64::from(total)) + Duration::from_micros(1)
-        });
+        let boundaries = self.boundaries();
         let late = self.started
             + Duration::from_micros(helper_unit_us).mul_f64(CLONE_IN_FLIGHT_MARGIN)
             + Duration::from_micros(1);

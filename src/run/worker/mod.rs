@@ -18,6 +18,7 @@
 mod compute;
 mod control;
 mod epoch;
+mod lazy;
 mod plan;
 
 use std::cell::RefCell;
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::operators::Capability;
 
-use self::compute::{finish_unit, sleep_until, start_unit};
+use self::compute::{advance, finish_unit, sleep_until, start_unit};
 use self::control::{hand_to_waiting_helper, send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
@@ -156,6 +157,9 @@ impl ComputeState {
                     }
                     _ => r.deadline,
                 };
+                // A unit computed as its time comes computes its next
+                // micro-batch when the one before ends.
+                let at = r.next_boundary(now).map_or(at, |b| b.min(at));
                 Some(at.saturating_duration_since(now))
             }
             None => epoch.has_units().then_some(Duration::ZERO),
@@ -190,6 +194,12 @@ impl ComputeState {
                 epoch.running = Some(start_unit(&self.cx, self.worker, epoch, source, next));
             }
         }
+        if let Some(running) = epoch.running.as_mut() {
+            // Its micro-batches ended so far (computed as their time comes).
+            let payload = running.next.unit.payload.clone();
+            let source = payload.as_deref().unwrap_or(self.holdings.store());
+            advance(&self.cx, &epoch.params, source, running, self.cx.now_us());
+        }
         if let Some(deadline) = epoch.running.as_ref().map(|r| r.deadline) {
             if self.cx.plan.respond == Respond::BetweenUnits {
                 sleep_until(deadline);
@@ -206,7 +216,11 @@ impl ComputeState {
         }
         // Its rest handed over (nothing to finish here), or it is over.
         if let Some(running) = epoch.running.take() {
-            let (next, record, slices) = finish_unit(&self.cx, self.worker, epoch, running);
+            let payload = running.next.unit.payload.clone();
+            let source = payload.as_deref().unwrap_or(self.holdings.store());
+            let params = Arc::clone(&epoch.params);
+            let at = (self.worker, params.as_slice(), source);
+            let (next, record, slices) = finish_unit(&self.cx, at, epoch, running);
             let Given {
                 rows: unit,
                 action,
