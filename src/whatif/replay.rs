@@ -753,9 +753,9 @@ impl Replay<'_> {
         let Some(&fastest) = worker.waiting.iter().min_by_key(|h| (h.1, h.0)) else {
             return;
         };
-        if !self.rest_in_flight(w, fastest, now) {
-            self.copy_in_flight(w, fastest, now);
-        }
+        // Never its rest: the helper may have taken other work since it
+        // offered (see `run::worker::control::clone_to_waiting_helper`).
+        self.copy_in_flight(w, fastest, now);
     }
 
     /// Answers an offer of help from `helper` = (peer, its µs per unit) with

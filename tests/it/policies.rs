@@ -498,7 +498,7 @@ fn forestall_copies_a_slowed_unit_in_flight() {
     assert_eq!(off.digest, out.digest);
 }
 
-/// One heavy unit of 4 micro-batches per worker and worker 1 persistently 5×
+/// One heavy unit of 8 micro-batches per worker and worker 1 persistently 5×
 /// slower: once its first micro-batch has ended, `forestall` hands the rest
 /// of its unit in flight to a peer that offered help, with the running sums.
 /// The straggler's part is recorded as `split`, the peer's as `reassigned`
@@ -509,7 +509,7 @@ fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
     let job = |workers: u32, policy: &str, straggler: &str| {
         plan(&format!(
             "[job]\niterations = 6\nseed = 3\n[data]\npartitions = 4\nunits_per_partition = 1\n\
-             batch_fraction = 0.0489\nmicro_batch = 100\n[workers]\ncount = {workers}\n\
+             batch_fraction = 0.0489\nmicro_batch = 50\n[workers]\ncount = {workers}\n\
              pace_ns_per_row = 60000\n\
              [policy]\nname = \"{policy}\"\n{straggler}"
         ))
@@ -540,7 +540,7 @@ fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
     for part in &split {
         assert_eq!(part.worker, 1, "only the straggler splits its unit");
         assert!(
-            part.rows > 0 && part.rows % 100 == 0,
+            part.rows > 0 && part.rows % 50 == 0,
             "whole micro-batches: {}",
             part.rows
         );
@@ -601,7 +601,7 @@ fn a_units_rest_crosses_processes_with_its_sums() {
     let job = |workers: u32, straggler: &str| {
         format!(
             "[job]\niterations = 6\nseed = 3\n[data]\npath = \"{}\"\npartitions = 4\n\
-             units_per_partition = 1\nbatch_fraction = 0.0489\nmicro_batch = 100\n\
+             units_per_partition = 1\nbatch_fraction = 0.0489\nmicro_batch = 50\n\
              [workers]\ncount = {workers}\npace_ns_per_row = 60000\n\
              [policy]\nname = \"forestall\"\n{straggler}",
             crate::common::adult_path().display()

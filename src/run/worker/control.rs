@@ -382,22 +382,23 @@ pub(super) fn rest_running(
     true
 }
 
-/// Sends the rest of the unit in flight, or else a copy of it, to the
-/// fastest peer that offered help before it was late enough, if it is now
-/// (see [`rest_running`] and [`clone_running`]).
-pub(super) fn hand_to_waiting_helper(
-    at: (&JobContext, u32, &Holdings),
+/// Sends a copy of the unit in flight to the fastest peer that offered help
+/// before it was late enough, if it is now (see [`clone_running`]). Never
+/// its rest: that peer may have taken other work since it offered, and a
+/// rest waiting behind it would hold the unit up, where a copy only races
+/// the unit (in `cnn-rests-2`, rests to remembered offers under
+/// disrupted-machine made `forestall` slower than `bsp`).
+pub(super) fn clone_to_waiting_helper(
+    worker: u32,
     epoch: &mut Epoch,
-    agent: Option<&mut PeerAgent>,
+    holdings: &Holdings,
     now_us: u64,
     emit: &mut Emit<'_>,
 ) {
     let Some(&fastest) = epoch.waiting_helpers.iter().min_by_key(|h| (h.1, h.0)) else {
         return;
     };
-    if rest_running(at, epoch, agent, fastest, now_us, emit)
-        || clone_running(at.1, epoch, at.2, fastest, now_us, emit)
-    {
+    if clone_running(worker, epoch, holdings, fastest, now_us, emit) {
         epoch.waiting_helpers.clear();
     }
 }

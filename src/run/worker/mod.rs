@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use timely::dataflow::operators::Capability;
 
 use self::compute::{advance, finish_unit, sleep_until, start_unit};
-use self::control::{hand_to_waiting_helper, send_all, send_done};
+use self::control::{clone_to_waiting_helper, send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
 use super::context::JobContext;
@@ -206,8 +206,7 @@ impl ComputeState {
             } else if Instant::now() < deadline {
                 if !epoch.waiting_helpers.is_empty() {
                     let now_us = self.cx.now_us();
-                    let at = (self.cx.as_ref(), self.worker, &self.holdings);
-                    hand_to_waiting_helper(at, epoch, self.agent.as_mut(), now_us, emit);
+                    clone_to_waiting_helper(self.worker, epoch, &self.holdings, now_us, emit);
                 }
                 if epoch.running.is_some() {
                     return; // in flight: answer peers until its end (`wake_in`)
