@@ -182,36 +182,20 @@ pub(super) fn finish_unit(
     } else {
         Duration::ZERO
     };
-    let unit = &next.unit.rows;
-    let rows = rows_here;
     let end_us = cx.now_us();
-    let compute_us = compute.as_micros() as u64;
-    let record = UnitRecord {
-        iteration: next.unit.iteration,
-        worker,
-        process: cx.process_of(worker),
-        partition: unit.key.partition,
-        unit: unit.key.unit,
-        owner: cx.owners[unit.key.partition as usize],
-        executor: worker,
+    let part = Part {
         start_us,
         end_us,
-        compute_us,
-        wait_us: start_us.saturating_sub(epoch.last_end_us),
-        rows,
+        compute_us: compute.as_micros() as u64,
+        rows: rows_here,
         bytes_sent: slices.iter().map(GradSlice::wire_bytes).sum(),
         action: next.unit.action,
-        gt_slowdown: slowdown,
-        gt_delay_us: delay.as_micros() as u64,
+        slowdown,
+        delay_us: delay.as_micros() as u64,
         micro_batches,
     };
-    epoch.first_start_us.get_or_insert(start_us);
-    epoch.last_end_us = end_us;
+    let record = record_part(cx, worker, epoch, &next, part);
     epoch.last_unit_us = end_us.saturating_sub(start_us);
-    epoch.compute_us += compute_us;
-    epoch.rows += rows as u64;
-    epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
-    epoch.delay_us += record.gt_delay_us;
     (next, record, slices)
 }
 
@@ -236,11 +220,47 @@ pub(super) fn split_unit(
     let lazy = lazy.expect("only a unit computed as its time comes is split");
     let done = lazy.folded();
     let (carry, lost) = lazy.stop();
-    let rows = carry.done_rows - first_rows;
     let end_us = cx.now_us();
-    let kept = compute.saturating_sub(lost);
-    let compute_us = kept.as_micros() as u64;
+    let compute_us = compute.saturating_sub(lost).as_micros() as u64;
     epoch.wasted_us += lost.as_micros() as u64;
+    let part = Part {
+        start_us,
+        end_us,
+        compute_us,
+        rows: carry.done_rows - first_rows,
+        bytes_sent: 0,
+        action: crate::trace::UnitAction::Split,
+        slowdown,
+        delay_us: end_us.saturating_sub(start_us).saturating_sub(compute_us),
+        micro_batches: done,
+    };
+    let record = record_part(cx, worker, epoch, &next, part);
+    epoch.oversleep = Duration::ZERO;
+    (next, record, carry)
+}
+
+/// What a worker computed of a unit, for its record.
+struct Part {
+    start_us: u64,
+    end_us: u64,
+    compute_us: u64,
+    rows: u32,
+    bytes_sent: u64,
+    action: crate::trace::UnitAction,
+    slowdown: f64,
+    delay_us: u64,
+    micro_batches: u32,
+}
+
+/// The record of `part` of `next`'s unit, computed by `worker`, added to
+/// what `epoch` sums of its units.
+fn record_part(
+    cx: &JobContext,
+    worker: u32,
+    epoch: &mut Epoch,
+    next: &NextUnit,
+    part: Part,
+) -> UnitRecord {
     let unit = &next.unit.rows;
     let record = UnitRecord {
         iteration: next.unit.iteration,
@@ -250,25 +270,24 @@ pub(super) fn split_unit(
         unit: unit.key.unit,
         owner: cx.owners[unit.key.partition as usize],
         executor: worker,
-        start_us,
-        end_us,
-        compute_us,
-        wait_us: start_us.saturating_sub(epoch.last_end_us),
-        rows,
-        bytes_sent: 0,
-        action: crate::trace::UnitAction::Split,
-        gt_slowdown: slowdown,
-        gt_delay_us: end_us.saturating_sub(start_us).saturating_sub(compute_us),
-        micro_batches: done,
+        start_us: part.start_us,
+        end_us: part.end_us,
+        compute_us: part.compute_us,
+        wait_us: part.start_us.saturating_sub(epoch.last_end_us),
+        rows: part.rows,
+        bytes_sent: part.bytes_sent,
+        action: part.action,
+        gt_slowdown: part.slowdown,
+        gt_delay_us: part.delay_us,
+        micro_batches: part.micro_batches,
     };
-    epoch.first_start_us.get_or_insert(start_us);
-    epoch.last_end_us = end_us;
-    epoch.compute_us += compute_us;
-    epoch.rows += u64::from(rows);
-    epoch.max_slowdown = epoch.max_slowdown.max(slowdown);
-    epoch.delay_us += record.gt_delay_us;
-    epoch.oversleep = Duration::ZERO;
-    (next, record, carry)
+    epoch.first_start_us.get_or_insert(part.start_us);
+    epoch.last_end_us = part.end_us;
+    epoch.compute_us += part.compute_us;
+    epoch.rows += u64::from(part.rows);
+    epoch.max_slowdown = epoch.max_slowdown.max(part.slowdown);
+    epoch.delay_us += part.delay_us;
+    record
 }
 
 /// Sleeps until `deadline`.

@@ -32,6 +32,29 @@ fn timings() -> IterationTimings {
     }
 }
 
+/// One unit a worker in `micro_batches` micro-batches: worker 3's takes
+/// 800 µs, the others' 100 µs.
+fn one_slowed_unit(micro_batches: u32) -> IterationTimings {
+    let mut t = timings();
+    for (w, own) in t.own.iter_mut().enumerate() {
+        own.truncate(1);
+        own[0].owner_us = if w == 3 { 800 } else { 100 };
+        own[0].micro_batches = micro_batches;
+    }
+    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
+    t
+}
+
+/// `forestall`, copying units in flight (and handing over their rests) or not.
+fn forestall(clone_in_flight: bool) -> PolicyPlan {
+    PolicyPlan::Forestall {
+        proactive: crate::policy::ProactiveConfig::default(),
+        reassign: ReassignConfig::default(),
+        clone_in_flight,
+        rest_in_flight: true,
+    }
+}
+
 fn agents(policy: &PolicyPlan) -> Vec<Option<PeerAgent>> {
     (0..4).map(|w| peer_agent(policy, w, 4, 4)).collect()
 }
@@ -108,19 +131,7 @@ fn clones_race_and_each_unit_counts_once() {
 
 #[test]
 fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
-    // One unit a worker: worker 3's takes 800 µs, the others' 100 µs.
-    let mut t = timings();
-    for (w, own) in t.own.iter_mut().enumerate() {
-        own.truncate(1);
-        own[0].owner_us = if w == 3 { 800 } else { 100 };
-    }
-    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
-    let forestall = |clone_in_flight| PolicyPlan::Forestall {
-        proactive: crate::policy::ProactiveConfig::default(),
-        reassign: ReassignConfig::default(),
-        clone_in_flight,
-        rest_in_flight: true,
-    };
+    let t = one_slowed_unit(1);
     let without = replay_iteration(&t, &mut agents(&forestall(false)), 10, &[]);
     assert_eq!((without.makespan_us, without.reassigned), (800, 0));
     assert_eq!(without.wasted, 0);
@@ -144,20 +155,8 @@ fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
 #[test]
 fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
     // As above, each unit in 8 micro-batches: worker 3's end every 100 µs.
-    let mut t = timings();
-    for (w, own) in t.own.iter_mut().enumerate() {
-        own.truncate(1);
-        own[0].owner_us = if w == 3 { 800 } else { 100 };
-        own[0].micro_batches = 8;
-    }
-    t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
-    let policy = PolicyPlan::Forestall {
-        proactive: crate::policy::ProactiveConfig::default(),
-        reassign: ReassignConfig::default(),
-        clone_in_flight: true,
-        rest_in_flight: true,
-    };
-    let r = replay_iteration(&t, &mut agents(&policy), 10, &[]);
+    let t = one_slowed_unit(8);
+    let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
     let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
     keys.sort();
     keys.dedup();
@@ -193,12 +192,7 @@ fn forestall_copies_a_handed_over_unit_slowed_at_its_helper() {
         own.truncate(usize::from(w != 3));
     }
     t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
-    let policy = PolicyPlan::Forestall {
-        proactive: crate::policy::ProactiveConfig::default(),
-        reassign: ReassignConfig::default(),
-        clone_in_flight: true,
-        rest_in_flight: true,
-    };
+    let policy = forestall(true);
     let planned = [(0, 3, ControlKind::Planned { count: 1 })];
     let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
     assert_eq!(bsp.makespan_us, 10 + 800, "worker 3 computes it: {bsp:?}");
@@ -232,12 +226,7 @@ fn forestall_passes_on_units_a_slowed_helper_holds_queued() {
         });
     }
     t.us_per_row = vec![1.0, 1.0, 1.0, 8.0];
-    let policy = PolicyPlan::Forestall {
-        proactive: crate::policy::ProactiveConfig::default(),
-        reassign: ReassignConfig::default(),
-        clone_in_flight: true,
-        rest_in_flight: true,
-    };
+    let policy = forestall(true);
     let planned = [(0, 3, ControlKind::Planned { count: 3 })];
     let bsp = replay_iteration(&t, &mut agents(&PolicyPlan::Bsp), 10, &planned);
     assert_eq!(
