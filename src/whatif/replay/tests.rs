@@ -59,12 +59,20 @@ fn agents(policy: &PolicyPlan) -> Vec<Option<PeerAgent>> {
     (0..4).map(|w| peer_agent(policy, w, 4, 4)).collect()
 }
 
-fn exactly_once(r: &Replayed) {
+/// Every one of the `units` units executed, each once.
+fn once_each(r: &Replayed, units: usize) {
     let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
     keys.sort();
     keys.dedup();
-    assert_eq!(keys.len(), 32);
-    assert_eq!(r.executed.len(), 32, "no unit computed twice");
+    assert_eq!(
+        (keys.len(), r.executed.len()),
+        (units, units),
+        "once each: {r:?}"
+    );
+}
+
+fn exactly_once(r: &Replayed) {
+    once_each(r, 32);
 }
 
 #[test]
@@ -137,10 +145,7 @@ fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
     assert_eq!(without.wasted, 0);
 
     let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
-    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
-    keys.sort();
-    keys.dedup();
-    assert_eq!((keys.len(), r.executed.len()), (4, 4), "once each: {r:?}");
+    once_each(&r, 4);
     // The idle workers' offers reach worker 3 at 110 µs, before its unit
     // has run 1.5 of their units: they wait, and at 151 µs the fastest
     // (worker 0) gets a copy, at 161 µs, done at 261 µs; worker 3 stops
@@ -157,10 +162,7 @@ fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
     // As above, each unit in 8 micro-batches: worker 3's end every 100 µs.
     let t = one_slowed_unit(8);
     let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
-    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
-    keys.sort();
-    keys.dedup();
-    assert_eq!((keys.len(), r.executed.len()), (4, 4), "once each: {r:?}");
+    once_each(&r, 4);
     // The first offer reaches worker 3 at 110 µs, one micro-batch done
     // (770 µs expected left against the helper's 87.5 for the other 7):
     // the rest, 88 of its 100 rows, goes to that helper (at 120 µs) and
@@ -198,10 +200,7 @@ fn forestall_copies_a_handed_over_unit_slowed_at_its_helper() {
     assert_eq!(bsp.makespan_us, 10 + 800, "worker 3 computes it: {bsp:?}");
 
     let r = replay_iteration(&t, &mut agents(&policy), 10, &planned);
-    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
-    keys.sort();
-    keys.dedup();
-    assert_eq!((keys.len(), r.executed.len()), (3, 3), "once each: {r:?}");
+    once_each(&r, 3);
     let (_, by) = r
         .executed
         .iter()
@@ -236,10 +235,7 @@ fn forestall_passes_on_units_a_slowed_helper_holds_queued() {
     );
 
     let r = replay_iteration(&t, &mut agents(&policy), 10, &planned);
-    let mut keys: Vec<UnitKey> = r.executed.iter().map(|&(k, _)| k).collect();
-    keys.sort();
-    keys.dedup();
-    assert_eq!((keys.len(), r.executed.len()), (5, 5), "once each: {r:?}");
+    once_each(&r, 5);
     let elsewhere = r
         .executed
         .iter()
