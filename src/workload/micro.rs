@@ -125,13 +125,13 @@ pub fn micro_batched_gradient(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::data::{Dataset, SparseRows};
     use crate::workload::softmax::SoftmaxRegression;
 
     /// Eight rows of (bias, x) in three classes, all training rows.
-    fn softmax() -> SoftmaxRegression {
+    pub(crate) fn softmax() -> SoftmaxRegression {
         let xs = [-1.0, 0.2, 1.5, 0.7, -0.4, 2.2, 0.9, -1.3];
         let mut rows = SparseRows {
             offsets: vec![0],
@@ -152,7 +152,7 @@ mod tests {
         })
     }
 
-    const PARAMS: [f64; 6] = [0.1, -0.3, 0.25, 0.5, -0.2, 0.05];
+    pub(crate) const PARAMS: [f64; 6] = [0.1, -0.3, 0.25, 0.5, -0.2, 0.05];
 
     #[test]
     fn a_unit_of_micro_batches_has_the_bits_of_as_many_units_folded_in_order() {

@@ -99,3 +99,34 @@ impl Lazy {
         (carry, lost)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::micro::tests::{softmax, PARAMS};
+    use crate::workload::micro_batched_gradient;
+
+    /// Eight rows in micro-batches of 2, stopped after k of them and
+    /// finished from the carry (as a peer does with a rest): the sums of
+    /// the unit computed whole, for every k.
+    #[test]
+    fn a_rest_finished_from_its_carry_has_the_whole_units_sums() {
+        let w = softmax();
+        let source = w.data().source();
+        let rows: Vec<u32> = (0..8).collect();
+        let whole = micro_batched_gradient(&w, Draws::default(), &source, &PARAMS, &rows, 2);
+        let work: Work<'_> = (&w, Draws::default(), &source, &PARAMS);
+        for k in 1..4 {
+            let (mut lazy, _) = Lazy::begin(work, &rows, 2, None);
+            lazy.advance(work, &rows, k);
+            assert_eq!(lazy.folded(), k);
+            let (carry, _) = lazy.stop();
+            assert_eq!(carry.done_rows, 2 * k);
+            let (rest, _) = Lazy::begin(work, &rows, 2, Some(carry));
+            assert_eq!(rest.folded(), 0, "the rest counts its own micro-batches");
+            assert_eq!(rest.finish(work, &rows).0, whole, "stopped after {k}");
+        }
+        let (lazy, _) = Lazy::begin(work, &rows, 2, None);
+        assert_eq!(lazy.finish(work, &rows).0, whole);
+    }
+}
