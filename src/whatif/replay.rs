@@ -1,8 +1,7 @@
 //! One iteration replayed: workers, units and control messages as events.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BinaryHeap, VecDeque};
 
 use super::fifo::{Fifo, InFlight};
 
@@ -10,6 +9,11 @@ use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
 use crate::policy::handover::{self, Cancelled, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::{ControlKind, PeerAgent};
+
+mod keys;
+mod lists;
+pub(super) use self::keys::Keys;
+use self::lists::LaneLists;
 
 /// What a replayed iteration came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,35 +237,6 @@ pub(super) struct Replay<'a> {
     pub(super) outbox: Vec<Crossing>,
     /// The lane's part of the outcome (`finish_us` of its workers).
     pub(super) out: Replayed,
-}
-
-/// A set of units, looked up at every unit's end when clones race: hashed
-/// by a multiply and a rotation per word rather than SipHash (a replay's
-/// keys are no adversary's, and only membership is read, never an order).
-pub(super) type Keys = HashSet<UnitKey, BuildHasherDefault<KeyHasher>>;
-
-/// The hasher of [`Keys`] (FxHash's step).
-#[derive(Default)]
-pub(super) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(u64::from(word));
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
 }
 
 /// The flag of a message's event (below it: the message's index, then 24
@@ -894,86 +869,6 @@ impl Replay<'_> {
                 message,
             });
         }
-    }
-}
-
-/// A lane's worker's lists for the handover: its own units are
-/// `flat[head..tail]`.
-struct LaneLists<'a> {
-    worker: &'a mut Worker,
-    flat: &'a [TimedUnit],
-}
-
-impl handover::Lists for LaneLists<'_> {
-    type Unit = TimedUnit;
-
-    fn key(unit: &TimedUnit) -> UnitKey {
-        unit.key
-    }
-
-    fn own(&self) -> impl DoubleEndedIterator<Item = &TimedUnit> {
-        self.flat[self.worker.head..self.worker.tail].iter()
-    }
-
-    fn pop_own(&mut self) -> Option<TimedUnit> {
-        if self.worker.tail == self.worker.head {
-            return None;
-        }
-        self.worker.tail -= 1;
-        Some(self.flat[self.worker.tail])
-    }
-
-    fn cloned_to(&self, key: UnitKey) -> Option<u32> {
-        self.worker
-            .cloned_out
-            .iter()
-            .find(|c| c.0 == key)
-            .map(|c| c.1)
-    }
-
-    fn set_cloned(&mut self, key: UnitKey, to: Option<u32>) {
-        match to {
-            Some(to) => self.worker.cloned_out.push((key, to)),
-            None => self.worker.cloned_out.retain(|c| c.0 != key),
-        }
-    }
-
-    fn drop_copy(&mut self, from: u32, key: UnitKey) -> bool {
-        let before = self.worker.given.len();
-        self.worker
-            .given
-            .retain(|g| !(g.0.key == key && g.1 == from && g.2));
-        if self.worker.given.len() < before {
-            return true;
-        }
-        // The copy in flight here: stopped, its compute in vain.
-        let running =
-            matches!(self.worker.running, Some((u, false, Some(f))) if u.key == key && f == from);
-        if running {
-            self.worker.running = None;
-            self.worker.end_order = 0;
-        }
-        running
-    }
-
-    fn stop_running(&mut self, key: UnitKey) -> Option<bool> {
-        let own = match self.worker.running {
-            Some((u, own, None)) if u.key == key => own,
-            _ => return None,
-        };
-        self.worker.running = None;
-        self.worker.end_order = 0;
-        Some(own)
-    }
-
-    fn skip_own(&mut self, key: UnitKey) -> bool {
-        let pending = self.flat[self.worker.head..self.worker.tail]
-            .iter()
-            .any(|u| u.key == key);
-        if pending {
-            self.worker.skip.push(key);
-        }
-        pending
     }
 }
 

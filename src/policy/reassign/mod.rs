@@ -39,6 +39,7 @@ use std::collections::VecDeque;
 pub use super::broker::Pace;
 use super::broker::{Broker, SLOW_PACE};
 use super::proactive::DEFAULT_MIN_GAIN;
+pub use kind::ControlKind;
 pub use reporter::SLOWED;
 pub(crate) use reporter::{Giver, Reporter};
 
@@ -89,105 +90,6 @@ impl Default for ReassignConfig {
             initial_units: DEFAULT_INITIAL_UNITS,
             follow_up_units: DEFAULT_FOLLOW_UP_UNITS,
             broker: false,
-        }
-    }
-}
-
-/// What one worker tells another about the current iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ControlKind {
-    /// "I have done `done` of my `total` own units, taking `unit_us` per unit,
-    /// and `queued` units wait ahead of my list."
-    Progress {
-        /// Own units done.
-        done: u32,
-        /// Own units in all.
-        total: u32,
-        /// Units queued ahead of its own list (peers' units, planned units
-        /// that came with their rows): work it has besides its own, so a
-        /// worker through its own list is not idle while it has them.
-        queued: u32,
-        /// Mean time per unit so far this iteration, µs.
-        unit_us: u64,
-    },
-    /// "I am idle and take `unit_us` per unit; give me work."
-    Offer {
-        /// Mean time per unit so far this iteration, µs.
-        unit_us: u64,
-    },
-    /// "These many units from the end of my list are yours now" (the operator
-    /// fills in which).
-    Assign {
-        /// How many.
-        count: u32,
-    },
-    /// "I have nothing to give."
-    Decline,
-    /// Speculation: "compute copies of these units of mine; I keep them too, and
-    /// whichever of us finishes one first wins" (the operator fills in which).
-    Clone {
-        /// How many.
-        count: u32,
-    },
-    /// Speculation: "I finished these cloned units; skip them."
-    Done,
-    /// "The rest of my unit in flight is yours: its micro-batches from
-    /// `done` on, with the running sums of the ones before" (the operator
-    /// fills in the unit and the sums; see
-    /// [`handover::rest_in_flight`](crate::policy::handover::rest_in_flight)).
-    Rest {
-        /// Micro-batches of the unit already folded into the sums.
-        done: u32,
-    },
-    /// Proactive plan: "these many units from the end of my list are yours
-    /// this iteration, as the plan says" (counted as the receiver's own).
-    Planned {
-        /// How many.
-        count: u32,
-    },
-    /// Online prediction: "I went idle in this iteration after `units` units
-    /// taking `busy_us`" (sent once per iteration, to worker 0).
-    Timing {
-        /// Units computed.
-        units: u32,
-        /// From the iteration's start to the last unit's end, µs.
-        busy_us: u64,
-    },
-    /// Broker: "after my first own unit (or idle, or handed units), this is
-    /// my pace" (to worker 0).
-    Pace(Pace),
-    /// Broker, from worker 0: "give `count` units from the end of your list
-    /// to `to`".
-    Give {
-        /// The receiver.
-        to: u32,
-        /// How many.
-        count: u32,
-    },
-    /// Online prediction, from worker 0 once every worker's timing of the
-    /// iteration is in: all of them, by worker, as (units, busy µs).
-    Timings {
-        /// Every worker's timing.
-        all: Vec<(u32, u64)>,
-    },
-}
-
-impl ControlKind {
-    /// Bytes on the wire: a 4-byte tag and the fields, fixed-width (u32 4,
-    /// u64 8, a vector 8 of length and its items).
-    pub fn wire_bytes(&self) -> u64 {
-        4 + match self {
-            ControlKind::Progress { .. } => 4 + 4 + 4 + 8,
-            ControlKind::Offer { .. } => 8,
-            ControlKind::Assign { .. }
-            | ControlKind::Clone { .. }
-            | ControlKind::Planned { .. }
-            | ControlKind::Rest { .. } => 4,
-            ControlKind::Decline | ControlKind::Done => 0,
-            ControlKind::Timing { .. } => 4 + 8,
-            ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
-            ControlKind::Give { .. } => 4 + 4,
-            ControlKind::Timings { all } => 8 + 12 * all.len() as u64,
         }
     }
 }
@@ -917,6 +819,7 @@ impl ReassignAgent {
     }
 }
 
+mod kind;
 mod reporter;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,35 @@
+//! The set of units a replay looks up at every unit's end when clones race.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::data::UnitKey;
+
+/// A set of units, looked up at every unit's end when clones race: hashed
+/// by a multiply and a rotation per word rather than SipHash (a replay's
+/// keys are no adversary's, and only membership is read, never an order).
+pub(in crate::whatif) type Keys = HashSet<UnitKey, BuildHasherDefault<KeyHasher>>;
+
+/// The hasher of [`Keys`] (FxHash's step).
+#[derive(Default)]
+pub(in crate::whatif) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(u64::from(word));
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
