@@ -1,7 +1,7 @@
 //! One iteration replayed: workers, units and control messages as events.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use super::fifo::{Fifo, InFlight};
 
@@ -12,8 +12,10 @@ use crate::policy::{ControlKind, PeerAgent};
 
 mod keys;
 mod lists;
+mod worker;
 pub(super) use self::keys::Keys;
 use self::lists::LaneLists;
+pub(super) use self::worker::Worker;
 
 /// What a replayed iteration came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,110 +75,6 @@ impl InFlight for Local {
     }
     fn order(&self) -> u64 {
         self.order
-    }
-}
-
-#[derive(Default)]
-pub(super) struct Worker {
-    /// Its own units still to compute: `flat[head..tail]` of the replay.
-    head: usize,
-    tail: usize,
-    /// Units from peers: (unit, from, whether it is a clone).
-    given: VecDeque<(TimedUnit, u32, bool)>,
-    /// Own units cloned to peers, with the peer.
-    cloned_out: Vec<(UnitKey, u32)>,
-    /// Own units a peer's clone finished first: skipped when reached.
-    skip: Vec<UnitKey>,
-    /// The unit being computed, whether it is one of its own, and the owner
-    /// when it is a clone.
-    running: Option<(TimedUnit, bool, Option<u32>)>,
-    /// Events it has caused this iteration (their order among ties).
-    caused: u32,
-    /// When the running unit began, and when it ends.
-    started: u64,
-    ends: u64,
-    /// The order of the running unit's end event (0: none awaited).
-    end_order: u64,
-    /// Peers that offered help while the unit in flight was not yet late
-    /// enough to copy, with their time per unit (policies that copy units
-    /// in flight).
-    waiting: Vec<(u32, u64)>,
-    /// The order of the last check for them filed.
-    check_order: u64,
-    units_done: u32,
-    last_end_us: u64,
-    last_unit_us: u64,
-    idle_reported: bool,
-}
-
-impl Worker {
-    /// Ready for a new iteration, keeping its buffers.
-    pub(super) fn clear(&mut self) {
-        self.head = 0;
-        self.tail = 0;
-        self.given.clear();
-        self.cloned_out.clear();
-        self.skip.clear();
-        self.running = None;
-        self.end_order = 0;
-        self.waiting.clear();
-        self.check_order = 0;
-        self.caused = 0;
-        self.units_done = 0;
-        self.last_end_us = 0;
-        self.last_unit_us = 0;
-        self.idle_reported = false;
-    }
-
-    /// Own units still in its list that could be handed off.
-    fn left(&self) -> usize {
-        // Units cloned out are in the list, or the one in flight.
-        let running = self.running.map(|r| r.0.key);
-        let listed_clones = self
-            .cloned_out
-            .iter()
-            .filter(|c| Some(c.0) != running)
-            .count();
-        (self.tail - self.head).saturating_sub(listed_clones)
-    }
-
-    /// How long the unit it computes has run at `now`, if it computes one.
-    fn running_us(&self, now: u64) -> Option<u64> {
-        self.running.map(|_| now - self.started)
-    }
-
-    /// The unit it computes as it sees it at `now`: its micro-batches end
-    /// evenly spaced until its end, as the compute operator has it.
-    fn in_flight(&self, now: u64) -> Option<handover::InFlight> {
-        let (unit, ..) = self.running?;
-        let elapsed_us = now - self.started;
-        let total = unit.micro_batches.max(1);
-        let done = match self.ends - self.started {
-            0 => total,
-            span => (u64::from(total) * elapsed_us / span).min(u64::from(total)) as u32,
-        };
-        Some(handover::InFlight {
-            elapsed_us,
-            done,
-            total,
-        })
-    }
-
-    /// When the micro-batch in flight at `now` ends (before the unit's end),
-    /// if the unit has more than one: the first moment its worker sees one
-    /// more done.
-    fn next_boundary(&self, now: u64) -> Option<u64> {
-        let (unit, ..) = self.running?;
-        let total = u64::from(unit.micro_batches.max(1));
-        let span = self.ends - self.started;
-        let k = (now - self.started) * total / span.max(1) + 1;
-        (k < total).then(|| self.started + (k * span).div_ceil(total))
-    }
-
-    /// Time per unit as it stands: the mean so far, or the last unit's time
-    /// when that is longer (as the compute operator has it).
-    fn unit_us(&self) -> u64 {
-        (self.last_end_us / u64::from(self.units_done.max(1))).max(self.last_unit_us)
     }
 }
 

@@ -1,8 +1,9 @@
 //! A lane's worker's lists as the handover reads and changes them.
 
-use super::{TimedUnit, Worker};
+use super::worker::Worker;
 use crate::data::UnitKey;
 use crate::policy::handover;
+use crate::whatif::TimedUnit;
 
 /// A lane's worker's lists for the handover: its own units are
 /// `flat[head..tail]`.
