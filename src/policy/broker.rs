@@ -8,7 +8,8 @@
 //! now and in the iteration before; or that it is idle, if it went idle
 //! first). When every worker's pace
 //! is in (or most are, and the others have had a first unit in flight for
-//! [`PATIENCE`] median first units: see [`QUORUM`]), worker 0 balances the
+//! [`PATIENCE`] median first units, by worker 0's timer: see [`QUORUM`]),
+//! worker 0 balances the
 //! whole iteration at once ([`balance_moves`]:
 //! each worker as it stands, extrapolated from its pace to now) and tells
 //! each giver whom to **give** how many units. The giver hands them over as an
@@ -44,14 +45,15 @@ pub const QUORUM: f64 = 7.0 / 8.0;
 /// slow worker's first unit, a worker the machine scheduled late) kept the
 /// balance from the workers that could have taken its units meanwhile.
 ///
-/// Both are checked as paces arrive: worker 0 keeps no timer. One was
-/// tried (the check at each of worker 0's units and messages): it balanced
-/// as soon as the patience ran out, before the slow workers' paces were in,
-/// taking them for only as slow as their first unit had run; the what-if
-/// replay of `policies-bound` at W = 32 was 4 % slower an iteration (slow
-/// workers kept a slow unit more), and estimating their pace from the
-/// slowdowns of earlier iterations instead gained at one scale what it lost
-/// at another.
+/// Worker 0 keeps a timer for it ([`Broker::due_at`]): with a few heavy
+/// units a worker, waiting for the next pace to arrive (a 5× slow worker's
+/// own, at five first units) left the others to finish their lists before
+/// they were handed anything (the what-if replay of 4 units a worker at
+/// W = 1,000, slow-worker 400 %: 1.44× the fluid bound, 1.17–1.20× with
+/// the timer). A worker not heard from by then is taken for twice as slow
+/// as its first unit has run so far (see `fill_missing`): taken for only as
+/// slow as that, a 5× slow worker kept more units than it could do in time,
+/// which cost workers of many light units more than the timer gained them.
 pub const PATIENCE: u64 = 3;
 
 /// A worker's pace as it reports it to the broker.
@@ -146,6 +148,34 @@ impl Broker {
         }
         *slot = Some((now_us, pace));
         self.firsts_replace(before, pace.unit_us);
+        self.balance_if_due(now_us)
+    }
+
+    /// When the broker means to balance without the paces still missing
+    /// ([`PATIENCE`] median first units after worker 0 began, once a
+    /// [`QUORUM`] is in), if it has not balanced yet: worker 0 calls
+    /// [`Broker::on_time`] then, whether or not a pace arrives, so a
+    /// straggler's units do not wait for its own late pace.
+    pub fn due_at(&mut self) -> Option<u64> {
+        if self.balanced || (self.heard as f64) < QUORUM * self.paces.len() as f64 {
+            return None;
+        }
+        let first = self.median_first_unit();
+        (first > 0).then(|| self.started_us + PATIENCE * first)
+    }
+
+    /// The time has come, at `now_us`: the moves that balance the iteration,
+    /// if the broker may balance now (see [`Broker::due_at`]).
+    pub fn on_time(&mut self, now_us: u64) -> Vec<Move> {
+        if self.balanced {
+            return Vec::new();
+        }
+        self.balance_if_due(now_us)
+    }
+
+    /// The balance, once every pace is in or the broker has waited long
+    /// enough for the missing ones.
+    fn balance_if_due(&mut self, now_us: u64) -> Vec<Move> {
         if self.heard < self.paces.len() {
             if !self.waited_long_enough(now_us) {
                 return Vec::new();
@@ -205,9 +235,9 @@ impl Broker {
     }
 
     /// The workers not heard from, as the balance takes them: a first unit in
-    /// flight since the iteration began (so at least that slow) and the rest
-    /// of the list it began with, or, not knowing it, the median list of
-    /// those heard from.
+    /// flight since the iteration began, taken to end after twice that, and
+    /// the rest of the list it began with, or, not knowing it, the median
+    /// list of those heard from.
     fn fill_missing(&mut self, now_us: u64) {
         let elapsed = now_us.saturating_sub(self.started_us);
         let left = lower_median(
@@ -227,13 +257,19 @@ impl Broker {
                 .lists
                 .get(w)
                 .map_or(left, |&units| units.saturating_sub(1));
+            // A unit seen in flight for `elapsed` is, for all anyone knows,
+            // halfway: taken as that slow, the worker would keep units it
+            // cannot do in time (a 5× slow worker seen at 3× kept a third
+            // more than its share), and the list it has after that unit
+            // starts only when that unit ends, as if its pace came then.
+            let unit_us = 2 * elapsed;
             *slot = Some((
-                now_us,
+                self.started_us + unit_us,
                 Pace {
                     left,
                     queued: 0,
-                    unit_us: elapsed,
-                    elapsed_us: elapsed,
+                    unit_us,
+                    elapsed_us: unit_us,
                     usual_us: 0,
                 },
             ));
@@ -587,6 +623,37 @@ mod tests {
         assert!(broker.on_pace(0, pace(3, 100, 0), 0).is_empty());
         let moves = broker.on_pace(1, pace(0, 0, 1_000), 1_000);
         assert!(moves.is_empty(), "{moves:?}");
+    }
+
+    /// With a quorum in, the broker names its time; at that time it
+    /// balances without the paces missing, taking each missing worker for
+    /// twice as slow as its first unit has run: it keeps none of its list,
+    /// which it could not finish before the others.
+    #[test]
+    fn the_timer_balances_without_the_missing_paces() {
+        let mut broker = Broker::new(16, 0.5);
+        broker.begin(0);
+        assert_eq!(broker.due_at(), None);
+        for w in 0..13 {
+            assert!(broker.on_pace(w, pace(7, 100, 100), 100).is_empty());
+        }
+        assert_eq!(broker.due_at(), None, "13 of 16 is no quorum");
+        assert!(broker.on_pace(13, pace(7, 100, 100), 100).is_empty());
+        assert_eq!(broker.due_at(), Some(300));
+        assert!(broker.on_time(299).is_empty());
+        let moves = broker.on_time(300);
+        for from in [14, 15] {
+            let given: u32 = moves
+                .iter()
+                .filter(|m| m.from == from)
+                .map(|m| m.count)
+                .sum();
+            assert_eq!(given, 7, "{moves:?}");
+        }
+        assert!(moves.iter().all(|m| m.from >= 14), "{moves:?}");
+        assert_eq!(broker.due_at(), None, "balanced once");
+        assert!(broker.on_time(400).is_empty());
+        assert!(broker.on_pace(15, pace(7, 500, 500), 500).is_empty());
     }
 
     #[test]

@@ -284,6 +284,24 @@ impl PeerAgent {
         }
     }
 
+    /// When worker 0's broker wants [`PeerAgent::on_broker_time`] called
+    /// (the worker's clock, µs), if it does.
+    pub fn broker_due(&mut self) -> Option<u64> {
+        match self {
+            PeerAgent::Reassign(a) => a.broker_due(),
+            PeerAgent::Speculate(_) => None,
+        }
+    }
+
+    /// Worker 0's clock reached [`PeerAgent::broker_due`] (call after
+    /// `observe`; `left`: units in its own list): the broker's orders.
+    pub fn on_broker_time(&mut self, left: usize) -> Vec<(u32, ControlKind)> {
+        match self {
+            PeerAgent::Reassign(a) => a.on_broker_time(left),
+            PeerAgent::Speculate(_) => Vec::new(),
+        }
+    }
+
     /// One of this worker's own units is done (by it or by a clone).
     pub fn on_own_unit_done(&mut self, unit_us: u64) -> Vec<(u32, ControlKind)> {
         match self {

@@ -216,6 +216,8 @@ fn lane<'a>(
             wasted: 0,
             messages: 0,
         },
+        broker_order: 0,
+        broker_at: 0,
     }
 }
 

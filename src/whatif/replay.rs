@@ -46,6 +46,9 @@ pub(super) enum Event {
     /// copy on the fastest helper waiting (the order filed with it: only the
     /// last one filed counts).
     Check(u32, u64),
+    /// Worker 0's broker's time to balance without the paces missing (the
+    /// order filed with it: only the last one filed counts).
+    BrokerDue(u64),
     /// A control message reaches `to`.
     Message { to: u32, message: Message },
 }
@@ -135,6 +138,10 @@ pub(super) struct Replay<'a> {
     pub(super) outbox: Vec<Crossing>,
     /// The lane's part of the outcome (`finish_us` of its workers).
     pub(super) out: Replayed,
+    /// The order and time of worker 0's broker's event last filed (0: none
+    /// awaited).
+    pub(super) broker_order: u64,
+    pub(super) broker_at: u64,
 }
 
 /// The flag of a message's event (below it: the message's index, then 24
@@ -143,6 +150,9 @@ const MESSAGE: u64 = 1 << 63;
 
 /// The flag of a check's event (below it, 24 bits of worker).
 const CHECK: u64 = 1 << 62;
+
+/// The flag of the broker's event (worker 0's).
+const BROKER_DUE: u64 = 1 << 61;
 
 impl Replay<'_> {
     /// The order among ties of the next event worker `w` causes: (the
@@ -242,6 +252,9 @@ impl Replay<'_> {
             }
         };
         let to = (what & 0xff_ffff) as u32;
+        if what & BROKER_DUE != 0 {
+            return Some((t, Event::BrokerDue(order)));
+        }
         if what & CHECK != 0 {
             return Some((t, Event::Check(to, order)));
         }
@@ -295,6 +308,9 @@ impl Replay<'_> {
                     // (a unit stopped for a copy that came first: not awaited)
                     if self.workers[(w - self.lo) as usize].end_order == order {
                         self.unit_done(w, now);
+                        if w == 0 {
+                            self.file_broker_due(now);
+                        }
                     }
                 }
                 Event::Check(w, order) => {
@@ -302,12 +318,50 @@ impl Replay<'_> {
                         self.copy_to_waiting_helper(w, now);
                     }
                 }
+                Event::BrokerDue(order) => {
+                    if self.broker_order == order {
+                        self.broker_due(now);
+                    }
+                }
                 Event::Message { to, message } => {
                     self.read_message(to, message, now);
                     self.next_unit(to, now);
+                    if to == 0 {
+                        self.file_broker_due(now);
+                    }
                 }
             }
         }
+    }
+
+    /// Files worker 0's broker's time to balance without the paces missing,
+    /// once it knows it (a quorum in), or anew when it moved.
+    fn file_broker_due(&mut self, now: u64) {
+        if self.lo != 0 {
+            return;
+        }
+        let Some(due) = self.agent(0).and_then(PeerAgent::broker_due) else {
+            return;
+        };
+        let due = due.max(now);
+        if self.broker_order != 0 && self.broker_at == due {
+            return;
+        }
+        let order = self.next_order(0);
+        self.broker_order = order;
+        self.broker_at = due;
+        self.events.push(Reverse((due, order, BROKER_DUE)));
+    }
+
+    /// Worker 0's broker balances without the paces missing.
+    fn broker_due(&mut self, now: u64) {
+        self.broker_order = 0;
+        let left = self.workers[0].left();
+        if let Some(agent) = self.observed(0, now) {
+            let sends = agent.on_broker_time(left);
+            self.send_all(0, sends, now);
+        }
+        self.next_unit(0, now);
     }
 
     /// A message from another lane.

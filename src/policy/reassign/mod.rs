@@ -38,7 +38,7 @@ use std::collections::VecDeque;
 
 pub use super::broker::Pace;
 use super::broker::{Broker, SLOW_PACE};
-use super::proactive::DEFAULT_MIN_GAIN;
+use super::proactive::{Move, DEFAULT_MIN_GAIN};
 pub use kind::ControlKind;
 pub use reporter::SLOWED;
 pub(crate) use reporter::{Giver, Reporter};
@@ -463,6 +463,32 @@ impl ReassignAgent {
             return Vec::new();
         };
         let moves = broker.on_pace(from, pace, self.now_us);
+        self.ordered(moves, left)
+    }
+
+    /// When worker 0's broker wants [`ReassignAgent::on_broker_time`] called
+    /// (its clock, µs), if it does: it balances then without the paces
+    /// still missing.
+    pub fn broker_due(&mut self) -> Option<u64> {
+        self.broker.as_mut().and_then(|b| b.due_at())
+    }
+
+    /// Worker 0's clock reached [`ReassignAgent::broker_due`] (call after
+    /// `observe`); `left` is its own list: the broker's moves, as orders to
+    /// the givers (its own gifts it makes at once).
+    pub fn on_broker_time(&mut self, left: usize) -> Vec<(u32, ControlKind)> {
+        let Some(broker) = self.broker.as_mut() else {
+            return Vec::new();
+        };
+        let moves = broker.on_time(self.now_us);
+        let out = self.ordered(moves, left);
+        self.account(&out);
+        out
+    }
+
+    /// The broker's moves as orders to their givers; worker 0's own gifts,
+    /// from its list of `left` units, it makes at once.
+    fn ordered(&mut self, moves: Vec<Move>, left: usize) -> Vec<(u32, ControlKind)> {
         let mut out = Vec::new();
         let mut left = left;
         for m in moves {

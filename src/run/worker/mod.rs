@@ -88,6 +88,9 @@ pub struct ComputeState {
     finished: bool,
     epoch: Option<Epoch>,
     agent: Option<PeerAgent>,
+    /// When worker 0's broker means to balance without the paces missing,
+    /// on the job clock, µs (see [`ComputeState::broker_time`]).
+    broker_due_us: Option<u64>,
     /// The rows this worker holds, and who holds its partitions.
     pub holdings: Holdings,
     /// Every worker's timings so far (online prediction only).
@@ -136,6 +139,7 @@ impl ComputeState {
             finished: false,
             epoch: None,
             agent,
+            broker_due_us: None,
             control_after_report: Traffic::default(),
         }
     }
@@ -147,6 +151,18 @@ impl ComputeState {
         if !self.held.is_empty() || self.can_begin() {
             return Some(Duration::ZERO);
         }
+        let broker = self
+            .broker_due_us
+            .map(|due| Duration::from_micros(due.saturating_sub(self.cx.now_us())));
+        let work = self.work_wake_in();
+        match (work, broker) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// [`ComputeState::wake_in`] for the work of the iteration.
+    fn work_wake_in(&self) -> Option<Duration> {
         let epoch = self.epoch.as_ref()?;
         match &epoch.running {
             Some(r) => {
@@ -173,6 +189,7 @@ impl ComputeState {
     /// One activation: take control messages, begin the next iteration if its
     /// parameters are complete, then compute at most one unit.
     pub fn step(&mut self, control: Vec<Control>, emit: &mut Emit<'_>) {
+        self.broker_due_us = None;
         for message in self.release(control) {
             self.on_control(message, emit);
         }
@@ -185,6 +202,10 @@ impl ComputeState {
             return;
         };
         epoch.bytes_moved += self.holdings.take_moved_bytes();
+        if let Some(agent) = self.agent.as_mut() {
+            self.broker_due_us =
+                broker_time(self.worker, epoch, agent, &self.holdings, &self.cx, emit);
+        }
         if epoch.running.is_none() {
             if let Some(next) = epoch.next_unit(self.worker) {
                 epoch.idle_reported = false;
@@ -605,4 +626,27 @@ fn send_held_grads(epoch: &mut Epoch, emit: &mut Emit<'_>) {
     let slices = std::mem::take(&mut epoch.grads_held);
     epoch.grads_held_bytes = 0;
     (emit.grads)(&epoch.caps.grads, slices);
+}
+
+/// Worker 0's broker, when its time to balance without the paces missing
+/// has come, balances (its orders leave now); returns that time, on the job
+/// clock, µs, while it is still to come: the operator wakes then, whether or
+/// not a message arrives, as the what-if replay's broker does.
+fn broker_time(
+    worker: u32,
+    epoch: &mut Epoch,
+    agent: &mut PeerAgent,
+    holdings: &Holdings,
+    cx: &JobContext,
+    emit: &mut Emit<'_>,
+) -> Option<u64> {
+    let due = agent.broker_due()?;
+    let now_us = cx.now_us();
+    if now_us < due {
+        return Some(due);
+    }
+    epoch.observe(agent, now_us);
+    let out = agent.on_broker_time(epoch.own_left());
+    send_all(worker, epoch, holdings, out, emit);
+    None
 }
