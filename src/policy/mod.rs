@@ -225,7 +225,15 @@ pub fn peer_agent(
             ReassignAgent::new(worker, group(config.group_size), *config)
                 .with_broker(workers)
                 .with_slack(policy.slack())
-                .with_silent_offers(policy.clones_in_flight())
+                .with_silent_offers(
+                    policy.clones_in_flight(),
+                    match policy.clones_in_flight() {
+                        true => {
+                            reassign::reporters(worker, workers, per_process, config.group_size)
+                        }
+                        false => Vec::new(),
+                    },
+                )
                 .with_rests(policy.rests_in_flight()),
         )),
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(

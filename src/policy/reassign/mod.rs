@@ -120,6 +120,28 @@ pub fn helper_group(worker: u32, workers: u32, per_process: u32, size: u32) -> V
     group
 }
 
+/// The workers whose helper group (see [`helper_group`]) holds `worker`:
+/// those whose progress reports it gets, in the order it offers them help.
+pub fn reporters(worker: u32, workers: u32, per_process: u32, size: u32) -> Vec<u32> {
+    let size = size.min(workers.saturating_sub(1));
+    if per_process >= workers {
+        // One process: a group is the next workers of the ring, so these
+        // are the ones before (O(size) at any scale).
+        return (1..=size)
+            .map(|k| (worker + workers - k) % workers)
+            .collect();
+    }
+    // Those in other processes first, as groups are, then nearest before it
+    // in the ring: an idle worker offers help in this order.
+    let per_process = per_process.max(1);
+    let process = worker / per_process;
+    let mut found: Vec<u32> = (0..workers)
+        .filter(|&v| v != worker && helper_group(v, workers, per_process, size).contains(&worker))
+        .collect();
+    found.sort_by_key(|&v| (v / per_process == process, (worker + workers - v) % workers));
+    found
+}
+
 /// Progress reports by peer: (peer, (done, total)), sorted by peer.
 #[derive(Debug, Clone, Default)]
 struct Peers(Small<(u32, (u32, u32))>);
@@ -193,6 +215,13 @@ pub struct ReassignAgent {
     /// Whether its worker hands over the rest of a unit in flight
     /// ([`Self::with_rests`]).
     rests: bool,
+    /// The peers that report to it ([`reporters`]), when it offers help to
+    /// silent ones ([`Self::with_silent_offers`]).
+    reporters: Small<u32>,
+    /// Those of them whose last report this iteration had units queued
+    /// ahead of their list (handed to them): done with their own list,
+    /// they may still have units to pass on.
+    holding: Small<u32>,
 }
 
 impl ReassignAgent {
@@ -206,6 +235,8 @@ impl ReassignAgent {
             usual_us: 0,
             offer_silent: false,
             rests: false,
+            reporters: Small::new(),
+            holding: Small::new(),
             me,
             group: group.into(),
             config,
@@ -233,9 +264,15 @@ impl ReassignAgent {
     }
 
     /// The same agent, offering help to silent peers too when `on` (the
-    /// policy copies units in flight).
-    pub fn with_silent_offers(mut self, on: bool) -> Self {
+    /// policy copies units in flight): to those of `reporters` (the peers
+    /// whose group holds it, see [`reporters`]) it has not heard from. (Its
+    /// own group reports to others: with groups of the next workers in a
+    /// ring, none of them ever reports to it, and every one looked silent,
+    /// so an idle worker offered help to all of them in turn, most of a
+    /// what-if replay's messages at 1,000 workers.)
+    pub fn with_silent_offers(mut self, on: bool, reporters: Vec<u32>) -> Self {
         self.offer_silent = on;
+        self.reporters = reporters.into();
         self
     }
 
@@ -303,6 +340,7 @@ impl ReassignAgent {
         self.no_faster.clear();
         self.left_us.clear();
         self.replied.clear();
+        self.holding.clear();
         self.iteration = iteration;
         if self.progress.own_done > 0 {
             self.usual_us = self.progress.unit_us;
@@ -667,6 +705,14 @@ impl ReassignAgent {
                 unit_us,
             } => {
                 self.peers.set(from, (done, total));
+                let holding = self.holding.iter().position(|&w| w == from);
+                match (queued > 0, holding) {
+                    (true, None) => self.holding.push(from),
+                    (false, Some(i)) => {
+                        self.holding.swap_remove(i);
+                    }
+                    _ => {}
+                }
                 // Its work left: its own list and the units queued ahead.
                 let their_left = (total - done).saturating_add(queued);
                 let me = self.progress.giver(left);
@@ -820,8 +866,8 @@ impl ReassignAgent {
         // Last, when the policy copies units in flight: a peer this worker
         // handed units to (slowed in turn, it may be computing one of them,
         // or have them queued: a unit handed over is not final), then a peer
-        // of the group not heard from this iteration, then any peer of the
-        // group that has not declined (done with its own list, it may hold
+        // that reports to it not heard from this iteration, then one whose
+        // last report had units queued (done with its own list, it may hold
         // units others handed it).
         let behind = behind.or_else(|| {
             let t = self.iteration;
@@ -831,8 +877,13 @@ impl ReassignAgent {
                 .then(|| {
                     let handed = self.helped.iter().copied().find(open);
                     handed
-                        .or_else(|| self.group.iter().copied().find(|w| open(w) && silent(w)))
-                        .or_else(|| self.group.iter().copied().find(open))
+                        .or_else(|| {
+                            self.reporters
+                                .iter()
+                                .copied()
+                                .find(|w| open(w) && silent(w))
+                        })
+                        .or_else(|| self.holding.iter().copied().find(open))
                 })
                 .flatten()
                 .map(|w| (t, w))

@@ -26,6 +26,55 @@ fn groups_prefer_other_processes() {
     assert!(helper_group(0, 1, 1, 4).is_empty());
 }
 
+/// A worker's reporters are exactly the workers whose group holds it, in
+/// one process (the closed form) and in several.
+#[test]
+fn reporters_are_the_workers_whose_group_holds_it() {
+    assert_eq!(reporters(2, 10, 10, 3), vec![1, 0, 9]);
+    for (workers, per_process, size) in [(10, 10, 3), (12, 3, 4), (8, 4, 8), (5, 5, 8), (1, 1, 4)] {
+        for w in 0..workers {
+            let mut got = reporters(w, workers, per_process, size);
+            got.sort_unstable();
+            let want: Vec<u32> = (0..workers)
+                .filter(|&v| helper_group(v, workers, per_process, size).contains(&w))
+                .collect();
+            assert_eq!(
+                got, want,
+                "{w} of {workers}, {per_process} a process, groups of {size}"
+            );
+        }
+    }
+}
+
+/// Under a policy that copies units in flight, an idle worker offers help
+/// to the peers that report to it and have not reported, not to its own
+/// group (which reports to others), and to a reporter holding units handed
+/// to it; one done with its own list and holding none gets no offer.
+#[test]
+fn idle_offers_go_to_silent_reporters_then_to_holders() {
+    let mut a = ReassignAgent::new(5, helper_group(5, 10, 10, 2), ReassignConfig::default())
+        .with_silent_offers(true, reporters(5, 10, 10, 2));
+    a.begin(0, 1);
+    a.observe(None, 0, 0, 0);
+    let done = |queued| ControlKind::Progress {
+        done: 1,
+        total: 1,
+        queued,
+        unit_us: 100,
+    };
+    // Worker 4 reported done with nothing queued; worker 3 is silent.
+    a.on_message(4, &done(0), 0);
+    let out = a.on_idle(100, 0);
+    assert_eq!(out, vec![(3, 0, ControlKind::Offer { unit_us: 100 })]);
+    a.on_message(3, &ControlKind::Decline, 0);
+    // Worker 4 reports again: done, but units were handed to it.
+    a.on_message(4, &done(2), 0);
+    let out = a.on_idle(100, 0);
+    assert_eq!(out, vec![(4, 0, ControlKind::Offer { unit_us: 100 })]);
+    a.on_message(4, &ControlKind::Decline, 0);
+    assert!(a.on_idle(100, 0).is_empty(), "every reporter declined");
+}
+
 #[test]
 fn reports_at_the_checkpoint_and_at_the_end() {
     let mut a = agent(0);
