@@ -126,19 +126,21 @@ pub fn reporters(worker: u32, workers: u32, per_process: u32, size: u32) -> Vec<
     let size = size.min(workers.saturating_sub(1));
     if per_process >= workers {
         // One process: a group is the next workers of the ring, so these
-        // are the ones before (O(size) at any scale).
+        // are the ones before (O(size) at any scale), taken in ring order
+        // from the worker on, as groups are.
         return (1..=size)
+            .rev()
             .map(|k| (worker + workers - k) % workers)
             .collect();
     }
-    // Those in other processes first, as groups are, then nearest before it
-    // in the ring: an idle worker offers help in this order.
+    // Those in other processes first, as groups are, each in ring order from
+    // the worker on: an idle worker offers help in this order.
     let per_process = per_process.max(1);
     let process = worker / per_process;
     let mut found: Vec<u32> = (0..workers)
         .filter(|&v| v != worker && helper_group(v, workers, per_process, size).contains(&worker))
         .collect();
-    found.sort_by_key(|&v| (v / per_process == process, (worker + workers - v) % workers));
+    found.sort_by_key(|&v| (v / per_process == process, (v + workers - worker) % workers));
     found
 }
 

@@ -30,7 +30,8 @@ fn groups_prefer_other_processes() {
 /// one process (the closed form) and in several.
 #[test]
 fn reporters_are_the_workers_whose_group_holds_it() {
-    assert_eq!(reporters(2, 10, 10, 3), vec![1, 0, 9]);
+    assert_eq!(reporters(2, 10, 10, 3), vec![9, 0, 1]);
+    assert_eq!(reporters(1, 4, 4, 3), vec![2, 3, 0]);
     for (workers, per_process, size) in [(10, 10, 3), (12, 3, 4), (8, 4, 8), (5, 5, 8), (1, 1, 4)] {
         for w in 0..workers {
             let mut got = reporters(w, workers, per_process, size);

@@ -216,7 +216,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0xeecfdd763588966d),
-            ("forestall", 0x1c3dc19c6fa3b024),
+            ("forestall", 0xd266b73f2bafeaa0),
         ],
     );
 }
@@ -233,7 +233,7 @@ fn a_units_table_replays_as_pinned() {
             ("speculate", 0x6aed549b8f6dcdc1),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0xfddc5936ec18366b),
-            ("forestall", 0x82e38a9e0e37ca64),
+            ("forestall", 0xf875a64547403fcc),
         ],
     );
 }
@@ -250,7 +250,7 @@ fn a_clocked_trace_replays_as_pinned() {
             ("speculate", 0x782af19cbd1dc12b),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x43ed877472e61312),
-            ("forestall", 0x5ac9b8c4eddcae36),
+            ("forestall", 0x1a671bac5e58d835),
         ],
     );
 }
