@@ -135,7 +135,7 @@ impl ComputeState {
                     || rest_running(
                         (&self.cx, self.worker, &self.holdings),
                         epoch,
-                        Some(&mut *agent),
+                        agent,
                         helper,
                         now_us,
                         emit,
@@ -326,7 +326,7 @@ impl ComputeState {
 pub(super) fn rest_running(
     (cx, worker, holdings): (&JobContext, u32, &Holdings),
     epoch: &mut Epoch,
-    agent: Option<&mut PeerAgent>,
+    agent: &mut PeerAgent,
     (to, helper_unit_us): (u32, u64),
     now_us: u64,
     emit: &mut Emit<'_>,
@@ -373,7 +373,7 @@ pub(super) fn rest_running(
     epoch.units_given += 1;
     epoch.units.push(record);
     epoch.waiting_helpers.clear();
-    if let (true, Some(agent)) = (next.counts_as_own, agent) {
+    if next.counts_as_own {
         // Out of its hands: for its progress, an own unit done.
         epoch.observe(agent, cx.now_us());
         let out = agent.on_own_unit_done(epoch.unit_us());

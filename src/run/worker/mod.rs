@@ -215,7 +215,7 @@ impl ComputeState {
                 epoch.running = Some(start_unit(&self.cx, self.worker, epoch, source, next));
             }
         }
-        if let Some(running) = epoch.running.as_mut() {
+        if let Some(running) = epoch.running.as_mut().filter(|r| r.lazy.is_some()) {
             // Its micro-batches ended so far (computed as their time comes).
             let payload = running.next.unit.payload.clone();
             let source = payload.as_deref().unwrap_or(self.holdings.store());
