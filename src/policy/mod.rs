@@ -221,21 +221,22 @@ pub fn peer_agent(
         }
         | PolicyPlan::ForestallSsp {
             reassign: config, ..
-        } => Some(PeerAgent::Reassign(
-            ReassignAgent::new(worker, group(config.group_size), *config)
-                .with_broker(workers)
-                .with_slack(policy.slack())
-                .with_silent_offers(
-                    policy.clones_in_flight(),
-                    match policy.clones_in_flight() {
-                        true => {
-                            reassign::reporters(worker, workers, per_process, config.group_size)
-                        }
-                        false => Vec::new(),
-                    },
-                )
-                .with_rests(policy.rests_in_flight()),
-        )),
+        } => {
+            // Only a policy that copies units in flight offers help to
+            // silent peers, which are among those that report to it.
+            let silent = policy.clones_in_flight();
+            let reporters = match silent {
+                true => reassign::reporters(worker, workers, per_process, config.group_size),
+                false => Vec::new(),
+            };
+            Some(PeerAgent::Reassign(
+                ReassignAgent::new(worker, group(config.group_size), *config)
+                    .with_broker(workers)
+                    .with_slack(policy.slack())
+                    .with_silent_offers(silent, reporters)
+                    .with_rests(policy.rests_in_flight()),
+            ))
+        }
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
             group(config.group_size),
             *config,
