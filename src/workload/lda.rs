@@ -11,6 +11,16 @@
 //!   numbered document by document, and within a document word by word in
 //!   the row's order, a word's `count` tokens in a row.
 //!
+//! That is under policies with BSP semantics ([`LdaUpdates::Deltas`]). Under
+//! a policy that reads stale parameters or drops units, deltas relative to
+//! the topics a unit read would corrupt the counts once added to a version
+//! the unit did not read; there the parameters hold the topics alone, a unit
+//! writes its tokens' topics ([`OptimizerKind::Set`](super::OptimizerKind::Set))
+//! and the counts are recounted from the topics wherever they are read
+//! ([`LdaUpdates::Topics`]). The counts can then never disagree with the
+//! topics; what staleness costs is the sampler's (stale counts, and a sweep
+//! that starts from topics older than its document's last sweep).
+//!
 //! A token's topic is the state of the unit that holds its document, and it
 //! lives in the parameters: a unit computed by a peer (reassigned, cloned)
 //! reads it from the version every worker holds, its update carries the
@@ -22,10 +32,11 @@
 //! swept whole: micro-batches are refused for LDA (a hand-over mid-unit must
 //! not split a document's sweep).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{Draws, Evaluation, ParamBlock, UnitGradient, Update, Workload};
+use super::{written, Draws, Evaluation, ParamBlock, UnitGradient, Update, Workload};
 use crate::data::{read_parquet_metadata, read_parquet_table, Column, DataConfig, DataError};
 use crate::data::{Dataset, RowSource, SparseRows, Table};
 use crate::rng;
@@ -46,6 +57,30 @@ pub struct LdaConfig {
     pub alpha: f64,
     /// Symmetric Dirichlet prior of a topic's words.
     pub beta: f64,
+    /// What a unit sends its shard owners.
+    pub updates: LdaUpdates,
+}
+
+/// What an LDA unit sends its shard owners, and so what the parameters hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LdaUpdates {
+    /// AD-LDA: the parameters hold the counts and the topics; a unit sends
+    /// the deltas of the tokens it moved, which the owners add. Needs BSP
+    /// semantics (every unit reads the version its deltas are added to).
+    #[default]
+    Deltas,
+    /// The parameters hold the topics alone; a unit writes its tokens'
+    /// topics, and the counts are recounted from the topics. For policies
+    /// that read stale parameters or drop units.
+    Topics,
+}
+
+impl LdaUpdates {
+    /// Whether this is the default (left out of a plan's JSON and hash).
+    pub fn is_deltas(&self) -> bool {
+        *self == Self::Deltas
+    }
 }
 
 /// LDA over a corpus of word counts.
@@ -56,6 +91,9 @@ pub struct Lda {
     vocabulary: Vec<String>,
     /// First token of each document, and the corpus's token count last.
     offsets: Vec<usize>,
+    /// Every token's word, in token order (to recount under
+    /// [`LdaUpdates::Topics`]).
+    token_words: Vec<u32>,
 }
 
 impl Lda {
@@ -105,11 +143,15 @@ impl Lda {
             test: all,
             feature_names: vocabulary.clone(),
         };
+        let token_words: Vec<u32> = (0..docs as u32)
+            .flat_map(|d| Self::doc_words(&data.source(), d))
+            .collect();
         Ok(Self {
             data,
             config,
             vocabulary,
             offsets,
+            token_words,
         })
     }
 
@@ -135,8 +177,30 @@ impl Lda {
         self.k() * self.v()
     }
 
+    /// Offset of the tokens' topics in the parameters.
     fn topics_at(&self) -> usize {
-        self.totals_at() + self.k()
+        match self.config.updates {
+            LdaUpdates::Deltas => self.totals_at() + self.k(),
+            LdaUpdates::Topics => 0,
+        }
+    }
+
+    /// The topic–word counts and then the topic totals at `params`: a part
+    /// of them, or recounted from the topics ([`LdaUpdates::Topics`]).
+    fn tables<'a>(&self, params: &'a [f64]) -> Cow<'a, [f64]> {
+        let (k, v) = (self.k(), self.v());
+        match self.config.updates {
+            LdaUpdates::Deltas => Cow::Borrowed(&params[..k * v + k]),
+            LdaUpdates::Topics => {
+                let mut n = vec![0.0; k * v + k];
+                let z = &params[self.topics_at()..];
+                for (&topic, &w) in z.iter().zip(&self.token_words) {
+                    n[topic as usize * v + w as usize] += 1.0;
+                    n[k * v + topic as usize] += 1.0;
+                }
+                Cow::Owned(n)
+            }
+        }
     }
 
     /// Document `d`'s words, one per token, in token order.
@@ -164,9 +228,10 @@ impl Lda {
         let LdaConfig { alpha, beta, .. } = self.config;
         let (lg_beta, lg_alpha) = (ln_gamma(beta), ln_gamma(alpha));
         let mut ll = k as f64 * ln_gamma(beta * v as f64);
+        let tables = self.tables(params);
         for topic in 0..k {
-            ll -= ln_gamma(beta * v as f64 + params[self.totals_at() + topic]);
-            for &n in &params[topic * v..(topic + 1) * v] {
+            ll -= ln_gamma(beta * v as f64 + tables[self.totals_at() + topic]);
+            for &n in &tables[topic * v..(topic + 1) * v] {
                 if n > 0.0 {
                     ll += ln_gamma(beta + n) - lg_beta;
                 }
@@ -189,9 +254,10 @@ impl Lda {
     /// (ties: the lower word id).
     pub fn top_words(&self, params: &[f64], count: usize) -> Vec<Vec<&str>> {
         let v = self.v();
+        let tables = self.tables(params);
         (0..self.k())
             .map(|topic| {
-                let row = &params[topic * v..(topic + 1) * v];
+                let row = &tables[topic * v..(topic + 1) * v];
                 let mut words: Vec<usize> = (0..v).collect();
                 words.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
                 words
@@ -314,30 +380,34 @@ impl Workload for Lda {
 
     fn param_blocks(&self) -> Vec<ParamBlock> {
         let (k, v) = (self.k(), self.v());
-        vec![
-            ParamBlock {
-                name: "topic_word_counts".into(),
-                offset: 0,
-                len: k * v,
-                shape: vec![k, v],
-            },
-            ParamBlock {
-                name: "topic_counts".into(),
-                offset: k * v,
-                len: k,
-                shape: vec![k],
-            },
-            ParamBlock {
-                name: "token_topics".into(),
-                offset: self.topics_at(),
-                len: self.tokens(),
-                shape: vec![self.tokens()],
-            },
-        ]
+        let topics = ParamBlock {
+            name: "token_topics".into(),
+            offset: self.topics_at(),
+            len: self.tokens(),
+            shape: vec![self.tokens()],
+        };
+        match self.config.updates {
+            LdaUpdates::Topics => vec![topics],
+            LdaUpdates::Deltas => vec![
+                ParamBlock {
+                    name: "topic_word_counts".into(),
+                    offset: 0,
+                    len: k * v,
+                    shape: vec![k, v],
+                },
+                ParamBlock {
+                    name: "topic_counts".into(),
+                    offset: k * v,
+                    len: k,
+                    shape: vec![k],
+                },
+                topics,
+            ],
+        }
     }
 
     /// Every token's topic drawn uniformly, keyed by (seed, document,
-    /// position), and the counts they make.
+    /// position), and the counts they make (under [`LdaUpdates::Deltas`]).
     fn init_params(&self, seed: u64) -> Vec<f64> {
         let (k, v) = (self.k(), self.v());
         let mut params = vec![0.0; self.param_count()];
@@ -346,8 +416,10 @@ impl Workload for Lda {
             for (pos, w) in Self::doc_words(&source, d as u32).into_iter().enumerate() {
                 let mut draw = rng::KeyedRng::new(&[seed, INIT_SALT, d as u64, pos as u64]);
                 let topic = draw.below(k as u64) as usize;
-                params[topic * v + w as usize] += 1.0;
-                params[self.totals_at() + topic] += 1.0;
+                if self.config.updates == LdaUpdates::Deltas {
+                    params[topic * v + w as usize] += 1.0;
+                    params[self.totals_at() + topic] += 1.0;
+                }
                 params[self.topics_at() + self.offsets[d] + pos] = topic as f64;
             }
         }
@@ -380,7 +452,9 @@ impl Workload for Lda {
         let LdaConfig { alpha, beta, .. } = self.config;
         let vb = v as f64 * beta;
         let totals_at = self.totals_at();
-        let mut totals = params[totals_at..totals_at + k].to_vec();
+        let tables = self.tables(params);
+        let mut totals = tables[totals_at..totals_at + k].to_vec();
+        let deltas = self.config.updates == LdaUpdates::Deltas;
         // the unit's own changes to the topic–word counts
         let mut changed: HashMap<usize, f64> = HashMap::new();
         let mut contributions = Vec::new();
@@ -395,8 +469,8 @@ impl Workload for Lda {
             for &w in &words {
                 let p: f64 = (0..k)
                     .map(|t| {
-                        (n_d[t] + alpha) / norm * (params[t * v + w as usize] + beta)
-                            / (params[totals_at + t] + vb)
+                        (n_d[t] + alpha) / norm * (tables[t * v + w as usize] + beta)
+                            / (tables[totals_at + t] + vb)
                     })
                     .sum();
                 loss_sum -= p.ln();
@@ -405,7 +479,7 @@ impl Workload for Lda {
                 let old = z[pos] as usize;
                 let count = |t: usize, changed: &HashMap<usize, f64>| {
                     let i = t * v + w as usize;
-                    params[i] + changed.get(&i).copied().unwrap_or(0.0)
+                    tables[i] + changed.get(&i).copied().unwrap_or(0.0)
                 };
                 n_d[old] -= 1.0;
                 totals[old] -= 1.0;
@@ -426,15 +500,19 @@ impl Workload for Lda {
                 n_d[new] += 1.0;
                 totals[new] += 1.0;
                 *changed.entry(new * v + w as usize).or_default() += 1.0;
-                if new != old {
+                let t = self.topics_at() + first + pos;
+                if !deltas {
+                    // Every token swept is written: its topic in the version
+                    // the owners hold may differ from the one read here.
+                    contributions.push((t as u32, written(new as f64)));
+                } else if new != old {
                     contributions.push(((old * v + w as usize) as u32, -1.0));
                     contributions.push(((new * v + w as usize) as u32, 1.0));
                     contributions.push(((totals_at + old) as u32, -1.0));
                     contributions.push(((totals_at + new) as u32, 1.0));
-                    let t = self.topics_at() + first + pos;
                     contributions.push((t as u32, new as f64 - old as f64));
-                    z[pos] = new as f64;
                 }
+                z[pos] = new as f64;
             }
         }
         UnitGradient {
@@ -500,6 +578,7 @@ mod tests {
             topics,
             alpha: 0.1,
             beta: 0.01,
+            updates: LdaUpdates::Deltas,
         };
         Lda::from_table(Path::new("c.parquet"), &corpus(12), vocabulary(10), config).expect("fits")
     }
@@ -578,6 +657,92 @@ mod tests {
         assert_eq!(m.describe(&params).len(), 2);
     }
 
+    /// The update of the two units of 6 documents each, as two workers
+    /// would sweep them at `read`, stepped onto `params`.
+    fn sweep(m: &Lda, read: &[f64], params: &mut Vec<f64>, iteration: u64) {
+        let kind = match m.config.updates {
+            LdaUpdates::Deltas => OptimizerKind::Add,
+            LdaUpdates::Topics => OptimizerKind::Set,
+        };
+        let config = OptimizerConfig {
+            kind,
+            learning_rate: 1.0,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            l2: 0.0,
+        };
+        let source = m.data().source();
+        let mut total = vec![0.0; m.param_count()];
+        for unit in [(0..6).collect::<Vec<u32>>(), (6..12).collect()] {
+            let draws = Draws { seed: 3, iteration };
+            m.unit_update(draws, &source, read, &unit)
+                .grad
+                .add_into(&mut total);
+        }
+        let mut step = Optimizer::new(config, vec![false; m.param_count()]);
+        step.step(params, &total, 12.0);
+    }
+
+    fn writing(m: &Lda) -> Lda {
+        let config = LdaConfig {
+            updates: LdaUpdates::Topics,
+            ..m.config
+        };
+        Lda {
+            config,
+            ..m.clone()
+        }
+    }
+
+    /// Units that write their tokens' topics, with the counts recounted,
+    /// draw the same chain as units that send deltas, topic for topic.
+    #[test]
+    fn writing_the_topics_draws_the_chain_of_adding_the_deltas() {
+        let deltas = lda(3);
+        let topics = writing(&deltas);
+        let mut a = deltas.init_params(3);
+        let mut b = topics.init_params(3);
+        assert_eq!(b.len(), deltas.tokens(), "the topics alone");
+        assert_eq!(a[deltas.topics_at()..], b[..]);
+        for iteration in 0..10 {
+            sweep(&deltas, &a.clone(), &mut a, iteration);
+            sweep(&topics, &b.clone(), &mut b, iteration);
+            assert_eq!(a[deltas.topics_at()..], b[..], "sweep {iteration}");
+            assert_eq!(deltas.tables(&a), topics.tables(&b), "sweep {iteration}");
+        }
+        assert_eq!(deltas.log_likelihood(&a), topics.log_likelihood(&b));
+        assert_eq!(deltas.top_words(&a, 4), topics.top_words(&b, 4));
+        assert_eq!(topics.param_blocks().len(), 1);
+    }
+
+    /// A sweep that read a version one sweep old: its deltas, added to the
+    /// newer version, leave counts that are not those of any topics (and
+    /// topics outside 0..K); its written topics leave whole topics and the
+    /// counts they make.
+    #[test]
+    fn a_stale_sweep_corrupts_added_deltas_but_not_written_topics() {
+        let deltas = lda(3);
+        let topics = writing(&deltas);
+        let (mut a, mut b) = (deltas.init_params(5), topics.init_params(5));
+        let (old_a, old_b) = (a.clone(), b.clone());
+        sweep(&deltas, &old_a, &mut a, 0);
+        sweep(&topics, &old_b, &mut b, 0);
+        // the second sweep reads the version before the first
+        sweep(&deltas, &old_a, &mut a, 1);
+        sweep(&topics, &old_b, &mut b, 1);
+        let z = &a[deltas.topics_at()..];
+        let whole = |z: &[f64]| {
+            z.iter()
+                .all(|&t| t.fract() == 0.0 && (0.0..3.0).contains(&t))
+        };
+        assert!(
+            !whole(z) || a[..deltas.topics_at()] != recount(&deltas, &a)[..],
+            "the deltas corrupt"
+        );
+        assert!(whole(&b), "written topics stay topics");
+    }
+
     #[test]
     fn the_same_draws_give_the_same_sweep_and_others_another() {
         let m = lda(3);
@@ -617,6 +782,7 @@ mod tests {
                 topics: 2,
                 alpha: 0.1,
                 beta: 0.01,
+                updates: LdaUpdates::Deltas,
             };
             Lda::from_table(
                 Path::new("c.parquet"),

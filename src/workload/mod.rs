@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 pub use logistic::{evaluate, unit_gradient, LogisticRegression};
 pub use micro::{micro_batched_gradient, MicroBatches};
-pub use optim::{Optimizer, OptimizerConfig, OptimizerKind};
+pub use optim::{write_into, written, Optimizer, OptimizerConfig, OptimizerKind};
 pub use update::Update;
 
 use serde::Serialize;
@@ -168,6 +168,11 @@ pub enum ModelPlan {
         alpha: f64,
         /// Prior of a topic's words.
         beta: f64,
+        /// What a unit sends: deltas under BSP semantics, the tokens' topics
+        /// otherwise (chosen from the policy; left out of the plan's JSON,
+        /// and hash, when deltas).
+        #[serde(skip_serializing_if = "lda::LdaUpdates::is_deltas")]
+        updates: lda::LdaUpdates,
     },
     /// Matrix factorisation with biases on a ratings table.
     Mf {
@@ -224,12 +229,14 @@ pub fn load(model: &ModelPlan, data: &DataConfig) -> Result<Arc<dyn Workload>, D
             topics,
             alpha,
             beta,
+            updates,
         } => Arc::new(lda::Lda::load(
             data,
             lda::LdaConfig {
                 topics: *topics,
                 alpha: *alpha,
                 beta: *beta,
+                updates: *updates,
             },
         )?),
         ModelPlan::Mf { rank, l2 } => Arc::new(mf::MatrixFactorisation::load(data, *rank, *l2)?),

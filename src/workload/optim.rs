@@ -19,6 +19,30 @@ pub enum OptimizerKind {
     /// Adds the summed updates as they are: `w ← w + Σ Δ` (LDA's count
     /// deltas). Not a job-file choice: the workload that sends deltas sets it.
     Add,
+    /// Writes the values the units sent, `w ← v`, where a unit sends `v + 1`
+    /// so that a coordinate no unit wrote sums to 0 and is left as it is
+    /// ([`write_into`]). Every value written must be ≥ 0, and no two units
+    /// of one iteration may write the same coordinate. LDA's tokens' topics
+    /// under policies that read stale parameters or drop units, where
+    /// deltas relative to the topics a unit read would corrupt the counts.
+    /// Not a job-file choice.
+    Set,
+}
+
+/// The value a unit sends to write `value` under [`OptimizerKind::Set`].
+pub fn written(value: f64) -> f64 {
+    value + 1.0
+}
+
+/// Writes the coordinates `sum` wrote ([`OptimizerKind::Set`]): each one
+/// that is not 0 holds a value plus 1; `params` and `sum` cover the same
+/// coordinates.
+pub fn write_into(params: &mut [f64], sum: &[f64]) {
+    for (w, &s) in params.iter_mut().zip(sum) {
+        if s != 0.0 {
+            *w = s - 1.0;
+        }
+    }
 }
 
 impl OptimizerKind {
@@ -105,6 +129,10 @@ impl Optimizer {
             }
             return;
         }
+        if c.kind == OptimizerKind::Set {
+            write_into(params, grad_sum);
+            return;
+        }
         if c.kind == OptimizerKind::Sgd {
             for (k, (w, g_sum)) in params.iter_mut().zip(grad_sum).enumerate() {
                 let mut g = g_sum / rows;
@@ -184,6 +212,20 @@ mod tests {
         let mut counts = vec![3.0, 0.0];
         add.step(&mut counts, &[-1.0, 2.0], 7.0);
         assert_eq!(counts, vec![2.0, 2.0], "deltas added as they are");
+        let mut set = Optimizer::new(
+            OptimizerConfig {
+                kind: OptimizerKind::Set,
+                ..config()
+            },
+            vec![true; 3],
+        );
+        let mut topics = vec![3.0, 5.0, 1.0];
+        set.step(&mut topics, &[written(0.0), 0.0, written(7.0)], 7.0);
+        assert_eq!(
+            topics,
+            vec![0.0, 5.0, 7.0],
+            "written, and the unwritten kept"
+        );
     }
 
     #[test]

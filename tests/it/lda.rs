@@ -142,6 +142,64 @@ fn lda_resumes_from_a_checkpoint_with_the_same_topics() {
     assert_eq!(crate::common::summary_digest(&o), digest);
 }
 
+/// Under policies that read stale parameters (`ssp`, `flexrr`) or drop or
+/// substitute units, units write their tokens' topics and the counts are
+/// recounted from them: fast workers do read stale versions, every unit of
+/// every iteration enters once, and the topics end as whole topics that fit
+/// the corpus better than the first draw. Under `ssp` a worker reads its
+/// own writes, so a stale version costs a document no sweep.
+#[test]
+fn lda_runs_under_stale_reads_and_dropped_units_with_whole_topics() {
+    let (_keep, data) = corpus_dir();
+    let text = job_text(&data).replace("iterations = 6", "iterations = 10");
+    let slow = "pattern = \"slow-worker\"\nprobability = 0.3\ndelay_percent = 400";
+    let start = {
+        let p = plan_of(&text, 4, slow, "ssp");
+        let workload = load_workload(&p).expect("loads");
+        let init = workload.init_params(p.seed);
+        workload.evaluate(&init).metrics["loglik_per_token"]
+    };
+    for policy in [
+        "ssp",
+        "flexrr",
+        "forestall-ssp",
+        "dpro-substitute",
+        "backup-workers",
+    ] {
+        let p = plan_of(&text, 4, slow, policy);
+        let json = serde_json::to_string(&p.model).expect("json");
+        assert!(json.contains("\"updates\":\"topics\""), "{policy}: {json}");
+        let workload = load_workload(&p).expect("loads");
+        let dir = tempfile::tempdir().expect("dir");
+        let out = run_workload_in(&p, Arc::clone(&workload), dir.path());
+        assert_eq!(out.iterations.len(), 10, "{policy}");
+        let tokens: i64 = themed_corpus().iter().map(|c| c.2).sum();
+        assert_eq!(
+            out.params.len() as i64,
+            tokens,
+            "{policy}: the topics alone"
+        );
+        assert!(
+            out.params
+                .iter()
+                .all(|&z| z.fract() == 0.0 && (0.0..3.0).contains(&z)),
+            "{policy}: every topic whole and in 0..3"
+        );
+        let ll = out.eval.metrics["loglik_per_token"];
+        assert!(
+            ll > start,
+            "{policy}: {ll} after the sweeps, {start} before"
+        );
+        let trace = forestall::trace::read_trace_dir(dir.path()).expect("trace reads");
+        if policy.contains("ssp") || policy == "flexrr" {
+            assert!(
+                trace.workers.iter().any(|w| w.params_version < w.iteration),
+                "{policy}: somebody ran ahead of the straggler"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_corpora_and_settings_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("dir");
@@ -190,17 +248,6 @@ fn bad_corpora_and_settings_are_refused_by_name() {
         &["--set", "model.learning_rate=0.1"],
         "learning_rate: applies to model kind",
     );
-    for policy in ["ssp", "flexrr", "dpro-substitute", "backup-workers"] {
-        refused_in(
-            d,
-            &format!(
-                "{}[policy]\nname = \"{policy}\"\n",
-                good_job.replace("count = 1", "count = 4")
-            ),
-            &[],
-            "which lda needs",
-        );
-    }
     refused_in(
         d,
         &good_job.replace("kind = \"lda\"", "kind = \"mf\""),

@@ -19,6 +19,7 @@ mod compute;
 mod control;
 mod epoch;
 mod lazy;
+mod own_writes;
 mod plan;
 
 use std::cell::RefCell;
@@ -34,6 +35,7 @@ use self::compute::{advance, finish_unit, sleep_until, start_unit};
 use self::control::{clone_to_waiting_helper, send_all, send_done};
 pub use self::epoch::Caps;
 use self::epoch::{Epoch, Given, Latest};
+use self::own_writes::OwnWrites;
 use super::context::JobContext;
 use super::holdings::{Holdings, PlacementUpdate};
 use super::messages::{Control, GradSlice, Progress, Traffic};
@@ -98,6 +100,8 @@ pub struct ComputeState {
     /// Control messages sent after the current iteration's report (worker 0
     /// passing timings on): counted in the next iteration's record.
     control_after_report: Traffic,
+    /// Where units write values under stale reads: this worker's writes.
+    own_writes: Option<OwnWrites>,
 }
 
 impl ComputeState {
@@ -122,6 +126,7 @@ impl ComputeState {
                 .judged_for(predictor)
         });
         let next_iteration = cx.first_iteration();
+        let own_writes = OwnWrites::for_plan(&cx.plan);
         Self {
             history,
             holdings,
@@ -141,6 +146,7 @@ impl ComputeState {
             agent,
             broker_due_us: None,
             control_after_report: Traffic::default(),
+            own_writes,
         }
     }
 
@@ -254,6 +260,9 @@ impl ComputeState {
                 epoch
                     .clones_done
                     .insert((iteration, unit.key), record.compute_us);
+            }
+            if let Some(own) = self.own_writes.as_mut() {
+                own.keep(iteration, &slices);
             }
             epoch.bytes_sent += unit_bytes;
             epoch.units.push(record);
@@ -513,8 +522,11 @@ impl ComputeState {
             return; // all iterations done here; waiting for the final version
         }
         let caps = latest.caps.delayed(iteration);
-        let params = Arc::clone(&latest.params);
         let params_version = latest.version;
+        let params = match self.own_writes.as_mut() {
+            Some(own) => own.over(params_version, Arc::clone(&latest.params), &self.cx.shards),
+            None => Arc::clone(&latest.params),
+        };
         self.next_iteration += 1;
         let version = iteration;
         let ready_us = self.cx.now_us();

@@ -9,7 +9,7 @@ mod units;
 
 pub use context::locate;
 use context::Context;
-use model::{check_model, check_optimizer, ModelDefaults};
+use model::{check_model, check_optimizer, lda_updates, ModelDefaults};
 pub use policy::{policy_takes, DEFAULT_SLACK};
 use policy::{validate_policy, validate_predictor};
 pub use units::{check_against_data, unit_sizes};
@@ -88,20 +88,7 @@ pub fn validate_with(
     let workers = check_workers(&cx, spec, data.partitions)?;
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers.count)?;
     let policy = validate_policy(&cx, &spec.policy, workers.count)?;
-    if matches!(model, ModelPlan::Lda { .. }) && !policy.keeps_bsp_semantics() {
-        // A unit's deltas are relative to the topics it read: added to a
-        // newer version, or replayed, they would corrupt the counts.
-        return Err(cx.invalid(
-            "policy",
-            "name",
-            format!(
-                "'{}' does not keep BSP semantics, which lda needs: a unit's count and topic \
-                 deltas are relative to the parameters it read (stale reads, substituted or \
-                 dropped units are not supported for lda yet)",
-                policy.as_str()
-            ),
-        ));
-    }
+    let (model, optimizer) = lda_updates(model, optimizer, &policy);
     let respond = check_respond(&cx, spec)?;
     let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
     let (laggard_threshold, part_iterations) = check_detect_and_trace(&cx, spec)?;

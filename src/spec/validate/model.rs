@@ -3,9 +3,11 @@
 
 use super::context::Context;
 use super::DEFAULT_DATASET;
+use crate::policy::PolicyPlan;
 use crate::spec::job::JobSpec;
 use crate::spec::plan::*;
 use crate::spec::Result;
+use crate::workload::lda::LdaUpdates;
 use crate::workload::{OptimizerConfig, OptimizerKind};
 
 /// What a job of each model kind uses when it does not say.
@@ -266,5 +268,38 @@ fn check_lda(cx: &Context<'_>, spec: &JobSpec) -> Result<ModelPlan> {
         topics,
         alpha: prior("alpha", spec.model.alpha, DEFAULT_LDA_ALPHA)?,
         beta: prior("beta", spec.model.beta, DEFAULT_LDA_BETA)?,
+        // set from the policy once it is known
+        updates: LdaUpdates::Deltas,
     })
+}
+
+/// An `lda` model under a policy without BSP semantics (stale reads, dropped
+/// or substituted units) writes its tokens' topics instead of sending deltas
+/// relative to the topics it read, which a newer version would not match
+/// ([`LdaUpdates::Topics`]); every other model and policy is as checked.
+pub(super) fn lda_updates(
+    model: ModelPlan,
+    optimizer: OptimizerConfig,
+    policy: &PolicyPlan,
+) -> (ModelPlan, OptimizerConfig) {
+    match model {
+        ModelPlan::Lda {
+            topics,
+            alpha,
+            beta,
+            ..
+        } if !policy.keeps_bsp_semantics() => (
+            ModelPlan::Lda {
+                topics,
+                alpha,
+                beta,
+                updates: LdaUpdates::Topics,
+            },
+            OptimizerConfig {
+                kind: OptimizerKind::Set,
+                ..optimizer
+            },
+        ),
+        model => (model, optimizer),
+    }
 }
