@@ -225,6 +225,38 @@ impl Dataset {
         most as f64 / self.test.len().max(1) as f64
     }
 
+    /// The value of the categorical column `column` in every training row
+    /// (in `train`'s order), numbered by its one-hot features
+    /// `column=value`; a row with no such feature takes the number after
+    /// the last. `None` when no feature belongs to the column.
+    pub fn train_groups(&self, column: &str) -> Option<Vec<u32>> {
+        let prefix = format!("{column}=");
+        let mut value_of: Vec<Option<u32>> = vec![None; self.feature_names.len()];
+        let mut values = 0u32;
+        for (f, name) in self.feature_names.iter().enumerate() {
+            if name.starts_with(&prefix) {
+                value_of[f] = Some(values);
+                values += 1;
+            }
+        }
+        if values == 0 {
+            return None;
+        }
+        let groups = self
+            .train
+            .iter()
+            .map(|&r| {
+                let (idx, val) = self.rows.row(r as usize);
+                idx.iter()
+                    .zip(val)
+                    .filter(|(_, &x)| x != 0.0)
+                    .find_map(|(&f, _)| value_of.get(f as usize).copied().flatten())
+                    .unwrap_or(values)
+            })
+            .collect();
+        Some(groups)
+    }
+
     /// Every row with its label, for reading by global row index.
     pub fn source(&self) -> LabelledRows<'_> {
         LabelledRows {

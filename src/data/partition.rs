@@ -108,6 +108,49 @@ impl Partitioning {
         }
     }
 
+    /// Like [`Partitioning::new`], but the rows of one group stay in one
+    /// partition: `groups[i]` is the group of `train[i]` (a value of a
+    /// categorical column, say the user who gave a rating). The distinct
+    /// groups are shuffled with `seed` and cut into `partitions` blocks whose
+    /// group counts differ by at most one, so a partition holds as many rows
+    /// as its groups do: uneven where the groups are.
+    ///
+    /// The caller has checked that there are at least `partitions` groups
+    /// and `units_per_partition >= 1`.
+    pub fn grouped(
+        train: &[u32],
+        groups: &[u32],
+        partitions: u32,
+        units_per_partition: u32,
+        batch_fraction: f64,
+        seed: u64,
+    ) -> Self {
+        let mut distinct: Vec<u32> = groups.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        KeyedRng::new(&[seed, PARTITION_STREAM]).shuffle(&mut distinct);
+        let mut block_of = std::collections::HashMap::with_capacity(distinct.len());
+        for p in 0..partitions as usize {
+            for &g in &distinct[even_range(distinct.len(), partitions as usize, p)] {
+                block_of.insert(g, p);
+            }
+        }
+        let mut parts: Vec<Vec<u32>> = vec![Vec::new(); partitions as usize];
+        for (&row, g) in train.iter().zip(groups) {
+            parts[block_of[g]].push(row);
+        }
+        for block in &mut parts {
+            block.sort_unstable();
+        }
+        Self {
+            partitions: parts,
+            units_per_partition,
+            batch_fraction,
+            sampling: Sampling::Independent,
+            seed,
+        }
+    }
+
     /// The same cut, sampled as `sampling` says.
     pub fn with_sampling(mut self, sampling: Sampling) -> Self {
         self.sampling = sampling;
@@ -222,6 +265,39 @@ mod tests {
         let mut all: Vec<u32> = (0..7).flat_map(|i| p.partition_rows(i).to_vec()).collect();
         all.sort_unstable();
         assert_eq!(all, train);
+    }
+
+    #[test]
+    fn a_group_stays_in_one_partition_and_partitions_follow_their_groups() {
+        // 40 groups of 1..=40 rows: group g holds rows g·100 .. g·100 + g
+        let (mut train, mut groups) = (Vec::new(), Vec::new());
+        for g in 1..=40u32 {
+            for r in 0..g {
+                train.push(g * 100 + r);
+                groups.push(g);
+            }
+        }
+        let p = Partitioning::grouped(&train, &groups, 8, 2, 1.0, 3);
+        let mut all = Vec::new();
+        let mut sizes = Vec::new();
+        for part in 0..8 {
+            let rows = p.partition_rows(part);
+            let mut seen: Vec<u32> = rows.iter().map(|r| r / 100).collect();
+            seen.dedup();
+            assert_eq!(seen.len(), 5, "five whole groups a partition: {seen:?}");
+            for g in &seen {
+                assert_eq!(rows.iter().filter(|r| *r / 100 == *g).count() as u32, *g);
+            }
+            sizes.push(rows.len());
+            all.extend_from_slice(rows);
+        }
+        all.sort_unstable();
+        assert_eq!(all, train, "every row once");
+        assert!(sizes.iter().max() > sizes.iter().min(), "uneven: {sizes:?}");
+        let again = Partitioning::grouped(&train, &groups, 8, 2, 1.0, 3);
+        assert_eq!(again.partitions, p.partitions, "the seed decides the cut");
+        let other = Partitioning::grouped(&train, &groups, 8, 2, 1.0, 4);
+        assert_ne!(other.partitions, p.partitions);
     }
 
     #[test]

@@ -85,6 +85,9 @@ pub struct DataSection {
     pub batch_fraction: Option<f64>,
     /// How each iteration draws its rows: `independent` or `epoch`.
     pub sampling: Option<String>,
+    /// A categorical column whose values stay whole in one partition (MF:
+    /// `user`, so a partition holds whole users and their ratings).
+    pub partition_by: Option<String>,
     /// Extra holders of every partition besides its owner (in other processes
     /// first), who can take its units without moving data.
     pub replicas: Option<u32>,

@@ -191,6 +191,12 @@ pub struct JobPlan {
     /// hash, when independent, the default).
     #[serde(skip_serializing_if = "Sampling::is_independent")]
     pub sampling: Sampling,
+    /// A categorical column whose values each stay in one partition, with
+    /// as many values in every partition (their rows as many as the values
+    /// hold); unset: rows are shuffled into partitions of equal size (left
+    /// out of the plan's JSON, and hash, then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_by: Option<String>,
     /// Extra holders of every partition besides its owner.
     pub replicas: u32,
     /// The model and its knobs.
@@ -313,13 +319,19 @@ pub fn load_workload(plan: &JobPlan) -> Result<std::sync::Arc<dyn Workload>, Dat
 }
 
 /// The plan's cut of the dataset's training rows into partitions and units.
+/// Under `partition_by`, a column the data lacks leaves the rows shuffled;
+/// [`check_against_data`](crate::spec::check_against_data) refuses such a
+/// plan before anything runs.
 pub fn partitioning_for(plan: &JobPlan, dataset: &Dataset) -> Partitioning {
-    Partitioning::new(
-        &dataset.train,
-        plan.partitions,
-        plan.units_per_partition,
-        plan.batch_fraction,
-        plan.seed,
-    )
+    let (train, partitions) = (&dataset.train, plan.partitions);
+    let (units, fraction, seed) = (plan.units_per_partition, plan.batch_fraction, plan.seed);
+    let groups = plan
+        .partition_by
+        .as_deref()
+        .and_then(|column| dataset.train_groups(column));
+    match groups {
+        Some(groups) => Partitioning::grouped(train, &groups, partitions, units, fraction, seed),
+        None => Partitioning::new(train, partitions, units, fraction, seed),
+    }
     .with_sampling(plan.sampling)
 }

@@ -110,6 +110,54 @@ fn mf_parameters_are_bit_identical_across_workers_and_policies() {
     }
 }
 
+/// `[data] partition_by = "user"` keeps each user's ratings in one
+/// partition, with as many users in every partition, so the partitions (and
+/// their units) are as uneven as the users' rating counts; the parameters
+/// stay the plain loop's bit for bit whoever computes which unit.
+#[test]
+fn partitions_by_user_hold_whole_users_and_keep_the_bits() {
+    let (_keep, data) = data_dir();
+    let text = job_text(&data, "").replace(
+        "partitions = 6\n",
+        "partitions = 16\npartition_by = \"user\"\n",
+    );
+    let reference_plan = plan_of(&text, 1, "pattern = \"none\"", "bsp");
+    assert!(reference_plan
+        .to_json()
+        .contains("\"partition_by\": \"user\""));
+    let workload = load_workload(&reference_plan).expect("loads");
+    check_against_data(&reference_plan, workload.data()).expect("fits");
+    let partitioning = forestall::spec::partitioning_for(&reference_plan, workload.data());
+    let source = workload.data().source();
+    let user = |r: u32| forestall::data::RowSource::row(&source, r).0[0];
+    let mut owner = std::collections::BTreeMap::new();
+    let mut sizes = Vec::new();
+    for p in 0..16 {
+        let rows = partitioning.partition_rows(p);
+        sizes.push(rows.len());
+        let users: std::collections::BTreeSet<u32> = rows.iter().map(|&r| user(r)).collect();
+        assert_eq!(users.len(), 5, "80 users in 16 partitions");
+        for u in users {
+            assert_eq!(owner.insert(u, p), None, "user {u} in two partitions");
+        }
+    }
+    assert!(sizes.iter().max() > sizes.iter().min(), "uneven: {sizes:?}");
+    let plain = train_plain(&reference_plan, workload.as_ref());
+    let reference = params_digest(&plain.params);
+    crate::common::same_digest_under_moving_policies(&text, &workload, 100_000, &reference);
+    // shuffled rows make other sums
+    let shuffled = plan_of(
+        &job_text(&data, "").replace("partitions = 6\n", "partitions = 16\n"),
+        1,
+        "pattern = \"none\"",
+        "bsp",
+    );
+    assert_ne!(
+        params_digest(&train_plain(&shuffled, workload.as_ref()).params),
+        reference
+    );
+}
+
 /// Factors learn the users' tastes that biases cannot: after training, the
 /// held-out RMSE is well below the bias baseline's on the same split, and
 /// plain descent learns too.
@@ -200,6 +248,24 @@ fn bad_ratings_and_bad_settings_are_refused_by_name() {
         "unknown field `rnk`",
     );
     refused_in(d, &good_job, &["--set", "rank=2"], "SECTION.KEY");
+    refused_in(
+        d,
+        &good_job,
+        &["--set", "data.partition_by=\"colour\""],
+        "[data] partition_by: the data has no categorical column 'colour' (categorical columns: user, item)",
+    );
+    refused_in(
+        d,
+        &good_job.replace("partitions = 6", "partitions = 100"),
+        &["--set", "data.partition_by=\"user\""],
+        "'user' takes 80 values among the training rows, fewer than the 100 partitions",
+    );
+    refused_in(
+        d,
+        &good_job,
+        &["--set", "data.partition_by=\" \""],
+        "[data] partition_by: must name a categorical column",
+    );
     refused_in(
         d,
         &good_job.replace("kind = \"mf\"", "kind = \"logistic\""),

@@ -104,6 +104,7 @@ pub fn validate_with(
         micro_batch: data.micro_batch,
         batch_fraction: data.batch_fraction,
         sampling: data.sampling,
+        partition_by: data.partition_by,
         replicas: workers.replicas,
         model,
         optimizer,
@@ -161,6 +162,7 @@ struct CheckedData {
     micro_batch: u32,
     batch_fraction: f64,
     sampling: Sampling,
+    partition_by: Option<String>,
 }
 
 /// `[data]`: the dataset file (relative to the job file) and how it is cut.
@@ -234,6 +236,16 @@ fn check_data(
             format!("must be in (0, 1] (got {batch_fraction})"),
         ));
     }
+    let partition_by = match spec.data.partition_by.as_deref() {
+        Some(column) if column.trim().is_empty() => {
+            return Err(cx.invalid(
+                "data",
+                "partition_by",
+                "must name a categorical column (got an empty name)",
+            ));
+        }
+        column => column.map(str::to_owned),
+    };
     let sampling = match spec.data.sampling.as_deref() {
         None => Sampling::Independent,
         Some(name) => Sampling::from_name(name).ok_or_else(|| {
@@ -271,6 +283,7 @@ fn check_data(
         micro_batch,
         batch_fraction,
         sampling,
+        partition_by,
     })
 }
 

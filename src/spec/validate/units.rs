@@ -21,6 +21,9 @@ pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecE
             ),
         ));
     }
+    if let Some(column) = &plan.partition_by {
+        check_groups(plan, dataset, column)?;
+    }
     if plan.micro_batch == 0 {
         return Ok(());
     }
@@ -57,6 +60,37 @@ pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecE
                 divisors.join(", ")
             ),
         ));
+    }
+    Ok(())
+}
+
+/// `[data] partition_by`: a categorical column of the data with at least as
+/// many values among the training rows as there are partitions.
+fn check_groups(plan: &JobPlan, dataset: &Dataset, column: &str) -> Result<(), SpecError> {
+    let invalid = |message: String| SpecError::in_plan(plan, "data", "partition_by", message);
+    let Some(groups) = dataset.train_groups(column) else {
+        let mut columns: Vec<&str> = dataset
+            .feature_names
+            .iter()
+            .filter_map(|f| f.split_once('=').map(|(c, _)| c))
+            .collect();
+        columns.dedup();
+        return Err(invalid(format!(
+            "the data has no categorical column '{column}' (categorical columns: {})",
+            match columns.is_empty() {
+                true => "none".to_owned(),
+                false => columns.join(", "),
+            }
+        )));
+    };
+    let values: BTreeSet<u32> = groups.into_iter().collect();
+    if values.len() < plan.partitions as usize {
+        return Err(invalid(format!(
+            "'{column}' takes {} values among the training rows, fewer than the {} \
+             partitions; every partition needs at least one",
+            values.len(),
+            plan.partitions
+        )));
     }
     Ok(())
 }
