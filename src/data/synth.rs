@@ -123,10 +123,15 @@ pub fn netflix(
     let pq = |e: parquet::errors::ParquetError| format!("cannot write {}: {e}", tmp.display());
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
-            "dataset".into(),
-            format!("forestall data synth netflix --scale {scale} --seed {seed}: {users} users x {items} items, Netflix-shaped"),
-        )]))
+        .set_key_value_metadata(Some(vec![
+            parquet::file::metadata::KeyValue::new(
+                "dataset".into(),
+                format!("forestall data synth netflix --scale {scale} --seed {seed}: {users} users x {items} items, Netflix-shaped"),
+            ),
+            // the ids the table may hold, rated or not (`mf` reads them)
+            parquet::file::metadata::KeyValue::new("users".into(), users.to_string()),
+            parquet::file::metadata::KeyValue::new("items".into(), items.to_string()),
+        ]))
         .build();
     let file = std::fs::File::create(&tmp).map_err(io)?;
     let mut writer = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).map_err(pq)?;

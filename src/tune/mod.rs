@@ -252,9 +252,13 @@ fn plan_config(spec: &TuneSpec, settings: &[Setting], label: &str) -> Result<Job
 
 /// Loads each distinct dataset once and checks every configuration against
 /// it; then checks that the budget covers the least the first run can
-/// take: a paced job's paced compute of its first rung.
+/// take: a paced job's paced compute of its first rung, or an unpaced job's
+/// compute of it at the pace of one unit's gradient measured here (CPU
+/// time on one thread, spread over the job's workers and this machine's
+/// cores: a lower bound, so no budget a run could meet is refused).
 fn check_data_and_budget(tune: &TunePlan) -> Result<(), TuneError> {
     let mut loaded = HashMap::new();
+    let mut measured: HashMap<String, (f64, u32)> = HashMap::new();
     let mut least_s = f64::INFINITY;
     for c in &tune.configs {
         let key = format!("{:?} {:?}", c.plan.data, c.plan.model);
@@ -265,7 +269,7 @@ fn check_data_and_budget(tune: &TunePlan) -> Result<(), TuneError> {
                     job: tune.spec.job.clone(),
                     source,
                 })?;
-                loaded.insert(key, std::sync::Arc::clone(&w));
+                loaded.insert(key.clone(), std::sync::Arc::clone(&w));
                 w
             }
         };
@@ -274,15 +278,27 @@ fn check_data_and_budget(tune: &TunePlan) -> Result<(), TuneError> {
             source: Box::new(source),
         })?;
         let rows = partitioning_for(&c.plan, workload.data()).rows_per_iteration();
-        let per_iteration_s =
-            rows as f64 * c.plan.pace_ns_per_row as f64 / 1e9 / f64::from(c.plan.workers.max(1));
+        let (ns_per_row, parallel) = match c.plan.pace_ns_per_row {
+            0 if tune.spec.budget_s.is_some() => {
+                let at = format!("{key} {}", c.plan.micro_batch);
+                let (ns, cores) = *measured.entry(at).or_insert_with(|| {
+                    let pace = crate::run::pace::measure(&c.plan, workload.as_ref());
+                    (pace.ns_per_row, pace.cores)
+                });
+                (ns, c.plan.workers.min(cores))
+            }
+            0 => continue,
+            ns => (ns as f64, c.plan.workers),
+        };
+        let per_iteration_s = rows as f64 * ns_per_row / 1e9 / f64::from(parallel.max(1));
         least_s = least_s.min(per_iteration_s * tune.rungs[0] as f64);
     }
     if let Some(budget) = tune.spec.budget_s {
         if least_s.is_finite() && budget < least_s {
             return Err(invalid(format!(
                 "--budget {budget} s is below one run: the first rung ({} iterations) of the \
-                 quickest configuration needs at least {least_s:.1} s at the job's pace",
+                 quickest configuration needs at least {least_s:.1} s (at the job's pace, or \
+                 unpaced at the compute of its units measured on this machine)",
                 tune.rungs[0]
             )));
         }

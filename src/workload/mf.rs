@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{Evaluation, ParamBlock, UnitGradient, Update, Workload};
-use crate::data::{read_parquet_table, Column, DataConfig, DataError, Dataset, RowSource};
+use crate::data::{read_parquet_metadata, read_parquet_table, Column, DataConfig, DataError};
+use crate::data::{Dataset, RowSource};
 use crate::data::{SparseRows, Table};
 use crate::rng;
 
@@ -49,13 +50,15 @@ impl MatrixFactorisation {
     /// Reads the ratings table `config` names and splits it as it says.
     pub fn load(config: &DataConfig, rank: u32, l2: f64) -> Result<Self, DataError> {
         let table = read_parquet_table(&config.path)?;
-        Self::from_table(&config.path, &table, config, rank, l2)
+        let declared = Declared::read(&config.path)?;
+        Self::from_table(&config.path, &table, declared, config, rank, l2)
     }
 
     /// The workload over a table already read (`path` is only for messages).
     pub fn from_table(
         path: &Path,
         table: &Table,
+        declared: Declared,
         config: &DataConfig,
         rank: u32,
         l2: f64,
@@ -64,7 +67,7 @@ impl MatrixFactorisation {
             users,
             items,
             ratings,
-        } = ratings(path, table)?;
+        } = ratings(path, table, declared)?;
         let (train, test) = config.split(ratings.len());
         let unfit = |problem: String| DataError::Unfit {
             path: path.to_owned(),
@@ -77,8 +80,10 @@ impl MatrixFactorisation {
                 ratings.len()
             )));
         }
-        let n_users = users.iter().max().copied().unwrap_or(0) as usize;
-        let n_items = items.iter().max().copied().unwrap_or(0) as usize;
+        let most = |ids: &[u32], declared: Option<u32>| {
+            declared.unwrap_or_else(|| ids.iter().max().copied().unwrap_or(0)) as usize
+        };
+        let (n_users, n_items) = (most(&users, declared.users), most(&items, declared.items));
         let mut rows = SparseRows {
             offsets: vec![0],
             indices: Vec::with_capacity(2 * ratings.len()),
@@ -206,10 +211,46 @@ fn rmse(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
     (sum / n.max(1) as f64).sqrt()
 }
 
+/// The users and items a ratings file declares in its metadata (`users`,
+/// `items`: what `forestall data synth netflix` writes), if it does. Ids run
+/// from 1 to the declared count, rated or not; without one, to the largest
+/// id in the table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// Users.
+    pub users: Option<u32>,
+    /// Items.
+    pub items: Option<u32>,
+}
+
+impl Declared {
+    /// The counts `path`'s metadata declares; a count that is not a
+    /// positive whole number is refused, naming its key.
+    pub fn read(path: &Path) -> Result<Self, DataError> {
+        let meta = read_parquet_metadata(path)?;
+        let count = |key: &str| match meta.get(key) {
+            None => Ok(None),
+            Some(v) => match v.trim().parse::<u32>() {
+                Ok(n) if n > 0 && n <= u32::MAX / 2 => Ok(Some(n)),
+                _ => Err(DataError::Unfit {
+                    path: path.to_owned(),
+                    kind: "mf",
+                    problem: format!("metadata '{key}' is '{v}', not a positive whole number"),
+                }),
+            },
+        };
+        Ok(Self {
+            users: count("users")?,
+            items: count("items")?,
+        })
+    }
+}
+
 /// The table's users, items (1-based ids) and ratings, checked: every value
-/// present and finite, ids positive integers, ratings in [`RATING_RANGE`],
-/// no (user, item) pair twice. A problem names its column and row.
-fn ratings(path: &Path, table: &Table) -> Result<Ratings, DataError> {
+/// present and finite, ids positive integers within the `declared` counts,
+/// ratings in [`RATING_RANGE`], no (user, item) pair twice. A problem names
+/// its column and row.
+fn ratings(path: &Path, table: &Table, declared: Declared) -> Result<Ratings, DataError> {
     let unfit = |problem: String| DataError::Unfit {
         path: path.to_owned(),
         kind: "mf",
@@ -262,6 +303,14 @@ fn ratings(path: &Path, table: &Table) -> Result<Ratings, DataError> {
             id("user", row, user_col[row])?,
             id("item", row, item_col[row])?,
         );
+        for (name, id, count) in [("user", u, declared.users), ("item", i, declared.items)] {
+            if let Some(n) = count.filter(|&n| id > n) {
+                return Err(unfit(format!(
+                    "column '{name}' row {row} is {id}, beyond the {n} {name}s the file \
+                     declares (metadata '{name}s')"
+                )));
+            }
+        }
         let r = value("rating", row, rating_col[row])?;
         if !(RATING_RANGE.0..=RATING_RANGE.1).contains(&r) {
             return Err(unfit(format!(
@@ -423,7 +472,8 @@ mod tests {
     }
 
     fn mf(rank: u32, l2: f64) -> MatrixFactorisation {
-        MatrixFactorisation::from_table(Path::new("r.parquet"), &table(&[]), &config(), rank, l2)
+        let (path, declared) = (Path::new("r.parquet"), Declared::default());
+        MatrixFactorisation::from_table(path, &table(&[]), declared, &config(), rank, l2)
             .expect("fits")
     }
 
@@ -490,6 +540,7 @@ mod tests {
             MatrixFactorisation::from_table(
                 Path::new("r.parquet"),
                 &table(extra),
+                Declared::default(),
                 &config(),
                 2,
                 0.0,
@@ -505,9 +556,30 @@ mod tests {
         assert!(err(&[(3.0, 4.0, f64::NAN)]).contains("row 11 is NaN"));
         let mut t = table(&[]);
         t.names[2] = "stars".into();
-        let e = MatrixFactorisation::from_table(Path::new("r.parquet"), &t, &config(), 2, 0.0)
+        let path = Path::new("r.parquet");
+        let e = MatrixFactorisation::from_table(path, &t, Declared::default(), &config(), 2, 0.0)
             .expect_err("no rating column")
             .to_string();
         assert!(e.contains("no column 'rating'"), "{e}");
+        let declared = Declared {
+            users: Some(2),
+            items: None,
+        };
+        let e = MatrixFactorisation::from_table(path, &table(&[]), declared, &config(), 2, 0.0)
+            .map(|m| m.shape())
+            .expect_err("a user beyond the declared count")
+            .to_string();
+        assert!(
+            e.contains("column 'user' row")
+                && e.contains("is 3, beyond the 2 users the file declares"),
+            "{e}"
+        );
+        let declared = Declared {
+            users: Some(40),
+            items: Some(50),
+        };
+        let m = MatrixFactorisation::from_table(path, &table(&[]), declared, &config(), 2, 0.0)
+            .expect("within the declared counts");
+        assert_eq!(m.shape(), (40, 50, 2), "unrated users and items get rows");
     }
 }

@@ -344,6 +344,12 @@ fn a_synthetic_netflix_table_trains_and_bad_requests_are_refused() {
     let p = plan_of(&text, 2, "pattern = \"none\"", "bsp");
     let workload = load_workload(&p).expect("loads");
     assert_eq!(workload.param_count(), (480 + 17_770) * 3);
+    let declared = forestall::workload::mf::Declared::read(&d.join("n.parquet")).expect("reads");
+    assert_eq!(
+        (declared.users, declared.items),
+        (Some(480), Some(17_770)),
+        "the file declares its users and items"
+    );
     for (kind, scale, out, expected) in [
         (
             "movies",

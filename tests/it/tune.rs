@@ -240,7 +240,9 @@ fn an_interrupted_tune_continues_to_the_uninterrupted_result() {
             "--samples",
             "3",
             "--budget",
-            "0.001",
+            // above the least the first rung's compute can take (measured
+            // before the tune), below one run's wall time
+            "0.05",
         ],
     );
     ok(&o);
@@ -317,6 +319,11 @@ fn bad_tune_input_is_refused_before_anything_is_written() {
                 "--budget",
                 "1",
             ],
+            "below one run",
+        ),
+        // unpaced: below the compute of the first rung as measured here
+        (
+            &["--over", "model.l2=0,1", "--budget", "0.000001"],
             "below one run",
         ),
         (&["--over", "model.l2=0,1", "--samples", "2"], "random"),
