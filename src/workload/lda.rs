@@ -659,7 +659,7 @@ mod tests {
 
     /// The update of the two units of 6 documents each, as two workers
     /// would sweep them at `read`, stepped onto `params`.
-    fn sweep(m: &Lda, read: &[f64], params: &mut Vec<f64>, iteration: u64) {
+    fn sweep(m: &Lda, read: &[f64], params: &mut [f64], iteration: u64) {
         let kind = match m.config.updates {
             LdaUpdates::Deltas => OptimizerKind::Add,
             LdaUpdates::Topics => OptimizerKind::Set,
