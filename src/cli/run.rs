@@ -1,6 +1,6 @@
 //! `forestall run JOB.toml`: validate, load, train, write, summarise.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use super::GlobalArgs;
 use crate::checkpoint::{store, Checkpoint};
 use crate::fsutil::write_atomic;
 use crate::report::{json, RunSummary};
-use crate::run::cluster::{read_hostfile, ClusterError, ClusterSpec};
+use crate::run::cluster::{parse_hostfile, read_hostfile, ClusterError, ClusterSpec};
 use crate::run::prepare::{prepare, PreparedRun};
 use crate::run::{run_job_in_cluster, Progress, RunOptions, RunOutput};
 use crate::spec::{load_workload, JobPlan};
@@ -45,24 +45,43 @@ struct Model<'a> {
     git_revision: &'a str,
 }
 
+/// The processes' addresses, this process's index, where they came from
+/// and its threads: from `--hostfile` and `--process`, else from the
+/// environment a scheduler set ([`crate::run::scheduler`]); `None` for a
+/// job of one process.
+fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<(Vec<String>, u32, PathBuf, Option<u32>)>> {
+    if let (Some(hostfile), Some(process)) = (&args.hostfile, args.process) {
+        let addresses = read_hostfile(hostfile, args.allow_remote)?;
+        return Ok(Some((addresses, process, hostfile.clone(), args.threads)));
+    }
+    let var = |name: &str| std::env::var(name).ok();
+    let Some(placed) = crate::run::scheduler::placed_from(&var, args.base_port)? else {
+        return Ok(None);
+    };
+    // Messages name the variable the addresses came from, one a line.
+    let source = PathBuf::from(format!("${}", placed.source));
+    let addresses = parse_hostfile(&source, &placed.addresses.join("\n"), args.allow_remote)?;
+    let threads = args.threads.or(placed.threads);
+    Ok(Some((addresses, placed.process, source, threads)))
+}
+
 /// Runs `forestall run`.
 pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.apply_cluster_section()?;
     if let Some(processes) = args.processes {
         return super::launch::launch(&args, global, processes);
     }
-    let cluster = match (&args.hostfile, args.process) {
-        (Some(hostfile), Some(process)) => {
-            let addresses = read_hostfile(hostfile, args.allow_remote)?;
+    let cluster = match hosts_of(&args)? {
+        Some((addresses, process, hostfile, threads)) => {
             let processes = addresses.len() as u32;
             if process >= processes {
                 bail!(ClusterError::Process {
-                    path: hostfile.clone(),
+                    path: hostfile,
                     process,
                     processes,
                 });
             }
-            let threads = args.threads.unwrap_or(1);
+            let threads = threads.unwrap_or(1);
             if threads == 0 {
                 bail!("--threads must be at least 1");
             }
@@ -85,10 +104,14 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 connect_timeout: std::time::Duration::from_secs(args.connect_timeout.max(1)),
             })
         }
-        _ => None,
+        None => None,
     };
     let coordinator = cluster.as_ref().is_none_or(|c| c.process == 0);
-    let force = args.force || args.joined;
+    // Processes started one a host (by hand or by a scheduler) share one
+    // output directory, which none of them clears: a peer may already be
+    // writing its trace parts into it.
+    let shared_out = cluster.is_some() && !args.joined;
+    let force = args.force || args.joined || shared_out;
     let PreparedRun { plan, out_dir } =
         prepare(&args.job, &args.overrides, force, args.resume.as_deref())?;
     tracing::debug!(plan = %plan.to_json(), "resolved plan");
@@ -137,8 +160,16 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    if shared_out && coordinator && resume.is_none() && out_dir.join("plan.json").exists() {
+        bail!(
+            "output directory {} holds another run (its plan.json); a job of several \
+             processes does not clear its directory, since its peers may be writing into it: \
+             choose a new --out",
+            out_dir.display()
+        );
+    }
     // Every input is checked: from here on we write.
-    if out_dir.exists() && !args.joined && resume.is_none() {
+    if out_dir.exists() && !args.joined && !shared_out && resume.is_none() {
         std::fs::remove_dir_all(&out_dir)
             .with_context(|| format!("cannot clear output directory {}", out_dir.display()))?;
     }

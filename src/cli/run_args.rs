@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// no authentication).
     #[arg(long)]
     pub allow_remote: bool,
+    /// The port of each node's first process when a scheduler's
+    /// environment places the processes (Slurm: task j of a node listens on
+    /// this plus j).
+    #[arg(long, value_name = "PORT", default_value_t = crate::run::scheduler::DEFAULT_BASE_PORT)]
+    pub base_port: u16,
     /// Seconds to wait for every peer process to connect (with --hostfile).
     #[arg(long, value_name = "S", default_value_t = crate::run::cluster::DEFAULT_CONNECT_TIMEOUT_S)]
     pub connect_timeout: u64,

@@ -20,6 +20,7 @@ pub mod plain;
 pub mod plain_burn;
 pub mod prepare;
 pub mod reduce;
+pub mod scheduler;
 pub mod sink;
 pub mod worker;
 

@@ -313,3 +313,160 @@ fn the_cluster_section_of_the_job_file_launches_processes() {
     assert!(err.contains("--max-restarts needs --processes"), "{err}");
     assert!(!dir.join("d").exists());
 }
+
+/// Processes a scheduler starts find their place in the environment, with no
+/// hostfile: `FORESTALL_PROCESS`/`FORESTALL_HOSTS`, and a Slurm step's task
+/// variables (two "nodes" 127.0.0.1 and 127.0.0.2 of one task each, the
+/// threads from `SLURM_CPUS_PER_TASK`). Both end with the parameters of the
+/// same job on 4 threads.
+#[test]
+fn processes_placed_by_the_environment_train_as_threads_do() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let threads = forestall(dir, &["--json", "run", "job.toml", "--out", "t"]);
+    assert!(
+        threads.status.success(),
+        "{}",
+        String::from_utf8_lossy(&threads.stderr)
+    );
+    let reference = digest(&threads);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    let port = addresses[0]
+        .rsplit_once(':')
+        .expect("host:port")
+        .1
+        .to_owned();
+    let generic = |process: u32| -> Vec<(String, String)> {
+        vec![
+            ("FORESTALL_PROCESS".into(), process.to_string()),
+            ("FORESTALL_HOSTS".into(), addresses.join(",")),
+        ]
+    };
+    let slurm = |process: u32| -> Vec<(String, String)> {
+        [
+            ("SLURM_JOB_ID", "77".to_owned()),
+            ("SLURM_STEP_ID", "0".to_owned()),
+            ("SLURM_PROCID", process.to_string()),
+            ("SLURM_NTASKS", "2".to_owned()),
+            ("SLURM_JOB_NODELIST", "127.0.0.[1-2]".to_owned()),
+            ("SLURM_TASKS_PER_NODE", "1(x2)".to_owned()),
+            ("SLURMD_NODENAME", format!("127.0.0.{}", process + 1)),
+            ("SLURM_CPUS_PER_TASK", "2".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    };
+    for (form, env, flags) in [
+        (
+            "generic",
+            &generic as &dyn Fn(u32) -> Vec<(String, String)>,
+            vec!["--threads", "2"],
+        ),
+        ("slurm", &slurm, vec!["--base-port", port.as_str()]),
+    ] {
+        // one output directory for both, as on shared storage
+        let start = |process: u32| {
+            let mut args = vec!["--json", "run", "job.toml", "--out", form];
+            args.extend_from_slice(&flags);
+            std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+                .args(&args)
+                .envs(env(process))
+                .current_dir(dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("starts")
+        };
+        let (a, b) = (start(0), start(1));
+        let (a, b) = (
+            a.wait_with_output().expect("ends"),
+            b.wait_with_output().expect("ends"),
+        );
+        for o in [&a, &b] {
+            assert!(
+                o.status.success(),
+                "{form}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert_eq!(
+            digest(&a),
+            reference,
+            "{form}: 2 placed processes vs 4 threads"
+        );
+        let trace = read_trace_dir(&dir.join(form).join("trace")).expect("trace reads");
+        assert!(
+            trace.units.iter().any(|u| u.process == 1),
+            "{form}: process 1's parts"
+        );
+        assert!(
+            trace.units.iter().any(|u| u.process == 0),
+            "{form}: process 0's parts"
+        );
+    }
+    // the directory of a finished run is not taken over
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(["run", "job.toml", "--threads", "2", "--out", "generic"])
+        .envs(generic(0))
+        .current_dir(dir)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds another run"), "{err}");
+}
+
+/// An environment that names no place for this process is refused before
+/// anything runs, naming the variable.
+#[test]
+fn a_scheduler_environment_that_does_not_fit_is_refused() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    for (env, expected) in [
+        (
+            vec![("FORESTALL_PROCESS", "0")],
+            "FORESTALL_HOSTS is not set",
+        ),
+        (
+            vec![
+                ("FORESTALL_PROCESS", "3"),
+                ("FORESTALL_HOSTS", "127.0.0.1:9000"),
+            ],
+            "FORESTALL_PROCESS=\"3\": FORESTALL_HOSTS lists 1 processes",
+        ),
+        (
+            vec![
+                ("SLURM_STEP_ID", "0"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_JOB_NODELIST", "node[01-"),
+            ],
+            "SLURM_JOB_NODELIST=\"node[01-\": a bracket is not closed",
+        ),
+        (
+            vec![
+                ("SLURM_STEP_ID", "0"),
+                ("SLURM_PROCID", "0"),
+                ("SLURM_JOB_NODELIST", "node[01-02]"),
+            ],
+            "node01:29600 is not a loopback address",
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+            .args(["run", "job.toml", "--out", "x"])
+            .envs(env.iter().copied())
+            .current_dir(dir)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{env:?}: {err}");
+        assert!(
+            err.contains(expected),
+            "{env:?}: expected '{expected}' in {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!dir.join("x").exists(), "{env:?} wrote");
+    }
+}
