@@ -176,6 +176,10 @@ fn start(
     // (the processes' data loading then shows before the first iteration).
     let epoch_us = crate::run::cluster::unix_now_us();
     words.extend(["--epoch-us".into(), epoch_us.to_string()]);
+    let token = match std::env::var(crate::run::token::TOKEN_VAR) {
+        Ok(t) if !t.trim().is_empty() => t,
+        _ => crate::run::token::fresh()?,
+    };
     let mut children: Vec<Child> = Vec::with_capacity(processes as usize);
     for i in 0..processes {
         let mut command = Command::new(&exe);
@@ -202,6 +206,16 @@ fn start(
             .stderr(Stdio::inherit());
         if args.allow_remote {
             command.arg("--allow-remote");
+        }
+        // The processes prove this job's secret to each other: the user's
+        // (a --token-file is passed on with the flags), else a fresh one.
+        match &args.token_file {
+            Some(file) => {
+                command.arg("--token-file").arg(file);
+            }
+            None => {
+                command.env(crate::run::token::TOKEN_VAR, &token);
+            }
         }
         match command.spawn() {
             Ok(child) => children.push(child),

@@ -45,14 +45,25 @@ struct Model<'a> {
     git_revision: &'a str,
 }
 
-/// The processes' addresses, this process's index, where they came from
-/// and its threads: from `--hostfile` and `--process`, else from the
-/// environment a scheduler set ([`crate::run::scheduler`]); `None` for a
-/// job of one process.
-fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<(Vec<String>, u32, PathBuf, Option<u32>)>> {
+/// Where a process of several stands: every process's address, its own
+/// index, where they came from (for messages) and its worker threads.
+struct Hosts {
+    addresses: Vec<String>,
+    process: u32,
+    source: PathBuf,
+    threads: Option<u32>,
+}
+
+/// From `--hostfile` and `--process`, else from the environment a scheduler
+/// set ([`crate::run::scheduler`]); `None` for a job of one process.
+fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<Hosts>> {
     if let (Some(hostfile), Some(process)) = (&args.hostfile, args.process) {
-        let addresses = read_hostfile(hostfile, args.allow_remote)?;
-        return Ok(Some((addresses, process, hostfile.clone(), args.threads)));
+        return Ok(Some(Hosts {
+            addresses: read_hostfile(hostfile, args.allow_remote)?,
+            process,
+            source: hostfile.clone(),
+            threads: args.threads,
+        }));
     }
     let var = |name: &str| std::env::var(name).ok();
     let Some(placed) = crate::run::scheduler::placed_from(&var, args.base_port)? else {
@@ -60,9 +71,12 @@ fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<(Vec<String>, u32, PathBuf,
     };
     // Messages name the variable the addresses came from, one a line.
     let source = PathBuf::from(format!("${}", placed.source));
-    let addresses = parse_hostfile(&source, &placed.addresses.join("\n"), args.allow_remote)?;
-    let threads = args.threads.or(placed.threads);
-    Ok(Some((addresses, placed.process, source, threads)))
+    Ok(Some(Hosts {
+        addresses: parse_hostfile(&source, &placed.addresses.join("\n"), args.allow_remote)?,
+        process: placed.process,
+        source,
+        threads: args.threads.or(placed.threads),
+    }))
 }
 
 /// Runs `forestall run`.
@@ -72,7 +86,12 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         return super::launch::launch(&args, global, processes);
     }
     let cluster = match hosts_of(&args)? {
-        Some((addresses, process, hostfile, threads)) => {
+        Some(Hosts {
+            addresses,
+            process,
+            source: hostfile,
+            threads,
+        }) => {
             let processes = addresses.len() as u32;
             if process >= processes {
                 bail!(ClusterError::Process {
@@ -96,12 +115,18 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             args.overrides.workers = Some(processes * threads);
+            let key = crate::run::token::job_key(
+                args.token_file.as_deref(),
+                &|name| std::env::var(name).ok(),
+                &addresses,
+            )?;
             Some(ClusterSpec {
                 process,
                 threads,
                 addresses,
                 epoch_us: args.epoch_us,
                 connect_timeout: std::time::Duration::from_secs(args.connect_timeout.max(1)),
+                key,
             })
         }
         None => None,

@@ -44,6 +44,12 @@ pub struct RunArgs {
     /// this plus j).
     #[arg(long, value_name = "PORT", default_value_t = crate::run::scheduler::DEFAULT_BASE_PORT)]
     pub base_port: u16,
+    /// A file holding the job's secret (readable by its owner only), which
+    /// every connection between the processes proves; else the file named by
+    /// FORESTALL_TOKEN_FILE, else FORESTALL_TOKEN's value. Processes on hosts
+    /// that are not loopback need one; `--processes` makes one itself.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Seconds to wait for every peer process to connect (with --hostfile).
     #[arg(long, value_name = "S", default_value_t = crate::run::cluster::DEFAULT_CONNECT_TIMEOUT_S)]
     pub connect_timeout: u64,

@@ -5,6 +5,8 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 
+use timely::communication::AllocatorBuilder;
+
 /// Where this process stands in a multi-process job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSpec {
@@ -20,45 +22,14 @@ pub struct ClusterSpec {
     pub epoch_us: Option<u64>,
     /// How long to wait for every peer to connect before giving up.
     pub connect_timeout: std::time::Duration,
+    /// The job's secret that every connection proves
+    /// ([`crate::run::handshake`]); empty when no token was given, which
+    /// only a job on loopback may do.
+    pub key: Vec<u8>,
 }
 
 /// Default of `--connect-timeout`, seconds.
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 60;
-
-/// Exits the process with a clear message unless `connected` is set within
-/// `spec.connect_timeout`: timely's cluster mode retries a peer that does not
-/// answer forever, and a job must not hang on a peer that never starts.
-pub fn watch_connection(
-    spec: &ClusterSpec,
-    connected: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
-    use std::sync::atomic::Ordering;
-    let deadline = std::time::Instant::now() + spec.connect_timeout;
-    let peers: Vec<String> = spec
-        .addresses
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i as u32 != spec.process)
-        .map(|(i, a)| format!("process {i} at {a}"))
-        .collect();
-    let (process, timeout) = (spec.process, spec.connect_timeout);
-    std::thread::spawn(move || {
-        while std::time::Instant::now() < deadline {
-            if connected.load(Ordering::Relaxed) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        if !connected.load(Ordering::Relaxed) {
-            eprintln!(
-                "error: process {process}: not every peer connected within {} s ({}); is every process started with the same hostfile?",
-                timeout.as_secs_f64(),
-                peers.join(", ")
-            );
-            std::process::exit(2);
-        }
-    });
-}
 
 impl ClusterSpec {
     /// Checks that this process can listen on its hostfile address (timely
@@ -84,18 +55,44 @@ impl ClusterSpec {
         self.processes() * self.threads
     }
 
-    /// timely's configuration for this process.
-    pub fn timely_config(&self) -> timely::Config {
-        timely::Config {
-            communication: timely::CommunicationConfig::Cluster {
-                threads: self.threads as usize,
-                process: self.process as usize,
-                addresses: self.addresses.clone(),
-                report: false,
-                zerocopy: false,
-            },
-            worker: timely::WorkerConfig::default(),
-        }
+    /// Connects to every other process, each connection authenticated
+    /// ([`crate::run::handshake`]), and builds timely's allocators over
+    /// those connections; `plan_hash` and the revision are bound into the
+    /// handshake. An error names the peers missing at the deadline.
+    pub fn connect(
+        &self,
+        plan_hash: &str,
+    ) -> Result<(Vec<AllocatorBuilder>, Box<dyn std::any::Any + Send>), String> {
+        use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+        use timely::communication::allocator::ProcessBuilder;
+        let context = format!(
+            "{plan_hash}|{}|{}",
+            env!("FORESTALL_GIT_REVISION"),
+            self.addresses.len()
+        );
+        let sockets = crate::run::handshake::connect(&crate::run::handshake::Connect {
+            addresses: &self.addresses,
+            process: self.process as usize,
+            key: &self.key,
+            context,
+            timeout: self.connect_timeout,
+        })?;
+        let hooks = timely::communication::Hooks::default();
+        let threads = self.threads as usize;
+        let local =
+            ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+        let (tcp, guard) = initialize_networking_from_sockets(
+            local,
+            sockets,
+            self.process as usize,
+            threads,
+            hooks,
+        )
+        .map_err(|e| format!("cannot start timely's networking: {e}"))?;
+        Ok((
+            tcp.into_iter().map(AllocatorBuilder::Tcp).collect(),
+            Box::new(guard),
+        ))
     }
 }
 
@@ -195,12 +192,7 @@ pub fn parse_hostfile(
         if addresses.iter().any(|a| a == entry) {
             return Err(bad(format!("'{entry}' is listed twice")));
         }
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let loopback = host == "localhost"
-            || host
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        if !loopback && !allow_remote {
+        if !is_loopback(entry) && !allow_remote {
             return Err(ClusterError::Remote {
                 path: path.to_owned(),
                 line,
@@ -215,6 +207,17 @@ pub fn parse_hostfile(
         });
     }
     Ok(addresses)
+}
+
+/// Whether `host:port` names this host's loopback (`localhost`, 127.0.0.0/8
+/// or ::1).
+pub fn is_loopback(address: &str) -> bool {
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Every worker tells every other worker the plan hash it runs; returns the
@@ -340,6 +343,7 @@ mod tests {
             addresses: a,
             epoch_us: None,
             connect_timeout: std::time::Duration::from_secs(1),
+            key: Vec::new(),
         };
         assert_eq!((spec.processes(), spec.workers()), (3, 6));
     }

@@ -173,10 +173,13 @@ pub(super) fn start_disruptors(cx: &JobContext, process: u32) -> Vec<CpuDisrupto
 }
 
 /// What the timely workers came to: their result, and a worker of another
-/// process that runs a different plan, with that plan's hash, if one does.
+/// process that runs a different plan, with that plan's hash, if one does;
+/// `connected` is false when the processes never connected (the result
+/// says why) and no worker ran.
 pub(super) struct Executed {
     pub(super) result: Result<(), String>,
     pub(super) mismatch: Option<(usize, String)>,
+    pub(super) connected: bool,
 }
 
 /// Runs the training dataflow on this process's timely workers until it
@@ -189,23 +192,28 @@ pub(super) fn execute(
     sender: Sender<SinkEvent>,
     failed: Arc<AtomicBool>,
 ) -> Executed {
-    let config = match cluster {
-        Some(c) => c.timely_config(),
-        None if cx.plan.workers == 1 => timely::Config::thread(),
-        None => timely::Config::process(cx.plan.workers as usize),
+    let built = match cluster {
+        Some(c) => c.connect(&cx.plan.hash()),
+        None if cx.plan.workers == 1 => timely::CommunicationConfig::Thread.try_build(),
+        None => timely::CommunicationConfig::Process(cx.plan.workers as usize).try_build(),
+    };
+    let (builders, others) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            return Executed {
+                result: Err(e),
+                mismatch: None,
+                connected: false,
+            }
+        }
     };
     let worker_cx = Arc::clone(cx);
     let plan_hash = cx.plan.hash();
     let check_plans = cluster.is_some();
     let mismatch: Arc<Mutex<Option<(usize, String)>>> = Arc::default();
     let worker_mismatch = Arc::clone(&mismatch);
-    let connected = Arc::new(AtomicBool::new(false));
-    if let Some(c) = cluster {
-        cluster::watch_connection(c, Arc::clone(&connected));
-    }
-    let result = timely::execute(config, move |worker| {
-        // Workers start once timely has connected every process.
-        connected.store(true, Ordering::Relaxed);
+    let config = timely::WorkerConfig::default();
+    let result = timely::execute::execute_from(builders, others, config, move |worker| {
         let _flag = RaiseOnPanic(&failed);
         if check_plans {
             if let Some(other) = cluster::first_other_plan(worker, &plan_hash) {
@@ -233,7 +241,11 @@ pub(super) fn execute(
     })
     .map(|_| ());
     let mismatch = mismatch.lock().ok().and_then(|mut m| m.take());
-    Executed { result, mismatch }
+    Executed {
+        result,
+        mismatch,
+        connected: true,
+    }
 }
 
 /// Process 0's output: the rows a resumed run kept from the trace (their

@@ -10,6 +10,7 @@ pub mod context;
 pub mod dataflow;
 pub mod detect;
 pub mod evaluator;
+pub mod handshake;
 pub mod holdings;
 mod job;
 pub mod messages;
@@ -22,6 +23,7 @@ pub mod prepare;
 pub mod reduce;
 pub mod scheduler;
 pub mod sink;
+pub mod token;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +51,9 @@ pub enum RunError {
     /// Timely could not start or a worker failed.
     #[error("timely: {0}")]
     Timely(String),
+    /// The processes did not all connect and authenticate.
+    #[error("{0}")]
+    Connect(String),
     /// The trace could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
@@ -232,6 +237,11 @@ pub fn run_job_in_cluster(
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {
         d.stop();
+    }
+    if !executed.connected {
+        let _ = sink_thread.join();
+        let why = executed.result.err().unwrap_or_default();
+        return Err(RunError::Connect(why));
     }
     if let Some((worker, found)) = executed.mismatch {
         let _ = sink_thread.join();
