@@ -99,13 +99,7 @@ impl Partitioning {
                 block
             })
             .collect();
-        Self {
-            partitions: parts,
-            units_per_partition,
-            batch_fraction,
-            sampling: Sampling::Independent,
-            seed,
-        }
+        Self::of_parts(parts, units_per_partition, batch_fraction, seed)
     }
 
     /// Like [`Partitioning::new`], but the rows of one group stay in one
@@ -142,6 +136,16 @@ impl Partitioning {
         for block in &mut parts {
             block.sort_unstable();
         }
+        Self::of_parts(parts, units_per_partition, batch_fraction, seed)
+    }
+
+    /// The cut into `parts` (each ascending), sampled independently.
+    fn of_parts(
+        parts: Vec<Vec<u32>>,
+        units_per_partition: u32,
+        batch_fraction: f64,
+        seed: u64,
+    ) -> Self {
         Self {
             partitions: parts,
             units_per_partition,
