@@ -58,11 +58,10 @@ impl ClusterSpec {
     /// Connects to every other process, each connection authenticated
     /// ([`crate::run::handshake`]), and builds timely's allocators over
     /// those connections; `plan_hash` and the revision are bound into the
-    /// handshake. An error names the peers missing at the deadline.
-    pub fn connect(
-        &self,
-        plan_hash: &str,
-    ) -> Result<(Vec<AllocatorBuilder>, Box<dyn std::any::Any + Send>), String> {
+    /// handshake, and `origin_us` is this process's job clock origin on its
+    /// wall clock (process 0 sends its own to the others). An error names
+    /// the peers missing at the deadline.
+    pub fn connect(&self, plan_hash: &str, origin_us: u64) -> Result<Network, String> {
         use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
         use timely::communication::allocator::ProcessBuilder;
         let context = format!(
@@ -76,23 +75,40 @@ impl ClusterSpec {
             key: &self.key,
             context,
             timeout: self.connect_timeout,
+            origin_us,
         })?;
         let hooks = timely::communication::Hooks::default();
         let threads = self.threads as usize;
         let local =
             ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
-        let (tcp, guard) = initialize_networking_from_sockets(
-            local,
-            sockets,
-            self.process as usize,
-            threads,
-            hooks,
-        )
-        .map_err(|e| format!("cannot start timely's networking: {e}"))?;
-        Ok((
-            tcp.into_iter().map(AllocatorBuilder::Tcp).collect(),
-            Box::new(guard),
-        ))
+        let process = self.process as usize;
+        let (tcp, guard) =
+            initialize_networking_from_sockets(local, sockets.streams, process, threads, hooks)
+                .map_err(|e| format!("cannot start timely's networking: {e}"))?;
+        Ok(Network {
+            builders: tcp.into_iter().map(AllocatorBuilder::Tcp).collect(),
+            guard: Box::new(guard),
+            clock: sockets.clock,
+        })
+    }
+}
+
+/// timely's allocators over a job's authenticated connections.
+pub struct Network {
+    /// One a worker thread of this process.
+    pub builders: Vec<AllocatorBuilder>,
+    /// Keeps the connections' threads; dropped when the workers end.
+    pub guard: Box<dyn std::any::Any + Send>,
+    /// Process 0's clock as measured (processes above 0).
+    pub clock: Option<crate::run::handshake::ClockSync>,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("builders", &self.builders.len())
+            .field("clock", &self.clock)
+            .finish()
     }
 }
 
@@ -255,11 +271,28 @@ pub fn first_other_plan(
     other
 }
 
-/// µs since the Unix epoch now.
+/// µs since the Unix epoch now, on this host's wall clock (shifted by
+/// [`CLOCK_SHIFT_VAR`] when a test sets it).
 pub fn unix_now_us() -> u64 {
-    std::time::SystemTime::now()
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+        .map_or(0, |d| d.as_micros() as i64);
+    (now + clock_shift_us()).max(0) as u64
+}
+
+/// A test's hook: µs (negative too) added to every reading of this
+/// process's wall clock, as on a host whose clock is that far off. The
+/// clock synchronisation is not told.
+pub const CLOCK_SHIFT_VAR: &str = "FORESTALL_TEST_CLOCK_SHIFT_US";
+
+fn clock_shift_us() -> i64 {
+    static SHIFT: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *SHIFT.get_or_init(|| {
+        std::env::var(CLOCK_SHIFT_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    })
 }
 
 /// The `Instant` that corresponds to `epoch_us` on this host's wall clock

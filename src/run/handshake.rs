@@ -16,6 +16,15 @@
 //! 3. c → a: HMAC-SHA-256(key, "c" ‖ ctx_c ‖ c ‖ a ‖ n_c ‖ n_a);
 //! 4. a → c: one byte: 1 accepted, 0 another plan.
 //!
+//! On a connection to process 0, the handshake then measures the clocks:
+//! process 0 sends its job clock's origin (µs on its wall clock), then
+//! answers [`SYNC_ROUNDS`] pings with its wall clock. The connecting process
+//! keeps the round with the shortest round trip (t1 sent, t2 process 0's
+//! reading, t3 received): process 0's clock is ahead of its own by
+//! t2 − (t1 + t3)/2, within half that round trip, and it takes process 0's
+//! origin on its own clock as its job clock's origin. So units of one
+//! iteration line up across hosts whose clocks disagree.
+//!
 //! Both sides prove the key on nonces the other chose, so a recorded
 //! exchange cannot be replayed. A side whose proof fails is refused as a
 //! stranger (it may be squatting on the port: the dialling side keeps
@@ -40,6 +49,8 @@ const MAGIC: &[u8; 8] = b"FSTLAUTH";
 const VERSION: u32 = 1;
 /// A nonce's and a MAC's bytes.
 const LEN: usize = 32;
+/// Pings of the clock exchange with process 0.
+pub const SYNC_ROUNDS: usize = 8;
 /// How long one connection may take to authenticate.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections authenticating at once; more are dropped at once.
@@ -58,13 +69,38 @@ pub struct Connect<'a> {
     pub context: String,
     /// How long to wait for every peer.
     pub timeout: Duration,
+    /// This process's job clock origin, µs on its wall clock (process 0's
+    /// is sent to the others).
+    pub origin_us: u64,
+}
+
+/// Process 0's clock as a process measured it over its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSync {
+    /// Process 0's wall clock minus this process's, µs.
+    pub offset_us: i64,
+    /// The shortest round trip of the exchange, µs: the offset is right
+    /// within half of it.
+    pub round_trip_us: u64,
+    /// Process 0's job clock origin on this process's wall clock, µs.
+    pub origin_us: u64,
+}
+
+/// The streams to every other process, in process order (`None` at this
+/// one's index), and process 0's clock as measured (processes above 0).
+#[derive(Debug)]
+pub struct Connected {
+    /// One stream a process.
+    pub streams: Vec<Option<TcpStream>>,
+    /// Process 0's clock.
+    pub clock: Option<ClockSync>,
 }
 
 /// Connects to every other process and authenticates each connection:
 /// one stream a process, in process order, `None` at this process's index.
 /// A peer missing at the deadline is an error naming it; a connection that
 /// fails to authenticate is logged as a warning and dropped.
-pub fn connect(c: &Connect<'_>) -> Result<Vec<Option<TcpStream>>, String> {
+pub fn connect(c: &Connect<'_>) -> Result<Connected, String> {
     let deadline = Instant::now() + c.timeout;
     let listener = if c.process + 1 < c.addresses.len() {
         let own = &c.addresses[c.process];
@@ -89,13 +125,15 @@ pub fn connect(c: &Connect<'_>) -> Result<Vec<Option<TcpStream>>, String> {
             streams[i] = Some(s);
         }
     }
+    let mut clock = None;
     for (a, dialing) in lower.into_iter().enumerate() {
-        let stream = dialing
+        let (stream, sync) = dialing
             .join()
             .map_err(|_| format!("connecting to process {a} failed"))??;
         streams[a] = Some(stream);
+        clock = clock.or(sync);
     }
-    Ok(streams)
+    Ok(Connected { streams, clock })
 }
 
 /// The longest context a hello may carry.
@@ -177,7 +215,7 @@ fn dial(
     key: &[u8],
     context: &str,
     (deadline, timeout): (Instant, Duration),
-) -> Result<TcpStream, String> {
+) -> Result<(TcpStream, Option<ClockSync>), String> {
     let mut last = String::from("nothing answered");
     while Instant::now() < deadline {
         match dial_once(address, a, (me, processes), key, context) {
@@ -219,7 +257,7 @@ fn dial_once(
     (me, _): (usize, usize),
     key: &[u8],
     context: &str,
-) -> Result<TcpStream, Dialled> {
+) -> Result<(TcpStream, Option<ClockSync>), Dialled> {
     let io = |e: std::io::Error| Dialled::Retry(e.to_string());
     let target: SocketAddr = address
         .to_socket_addrs()
@@ -257,7 +295,55 @@ fn dial_once(
     let mut ok = [0u8; 1];
     s.read_exact(&mut ok)
         .map_err(|_| "it refused our proof (is the token the same on every host?)".to_owned())?;
-    Ok(handed_over(s)?)
+    let sync = match a {
+        0 => Some(measure_clock(&mut s)?),
+        _ => None,
+    };
+    Ok((handed_over(s)?, sync))
+}
+
+/// The connecting side of the clock exchange with process 0.
+fn measure_clock(s: &mut TcpStream) -> Result<ClockSync, String> {
+    let read_u64 = |s: &mut TcpStream| -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        s.read_exact(&mut b)
+            .map_err(|e| format!("clock exchange: {e}"))?;
+        Ok(u64::from_le_bytes(b))
+    };
+    let origin_0 = read_u64(s)?;
+    let mut best: Option<(u64, i64)> = None;
+    for _ in 0..SYNC_ROUNDS {
+        let t1 = crate::run::cluster::unix_now_us();
+        s.write_all(b"p")
+            .map_err(|e| format!("clock exchange: {e}"))?;
+        let t2 = read_u64(s)?;
+        let t3 = crate::run::cluster::unix_now_us();
+        let round_trip = t3.saturating_sub(t1);
+        let offset = t2 as i64 - ((t1 as i64 + t3 as i64) / 2);
+        if best.is_none_or(|(r, _)| round_trip < r) {
+            best = Some((round_trip, offset));
+        }
+    }
+    let (round_trip_us, offset_us) = best.ok_or("no clock exchange")?;
+    Ok(ClockSync {
+        offset_us,
+        round_trip_us,
+        origin_us: (origin_0 as i64 - offset_us).max(0) as u64,
+    })
+}
+
+/// Process 0's side of the clock exchange: its origin, then its clock for
+/// every ping.
+fn answer_clock(s: &mut TcpStream, origin_us: u64) -> Result<(), String> {
+    let e = |e: std::io::Error| format!("clock exchange: {e}");
+    s.write_all(&origin_us.to_le_bytes()).map_err(e)?;
+    for _ in 0..SYNC_ROUNDS {
+        let mut ping = [0u8; 1];
+        s.read_exact(&mut ping).map_err(e)?;
+        let now = crate::run::cluster::unix_now_us();
+        s.write_all(&now.to_le_bytes()).map_err(e)?;
+    }
+    Ok(())
 }
 
 /// A context in a hello or a reply: its length (u16), then its bytes.
@@ -316,8 +402,9 @@ fn accept(
                 pending += 1;
                 let (tx, key, context, me) =
                     (tx.clone(), c.key.to_vec(), c.context.clone(), c.process);
+                let origin = c.origin_us;
                 std::thread::spawn(move || {
-                    let _ = tx.send((from, answer(stream, me, n, &key, &context)));
+                    let _ = tx.send((from, answer(stream, (me, n), &key, &context, origin)));
                 });
             }
             Ok((_, from)) => {
@@ -348,22 +435,21 @@ fn accept(
 
 fn warn_refused(from: SocketAddr, why: &str) {
     tracing::warn!("refused a connection from {from}: {why}");
-    eprintln!("warning: refused a connection from {from}: {why}");
 }
 
 /// The accepting side of one connection: nothing is read beyond the
 /// handshake, and every read has a deadline.
-fn answer(s: TcpStream, me: usize, processes: usize, key: &[u8], context: &str) -> Answer {
-    authenticate(s, me, processes, key, context).unwrap_or_else(Answer::Refused)
+fn answer(s: TcpStream, at: (usize, usize), key: &[u8], context: &str, origin_us: u64) -> Answer {
+    authenticate(s, at, key, context, origin_us).unwrap_or_else(Answer::Refused)
 }
 
 /// [`answer`]'s steps; an error is a refusal.
 fn authenticate(
     s: TcpStream,
-    me: usize,
-    processes: usize,
+    (me, processes): (usize, usize),
     key: &[u8],
     context: &str,
+    origin_us: u64,
 ) -> Result<Answer, String> {
     s.set_nonblocking(false)
         .and_then(|()| s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)))
@@ -411,6 +497,9 @@ fn authenticate(
         return Ok(Answer::OtherPlan(other_plan(c, &theirs, context)));
     }
     s.write_all(&[1]).map_err(|e| e.to_string())?;
+    if me == 0 {
+        answer_clock(&mut s, origin_us)?;
+    }
     Ok(Answer::Accepted(c, handed_over(s)?))
 }
 
@@ -447,7 +536,9 @@ mod tests {
                 key,
                 context,
                 timeout: Duration::from_secs(3),
+                origin_us: 1_000_000,
             })
+            .map(|c| c.streams)
         })
     }
 
@@ -490,6 +581,38 @@ mod tests {
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "at once, not at the deadline"
+        );
+    }
+
+    /// The processes above 0 measure process 0's clock (here the same
+    /// clock: the offset is within the round trip) and learn its origin;
+    /// process 0 measures nothing.
+    #[test]
+    fn processes_above_0_learn_process_0s_clock_and_origin() {
+        let a = addresses(2);
+        let run = |p: usize, origin_us: u64| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                connect(&Connect {
+                    addresses: &a,
+                    process: p,
+                    key: b"k",
+                    context: "plan".into(),
+                    timeout: Duration::from_secs(3),
+                    origin_us,
+                })
+            })
+        };
+        let (zero, one) = (run(0, 1_000_000), run(1, 7));
+        let zero = zero.join().expect("joins").expect("connects");
+        let one = one.join().expect("joins").expect("connects");
+        assert_eq!(zero.clock, None);
+        let sync = one.clock.expect("measured");
+        let slack = sync.round_trip_us.max(1) as i64;
+        assert!(sync.offset_us.abs() <= slack, "{sync:?}");
+        assert!(
+            (sync.origin_us as i64 - 1_000_000).abs() <= slack,
+            "{sync:?}"
         );
     }
 

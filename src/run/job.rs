@@ -173,13 +173,37 @@ pub(super) fn start_disruptors(cx: &JobContext, process: u32) -> Vec<CpuDisrupto
 }
 
 /// What the timely workers came to: their result, and a worker of another
-/// process that runs a different plan, with that plan's hash, if one does;
-/// `connected` is false when the processes never connected (the result
-/// says why) and no worker ran.
+/// process that runs a different plan, with that plan's hash, if one does.
 pub(super) struct Executed {
     pub(super) result: Result<(), String>,
     pub(super) mismatch: Option<(usize, String)>,
-    pub(super) connected: bool,
+}
+
+/// Connects this process to the others ([`ClusterSpec::connect`]). A process
+/// above 0 whose job clock has no shared origin (no launcher's
+/// `--epoch-us`) takes process 0's, as the clock exchange measured it.
+pub(super) fn connect(
+    c: &ClusterSpec,
+    context: &mut JobContext,
+) -> Result<cluster::Network, RunError> {
+    let origin_us = c.epoch_us.unwrap_or_else(|| {
+        cluster::unix_now_us().saturating_sub(context.start.elapsed().as_micros() as u64)
+    });
+    let network = c
+        .connect(&context.plan.hash(), origin_us)
+        .map_err(RunError::Connect)?;
+    if let (None, Some(sync)) = (c.epoch_us, network.clock) {
+        context.start = cluster::instant_of_epoch(sync.origin_us);
+        tracing::info!(
+            "process {}: the job clock is process 0's, whose wall clock is {:+} µs from this \
+             one's (best round trip {} µs of {})",
+            c.process,
+            sync.offset_us,
+            sync.round_trip_us,
+            crate::run::handshake::SYNC_ROUNDS
+        );
+    }
+    Ok(network)
 }
 
 /// Runs the training dataflow on this process's timely workers until it
@@ -188,12 +212,13 @@ pub(super) struct Executed {
 /// processes the workers first check that every process runs `cx`'s plan.
 pub(super) fn execute(
     cx: &Arc<JobContext>,
-    cluster: Option<&ClusterSpec>,
+    network: Option<cluster::Network>,
     sender: Sender<SinkEvent>,
     failed: Arc<AtomicBool>,
 ) -> Executed {
-    let built = match cluster {
-        Some(c) => c.connect(&cx.plan.hash()),
+    let check_plans = network.is_some();
+    let built = match network {
+        Some(n) => Ok((n.builders, n.guard)),
         None if cx.plan.workers == 1 => timely::CommunicationConfig::Thread.try_build(),
         None => timely::CommunicationConfig::Process(cx.plan.workers as usize).try_build(),
     };
@@ -203,13 +228,11 @@ pub(super) fn execute(
             return Executed {
                 result: Err(e),
                 mismatch: None,
-                connected: false,
             }
         }
     };
     let worker_cx = Arc::clone(cx);
     let plan_hash = cx.plan.hash();
-    let check_plans = cluster.is_some();
     let mismatch: Arc<Mutex<Option<(usize, String)>>> = Arc::default();
     let worker_mismatch = Arc::clone(&mismatch);
     let config = timely::WorkerConfig::default();
@@ -241,11 +264,7 @@ pub(super) fn execute(
     })
     .map(|_| ());
     let mismatch = mismatch.lock().ok().and_then(|mut m| m.take());
-    Executed {
-        result,
-        mismatch,
-        connected: true,
-    }
+    Executed { result, mismatch }
 }
 
 /// Process 0's output: the rows a resumed run kept from the trace (their

@@ -208,9 +208,14 @@ pub fn run_job_in_cluster(
         quota,
         stop_after,
     } = options;
-    let cx = Arc::new(job::context_for(
-        plan, &workload, cluster, resume, stop_after,
-    )?);
+    let mut context = job::context_for(plan, &workload, cluster, resume, stop_after)?;
+    // Connect (and authenticate) before anything is written: a peer that
+    // never comes leaves no trace behind.
+    let network = match cluster {
+        Some(c) => Some(job::connect(c, &mut context)?),
+        None => None,
+    };
+    let cx = Arc::new(context);
     let process = cluster.map_or(0, |c| c.process);
     let (writer, kept_rows) = job::open_trace(&cx, trace_dir, stamp, cluster)?;
     let writer = writer.with_quota(quota.clone());
@@ -233,15 +238,10 @@ pub fn run_job_in_cluster(
     )?;
     let disruptors = job::start_disruptors(&cx, process);
     let started = Instant::now();
-    let executed = job::execute(&cx, cluster, sender, failed);
+    let executed = job::execute(&cx, network, sender, failed);
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {
         d.stop();
-    }
-    if !executed.connected {
-        let _ = sink_thread.join();
-        let why = executed.result.err().unwrap_or_default();
-        return Err(RunError::Connect(why));
     }
     if let Some((worker, found)) = executed.mismatch {
         let _ = sink_thread.join();

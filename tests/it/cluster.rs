@@ -470,3 +470,85 @@ fn a_scheduler_environment_that_does_not_fit_is_refused() {
         assert!(!dir.join("x").exists(), "{env:?} wrote");
     }
 }
+
+/// Processes started by hand share no clock origin. Process 1's wall clock
+/// is shifted 5 s below the synchronisation (the test hook shifts what the
+/// process reads; the sync code is not told): the clock exchange with
+/// process 0 measures the shift to within its round trip, and every unit of
+/// both processes lies within its iteration's span on the one job clock.
+#[test]
+fn a_host_whose_clock_is_off_is_synchronised_to_process_0() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    let start = |process: &str, shift: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+            .args([
+                "-v",
+                "--json",
+                "run",
+                "job.toml",
+                "--policy",
+                "bsp",
+                "--hostfile",
+                "hosts",
+                "--process",
+                process,
+                "--threads",
+                "2",
+                "--out",
+                "o",
+            ])
+            .env(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)
+            .current_dir(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starts")
+    };
+    let (zero, one) = (start("0", "0"), start("1", "-5000000"));
+    let (zero, one) = (
+        zero.wait_with_output().expect("ends"),
+        one.wait_with_output().expect("ends"),
+    );
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let err = String::from_utf8_lossy(&one.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("the job clock is process 0's"))
+        .unwrap_or_else(|| panic!("no clock line in {err}"));
+    let number_after = |key: &str| -> i64 {
+        let rest = &line[line.find(key).expect(key) + key.len()..];
+        rest.trim_start()
+            .split(' ')
+            .next()
+            .and_then(|n| n.trim_start_matches('+').parse().ok())
+            .unwrap_or_else(|| panic!("a number after '{key}' in {line}"))
+    };
+    let offset = number_after("wall clock is");
+    let round_trip = number_after("best round trip");
+    assert!(
+        (offset - 5_000_000).abs() <= round_trip.max(1),
+        "offset {offset} µs against a 5 s shift, round trip {round_trip} µs: {line}"
+    );
+    let trace = read_trace_dir(&dir.join("o").join("trace")).expect("trace reads");
+    assert!(trace.units.iter().any(|u| u.process == 1));
+    for u in &trace.units {
+        let it = &trace.iterations[u.iteration as usize];
+        assert!(
+            u.start_us + 1000 >= it.start_us && u.end_us <= it.end_us + 1000,
+            "unit {:?} of process {} at {}..{} µs outside iteration {} at {}..{} µs",
+            (u.partition, u.unit),
+            u.process,
+            u.start_us,
+            u.end_us,
+            u.iteration,
+            it.start_us,
+            it.end_us
+        );
+    }
+}

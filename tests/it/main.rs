@@ -11,6 +11,7 @@ mod detect;
 mod docs;
 mod fetch;
 mod fuzz;
+mod hosts;
 mod import;
 mod interop;
 mod layout;

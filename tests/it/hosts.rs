@@ -1,0 +1,350 @@
+//! Hosts as network namespaces: each "host" is a namespace with its own
+//! non-loopback address on a bridge that lives in a namespace of its own
+//! (so the root namespace's filters never see the traffic), and one
+//! forestall process runs in each with `--hostfile` and `--allow-remote`.
+//! The harness connects only to addresses of namespaces it made, and
+//! removes them (their veths go with them) when the test ends, also when it
+//! fails; names carry the test process's id and a counter, and leftovers of
+//! a killed run are removed at the next start by their prefix.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::common::adult_path;
+
+/// Every namespace and interface this harness makes starts with it.
+const PREFIX: &str = "fsh";
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).output().expect("ip runs");
+    assert!(
+        o.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `n` hosts 10.77.0.1 … on one bridge.
+struct Hosts {
+    /// The hosts' namespaces, then the bridge's.
+    namespaces: Vec<String>,
+    /// The hosts' addresses.
+    addresses: Vec<String>,
+}
+
+impl Hosts {
+    fn new(n: usize) -> Self {
+        remove_leftovers();
+        // fsh<pid>x<k>: within the 15 characters an interface name allows
+        let tag = format!(
+            "{PREFIX}{}x{}",
+            std::process::id() % 100_000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let bridge = format!("{tag}b");
+        let mut hosts = Self {
+            namespaces: Vec::new(),
+            addresses: Vec::new(),
+        };
+        ip(&["netns", "add", &bridge]);
+        hosts.namespaces.push(bridge.clone());
+        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", &bridge, "link", "set", "br0", "up"]);
+        for i in 0..n {
+            let ns = format!("{tag}h{i}");
+            ip(&["netns", "add", &ns]);
+            hosts.namespaces.insert(i, ns.clone());
+            let (here, there) = (format!("{tag}a{i}"), format!("{tag}c{i}"));
+            ip(&["link", "add", &here, "type", "veth", "peer", "name", &there]);
+            ip(&["link", "set", &here, "netns", &ns]);
+            ip(&["link", "set", &there, "netns", &bridge]);
+            ip(&["-n", &bridge, "link", "set", &there, "master", "br0", "up"]);
+            let address = format!("10.77.0.{}", i + 1);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{address}/24"),
+                "dev",
+                &here,
+            ]);
+            ip(&["-n", &ns, "link", "set", &here, "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+            hosts.addresses.push(address);
+        }
+        hosts
+    }
+
+    /// `forestall ARGS` in host `i`'s namespace, in `dir`.
+    fn forestall(&self, i: usize, dir: &Path, args: &[&str]) -> Child {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.namespaces[i],
+                env!("CARGO_BIN_EXE_forestall"),
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ip netns exec runs")
+    }
+
+    /// A shell command in host `i`'s namespace.
+    fn shell(&self, i: usize, script: &str) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.namespaces[i], "bash", "-c", script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ip netns exec runs")
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Namespaces of a killed run of these tests: removed when their process
+/// is gone.
+fn remove_leftovers() {
+    let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let pid: Option<u32> = rest.split('x').next().and_then(|p| p.parse().ok());
+        let alive = pid.is_some_and(|p| {
+            p == std::process::id() % 100_000 || Path::new(&format!("/proc/{p}")).exists()
+        });
+        if !alive {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+fn write_job(dir: &Path) {
+    std::fs::write(
+        dir.join("job.toml"),
+        format!(
+            "[job]\nname = \"hosts\"\niterations = 8\nseed = 4\n[data]\npath = \"{}\"\npartitions = 16\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 4\npace_ns_per_row = 3000\n[straggler]\npattern = \"persistent\"\nworkers = [3]\nfactor = 4.0\n",
+            adult_path().display()
+        ),
+    )
+    .expect("job");
+    let token = dir.join("token");
+    std::fs::write(&token, "a-secret-for-this-test").expect("token");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+fn ended(child: Child) -> Output {
+    child.wait_with_output().expect("ends")
+}
+
+/// Two hosts of 2 threads each end with the parameters of 4 threads in one
+/// process, under `bsp`, `rapid-reassign` and `forestall`; a third host
+/// that connects to process 0 first with garbage, and one that connects and
+/// stays silent, change nothing.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn namespaced_hosts_train_the_parameters_of_threads() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let hosts = Hosts::new(3);
+    let port = 29_700 + (std::process::id() % 200) as u16;
+    let hostfile: Vec<String> = hosts.addresses[..2]
+        .iter()
+        .map(|a| format!("{a}:{port}"))
+        .collect();
+    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    for policy in ["bsp", "rapid-reassign", "forestall"] {
+        let threads = crate::common::forestall_in(
+            dir,
+            &[
+                "--json",
+                "run",
+                "job.toml",
+                "--policy",
+                policy,
+                "--out",
+                &format!("t-{policy}"),
+            ],
+        );
+        assert!(
+            threads.status.success(),
+            "{}",
+            String::from_utf8_lossy(&threads.stderr)
+        );
+        let out = format!("h-{policy}");
+        let args = |i: &'static str| -> Vec<String> {
+            [
+                "--json",
+                "run",
+                "job.toml",
+                "--policy",
+                policy,
+                "--hostfile",
+                "hosts",
+                "--process",
+                i,
+                "--threads",
+                "2",
+                "--allow-remote",
+                "--token-file",
+                "token",
+                "--connect-timeout",
+                "30",
+                "--out",
+                out.as_str(),
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        };
+        let zero = hosts.forestall(
+            0,
+            dir,
+            &args("0").iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        // the third host: garbage first, then a client that says nothing
+        let rogue = hosts.shell(
+            2,
+            &format!(
+                "a=/dev/tcp/{}/{port}; \
+                 for i in $(seq 100); do (: > $a) 2>/dev/null && break; sleep 0.1; done; \
+                 exec 3<>$a; printf 'x\\x01\\x00\\x00\\x00\\x00\\x00\\x00garbage' >&3; \
+                 exec 3>&-; exec 4<>$a; sleep 8",
+                hosts.addresses[0]
+            ),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let one = hosts.forestall(
+            1,
+            dir,
+            &args("1").iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let (zero, one) = (ended(zero), ended(one));
+        let mut rogue = rogue;
+        let _ = rogue.kill();
+        let _ = rogue.wait();
+        for o in [&zero, &one] {
+            assert!(
+                o.status.success(),
+                "{policy}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert_eq!(
+            crate::common::summary_digest(&zero),
+            crate::common::summary_digest(&threads),
+            "{policy}: 2 namespaced hosts × 2 threads vs 4 threads"
+        );
+        let err = String::from_utf8_lossy(&zero.stderr);
+        assert!(
+            err.contains(&format!("refused a connection from {}", hosts.addresses[2])),
+            "{policy}: the rogue is logged by its address: {err}"
+        );
+    }
+}
+
+/// Without a token a job across hosts does not start; with another host's
+/// token the peers refuse each other and both end within the timeout,
+/// naming the missing process.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn namespaced_hosts_without_the_same_token_do_not_join() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    std::fs::write(dir.join("other"), "another-secret").expect("token");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("other"), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+    let hosts = Hosts::new(2);
+    let port = 29_900 + (std::process::id() % 90) as u16;
+    let hostfile: Vec<String> = hosts
+        .addresses
+        .iter()
+        .map(|a| format!("{a}:{port}"))
+        .collect();
+    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    let base = [
+        "run",
+        "job.toml",
+        "--hostfile",
+        "hosts",
+        "--threads",
+        "2",
+        "--allow-remote",
+    ];
+    let o = ended(hosts.forestall(
+        0,
+        dir,
+        &[&base[..], &["--process", "0", "--out", "x"]].concat(),
+    ));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("needs a token"), "{err}");
+    let started = std::time::Instant::now();
+    let zero = hosts.forestall(
+        0,
+        dir,
+        &[
+            &base[..],
+            &[
+                "--process",
+                "0",
+                "--token-file",
+                "token",
+                "--connect-timeout",
+                "3",
+                "--out",
+                "y",
+            ],
+        ]
+        .concat(),
+    );
+    let one = hosts.forestall(
+        1,
+        dir,
+        &[
+            &base[..],
+            &[
+                "--process",
+                "1",
+                "--token-file",
+                "other",
+                "--connect-timeout",
+                "3",
+                "--out",
+                "y",
+            ],
+        ]
+        .concat(),
+    );
+    for o in [ended(zero), ended(one)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("not every peer connected within 3 s"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
+}
