@@ -313,11 +313,11 @@ fn measure_clock(s: &mut TcpStream) -> Result<ClockSync, String> {
     let origin_0 = read_u64(s)?;
     let mut best: Option<(u64, i64)> = None;
     for _ in 0..SYNC_ROUNDS {
-        let t1 = crate::run::cluster::unix_now_us();
+        let t1 = crate::run::wallclock::unix_now_us();
         s.write_all(b"p")
             .map_err(|e| format!("clock exchange: {e}"))?;
         let t2 = read_u64(s)?;
-        let t3 = crate::run::cluster::unix_now_us();
+        let t3 = crate::run::wallclock::unix_now_us();
         let round_trip = t3.saturating_sub(t1);
         let offset = t2 as i64 - ((t1 as i64 + t3 as i64) / 2);
         if best.is_none_or(|(r, _)| round_trip < r) {
@@ -340,7 +340,7 @@ fn answer_clock(s: &mut TcpStream, origin_us: u64) -> Result<(), String> {
     for _ in 0..SYNC_ROUNDS {
         let mut ping = [0u8; 1];
         s.read_exact(&mut ping).map_err(e)?;
-        let now = crate::run::cluster::unix_now_us();
+        let now = crate::run::wallclock::unix_now_us();
         s.write_all(&now.to_le_bytes()).map_err(e)?;
     }
     Ok(())
@@ -518,8 +518,14 @@ mod tests {
         );
     }
 
+    /// `n` ports on 127.0.0.1 that were free a moment ago.
     fn addresses(n: usize) -> Vec<String> {
-        crate::run::cluster::free_loopback_addresses(n as u32).expect("ports")
+        let held: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+            .collect();
+        held.iter()
+            .map(|l| l.local_addr().expect("bound").to_string())
+            .collect()
     }
 
     fn start(

@@ -24,6 +24,7 @@ pub mod reduce;
 pub mod scheduler;
 pub mod sink;
 pub mod token;
+pub mod wallclock;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
