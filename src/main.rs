@@ -51,10 +51,22 @@ fn main() -> ExitCode {
 /// trace part is caught by the reader and comes back as an error naming the
 /// file: it prints nothing. In a process of a multi-process run, a peer that
 /// dies takes timely's connection threads down with a panic: one line says
-/// so, not a backtrace. Any other panic prints as Rust's default hook does.
+/// so, naming the peer (timely names those threads after it), not a
+/// backtrace, and a process that no launcher supervises exits at once
+/// (exit 2) rather than wait for a peer that is gone. Any other panic prints as Rust's default hook does.
 fn install_panic_hook(cli: &forestall::cli::Cli) {
+    // A process the launcher supervises waits for the launcher to stop it;
+    // one started one a host stops itself when it loses a peer.
+    let supervised = matches!(&cli.command, forestall::cli::Command::Run(args) if args.joined);
     let process = match &cli.command {
-        forestall::cli::Command::Run(args) => args.process,
+        forestall::cli::Command::Run(args) => args.process.or_else(|| {
+            // a process a scheduler placed
+            let var = |name: &str| std::env::var(name).ok();
+            forestall::run::scheduler::placed_from(&var, args.base_port)
+                .ok()
+                .flatten()
+                .map(|p| p.process)
+        }),
         _ => None,
     };
     let default = std::panic::take_hook();
@@ -71,6 +83,23 @@ fn install_panic_hook(cli: &forestall::cli::Cli) {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("panic");
-        eprintln!("error: process {process}: {message}");
+        // timely's threads for a peer are named after its index
+        let name = std::thread::current().name().map(str::to_owned);
+        let peer = name.as_deref().and_then(|n| {
+            n.strip_prefix("timely:recv-")
+                .or_else(|| n.strip_prefix("timely:send-"))
+        });
+        match peer {
+            Some(peer) => {
+                eprintln!(
+                    "error: process {process}: lost the connection to process {peer} \
+                     ({message}); the job stops (resume it from its newest checkpoint)"
+                );
+                if !supervised {
+                    std::process::exit(2);
+                }
+            }
+            None => eprintln!("error: process {process}: {message}"),
+        }
     }));
 }

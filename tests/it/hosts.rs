@@ -348,3 +348,104 @@ fn namespaced_hosts_without_the_same_token_do_not_join() {
         "no hang"
     );
 }
+
+/// A host's process killed with SIGKILL in the middle of the job: the other
+/// host's process stops within seconds with one line naming it (exit 2, no
+/// hang), and both, started again with `--resume`, continue from the newest
+/// complete checkpoint and end with the parameters of the uninterrupted job.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let text = std::fs::read_to_string(dir.join("job.toml")).expect("job");
+    let text = text
+        .replace("iterations = 8", "iterations = 40")
+        .replace("pace_ns_per_row = 3000", "pace_ns_per_row = 40000")
+        + "[checkpoint]\nevery = 4\n";
+    std::fs::write(dir.join("job.toml"), text).expect("job");
+    let threads = crate::common::forestall_in(dir, &["--json", "run", "job.toml", "--out", "t"]);
+    assert!(
+        threads.status.success(),
+        "{}",
+        String::from_utf8_lossy(&threads.stderr)
+    );
+    let expected = crate::common::summary_digest(&threads);
+    let hosts = Hosts::new(2);
+    let port = 30_100 + (std::process::id() % 200) as u16;
+    let hostfile: Vec<String> = hosts
+        .addresses
+        .iter()
+        .map(|a| format!("{a}:{port}"))
+        .collect();
+    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    let common = [
+        "run",
+        "job.toml",
+        "--hostfile",
+        "hosts",
+        "--threads",
+        "2",
+        "--allow-remote",
+        "--token-file",
+        "token",
+        "--connect-timeout",
+        "30",
+    ];
+    let first = |i: &'static str| {
+        [
+            &["--json"][..],
+            &common[..],
+            &["--process", i, "--out", "o"],
+        ]
+        .concat()
+    };
+    let zero = hosts.forestall(0, dir, &first("0"));
+    let one = hosts.forestall(1, dir, &first("1"));
+    // until a checkpoint past the first two exists
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !dir.join("o/checkpoints/it-00000008").is_dir() {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint at 8");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-KILL", &one.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let _ = ended(one);
+    let killed = std::time::Instant::now();
+    let zero = ended(zero);
+    assert!(
+        killed.elapsed() < std::time::Duration::from_secs(20),
+        "process 0 stopped within seconds"
+    );
+    let err = String::from_utf8_lossy(&zero.stderr);
+    assert_eq!(zero.status.code(), Some(2), "{err}");
+    assert!(err.contains("lost the connection to process 1"), "{err}");
+    assert!(
+        !err.contains("panicked at"),
+        "one line, not a backtrace: {err}"
+    );
+    assert!(!dir.join("o/summary.json").exists());
+    let again = |i: &'static str| {
+        [
+            &["--json"][..],
+            &common[..],
+            &["--process", i, "--resume", "o"],
+        ]
+        .concat()
+    };
+    let zero = hosts.forestall(0, dir, &again("0"));
+    let one = hosts.forestall(1, dir, &again("1"));
+    let (zero, one) = (ended(zero), ended(one));
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        crate::common::summary_digest(&zero),
+        expected,
+        "resumed across hosts"
+    );
+}
