@@ -97,6 +97,15 @@ impl Hosts {
             .expect("ip netns exec runs")
     }
 
+    /// Writes `dir/hosts`: the first `n` hosts at `port`.
+    fn write_hostfile(&self, dir: &Path, n: usize, port: u16) {
+        let lines: Vec<String> = self.addresses[..n]
+            .iter()
+            .map(|a| format!("{a}:{port}"))
+            .collect();
+        std::fs::write(dir.join("hosts"), lines.join("\n")).expect("hosts");
+    }
+
     /// A shell command in host `i`'s namespace.
     fn shell(&self, i: usize, script: &str) -> Child {
         Command::new("ip")
@@ -146,10 +155,20 @@ fn write_job(dir: &Path) {
         ),
     )
     .expect("job");
-    let token = dir.join("token");
-    std::fs::write(&token, "a-secret-for-this-test").expect("token");
+    private_file(dir, "token", "a-secret-for-this-test");
+}
+
+/// `dir/name` holding `text`, readable by its owner only (a token file).
+fn private_file(dir: &Path, name: &str, text: &str) {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::write(dir.join(name), text).expect("token");
+    std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+}
+
+/// A port for a test's hosts: `base` plus a share of the process id.
+fn port(base: u16) -> u16 {
+    base + (std::process::id() % 90) as u16
 }
 
 fn ended(child: Child) -> Output {
@@ -167,12 +186,8 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
     let dir = tmp.path();
     write_job(dir);
     let hosts = Hosts::new(3);
-    let port = 29_700 + (std::process::id() % 200) as u16;
-    let hostfile: Vec<String> = hosts.addresses[..2]
-        .iter()
-        .map(|a| format!("{a}:{port}"))
-        .collect();
-    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    let port = port(29_700);
+    hosts.write_hostfile(dir, 2, port);
     for policy in ["bsp", "rapid-reassign", "forestall"] {
         let threads = crate::common::forestall_in(
             dir,
@@ -271,18 +286,10 @@ fn namespaced_hosts_without_the_same_token_do_not_join() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    std::fs::write(dir.join("other"), "another-secret").expect("token");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.join("other"), std::fs::Permissions::from_mode(0o600))
-        .expect("chmod");
+    private_file(dir, "other", "another-secret");
     let hosts = Hosts::new(2);
-    let port = 29_900 + (std::process::id() % 90) as u16;
-    let hostfile: Vec<String> = hosts
-        .addresses
-        .iter()
-        .map(|a| format!("{a}:{port}"))
-        .collect();
-    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    let port = port(29_900);
+    hosts.write_hostfile(dir, 2, port);
     let base = [
         "run",
         "job.toml",
@@ -373,13 +380,8 @@ fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
     );
     let expected = crate::common::summary_digest(&threads);
     let hosts = Hosts::new(2);
-    let port = 30_100 + (std::process::id() % 200) as u16;
-    let hostfile: Vec<String> = hosts
-        .addresses
-        .iter()
-        .map(|a| format!("{a}:{port}"))
-        .collect();
-    std::fs::write(dir.join("hosts"), hostfile.join("\n")).expect("hosts");
+    let port = port(30_100);
+    hosts.write_hostfile(dir, 2, port);
     let common = [
         "run",
         "job.toml",
