@@ -94,7 +94,8 @@ pub fn placed_from(
     let Some(procid) = var("SLURM_PROCID") else {
         return Ok(None);
     };
-    slurm(var, &procid, base_port).map(Some)
+    // A step of one task is a job of one process, as a run outside Slurm.
+    slurm(var, &procid, base_port).map(|p| (p.addresses.len() > 1).then_some(p))
 }
 
 fn bad(name: &'static str, value: &str, problem: impl Into<String>) -> SchedulerError {
@@ -478,6 +479,17 @@ mod tests {
         // sbatch's script sees SLURM_PROCID but is no step's task
         let batch = env(&[("SLURM_PROCID", "0"), ("SLURM_JOB_NODELIST", "n1")]);
         assert_eq!(placed_from(&batch, 1).unwrap(), None);
+    }
+
+    #[test]
+    fn a_step_of_one_task_is_a_job_of_one_process() {
+        let var = env(&[
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_JOB_NODELIST", "node07"),
+            ("SLURM_NTASKS", "1"),
+        ]);
+        assert_eq!(placed_from(&var, 1).unwrap(), None);
     }
 
     #[test]
