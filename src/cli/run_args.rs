@@ -35,8 +35,8 @@ pub struct RunArgs {
     /// summary).
     #[arg(long, value_name = "I", requires = "hostfile")]
     pub process: Option<u32>,
-    /// Accept hostfile addresses that are not loopback (timely's transport has
-    /// no authentication).
+    /// Accept hostfile addresses that are not loopback (connections are
+    /// authenticated with the job's token, but the traffic is not encrypted).
     #[arg(long)]
     pub allow_remote: bool,
     /// The port of each node's first process when a scheduler's

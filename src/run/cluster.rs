@@ -154,7 +154,7 @@ pub enum ClusterError {
         processes: u32,
     },
     /// A non-loopback address without `--allow-remote`.
-    #[error("hostfile {path}:{line}: {address} is not a loopback address; timely's transport has no authentication, so pass --allow-remote to use it on a network you trust")]
+    #[error("hostfile {path}:{line}: {address} is not a loopback address; the processes' connections are authenticated but not encrypted, so pass --allow-remote (and a token) to use it on a network you trust")]
     Remote {
         /// The file.
         path: PathBuf,
