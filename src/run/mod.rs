@@ -210,8 +210,8 @@ pub fn run_job_in_cluster(
         stop_after,
     } = options;
     let mut context = job::context_for(plan, &workload, cluster, resume, stop_after)?;
-    // Connect (and authenticate) before anything is written: a peer that
-    // never comes leaves no trace behind.
+    // Connect (and authenticate) before the trace and the sink start: a
+    // peer that never comes leaves no trace parts behind.
     let network = match cluster {
         Some(c) => Some(job::connect(c, &mut context)?),
         None => None,

@@ -370,14 +370,7 @@ fn processes_placed_by_the_environment_train_as_threads_do() {
         let start = |process: u32| {
             let mut args = vec!["--json", "run", "job.toml", "--out", form];
             args.extend_from_slice(&flags);
-            std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
-                .args(&args)
-                .envs(env(process))
-                .current_dir(dir)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("starts")
+            crate::common::spawn_in(dir, &args, env(process))
         };
         let (a, b) = (start(0), start(1));
         let (a, b) = (
@@ -407,11 +400,9 @@ fn processes_placed_by_the_environment_train_as_threads_do() {
         );
     }
     // the directory of a finished run is not taken over
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
-        .args(["run", "job.toml", "--threads", "2", "--out", "generic"])
-        .envs(generic(0))
-        .current_dir(dir)
-        .output()
+    let args = ["run", "job.toml", "--threads", "2", "--out", "generic"];
+    let o = crate::common::spawn_in(dir, &args, generic(0))
+        .wait_with_output()
         .expect("runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -454,12 +445,10 @@ fn a_scheduler_environment_that_does_not_fit_is_refused() {
             "node01:29600 is not a loopback address",
         ),
     ] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
-            .args(["run", "job.toml", "--out", "x"])
-            .envs(env.iter().copied())
-            .current_dir(dir)
-            .output()
-            .expect("runs");
+        let o =
+            crate::common::spawn_in(dir, &["run", "job.toml", "--out", "x"], env.iter().copied())
+                .wait_with_output()
+                .expect("runs");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{env:?}: {err}");
         assert!(
@@ -484,29 +473,24 @@ fn a_host_whose_clock_is_off_is_synchronised_to_process_0() {
     let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
     std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
     let start = |process: &str, shift: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
-            .args([
-                "-v",
-                "--json",
-                "run",
-                "job.toml",
-                "--policy",
-                "bsp",
-                "--hostfile",
-                "hosts",
-                "--process",
-                process,
-                "--threads",
-                "2",
-                "--out",
-                "o",
-            ])
-            .env(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)
-            .current_dir(dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starts")
+        let args = [
+            "-v",
+            "--json",
+            "run",
+            "job.toml",
+            "--policy",
+            "bsp",
+            "--hostfile",
+            "hosts",
+            "--process",
+            process,
+            "--threads",
+            "2",
+            "--out",
+            "o",
+        ];
+        let shifted = [(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)];
+        crate::common::spawn_in(dir, &args, shifted)
     };
     let (zero, one) = (start("0", "0"), start("1", "-5000000"));
     let (zero, one) = (

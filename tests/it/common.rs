@@ -126,6 +126,27 @@ pub fn forestall_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("forestall runs")
 }
 
+/// Starts `forestall ARGS` in `dir` with `env` added, its output piped.
+pub fn spawn_in<K, V>(
+    dir: &Path,
+    args: &[&str],
+    env: impl IntoIterator<Item = (K, V)>,
+) -> std::process::Child
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(args)
+        .envs(env)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("forestall starts")
+}
+
 /// `.npy` bytes of `descr` with `shape` and raw `data`.
 pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
