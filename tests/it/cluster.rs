@@ -20,6 +20,25 @@ fn write_job(dir: &Path) {
     .expect("job");
 }
 
+/// Every unit, whichever process ran it, lies within its iteration's span
+/// as the coordinator recorded it on the job clock (1 ms of slack).
+fn every_unit_within_its_iteration(trace: &forestall::trace::TraceSet, label: &str) {
+    for u in &trace.units {
+        let it = &trace.iterations[u.iteration as usize];
+        assert!(
+            u.start_us + 1000 >= it.start_us && u.end_us <= it.end_us + 1000,
+            "{label}: unit {:?} of process {} at {}..{} µs outside iteration {} at {}..{} µs",
+            (u.partition, u.unit),
+            u.process,
+            u.start_us,
+            u.end_us,
+            u.iteration,
+            it.start_us,
+            it.end_us
+        );
+    }
+}
+
 fn digest(o: &Output) -> String {
     crate::common::summary_digest(o)
 }
@@ -97,19 +116,8 @@ fn two_processes_train_the_same_parameters_as_four_threads() {
         // one job clock: under bsp every unit, whichever process ran it, lies
         // within its iteration's span as the coordinator recorded it (1 ms of
         // slack; peer policies hand out units after a worker first reports)
-        for u in trace.units.iter().filter(|_| policy == "bsp") {
-            let it = &trace.iterations[u.iteration as usize];
-            assert!(
-                u.start_us + 1000 >= it.start_us && u.end_us <= it.end_us + 1000,
-                "{policy}: unit {:?} of process {} at {}..{} µs outside iteration {} at {}..{} µs",
-                (u.partition, u.unit),
-                u.process,
-                u.start_us,
-                u.end_us,
-                u.iteration,
-                it.start_us,
-                it.end_us
-            );
+        if policy == "bsp" {
+            every_unit_within_its_iteration(&trace, policy);
         }
     }
 }
@@ -521,18 +529,5 @@ fn a_host_whose_clock_is_off_is_synchronised_to_process_0() {
     );
     let trace = read_trace_dir(&dir.join("o").join("trace")).expect("trace reads");
     assert!(trace.units.iter().any(|u| u.process == 1));
-    for u in &trace.units {
-        let it = &trace.iterations[u.iteration as usize];
-        assert!(
-            u.start_us + 1000 >= it.start_us && u.end_us <= it.end_us + 1000,
-            "unit {:?} of process {} at {}..{} µs outside iteration {} at {}..{} µs",
-            (u.partition, u.unit),
-            u.process,
-            u.start_us,
-            u.end_us,
-            u.iteration,
-            it.start_us,
-            it.end_us
-        );
-    }
+    every_unit_within_its_iteration(&trace, "shifted clock");
 }
