@@ -328,6 +328,12 @@ pub fn newest_valid(
     None
 }
 
+/// Whether `out` holds a checkpoint with every file present (not checked
+/// against a plan: loading it does that).
+pub fn has_complete(out: &Path) -> bool {
+    list(out).iter().any(|(_, dir)| is_complete(dir))
+}
+
 /// Whether every file of the checkpoint in `dir` is present (not checked).
 fn is_complete(dir: &Path) -> bool {
     let Ok((cut0, _)) = read::<CutHeader>(&cut_file(dir, 0)) else {

@@ -19,6 +19,7 @@ use crate::fsutil::write_atomic;
 use crate::report::json;
 use crate::run::cluster::free_loopback_addresses;
 use crate::run::prepare::{prepare, PreparedRun};
+use crate::run::stop::STOPPED;
 use crate::spec::JobPlan;
 
 /// Exit code of a process whose training diverged: restarting repeats it.
@@ -82,9 +83,30 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
             addresses.join(", ")
         ));
         let mut children = start(args, global, &out_dir, processes, threads, resume_at)?;
-        let Some((process, status)) = watch(&mut children)? else {
-            return Ok(ExitCode::SUCCESS);
+        // SIGTERM now goes on to the processes, which stop together at an
+        // iteration boundary with a checkpoint.
+        crate::run::stop::arm();
+        let (process, status) = match watch(&mut children)? {
+            Watched::Done => return Ok(ExitCode::SUCCESS),
+            Watched::Stopped => {
+                say(match newest_checkpoint(&out_dir, &plan) {
+                    Some(c) => format!(
+                        "the processes stopped on SIGTERM; continue from the checkpoint at \
+                         iteration {c} with --resume {}",
+                        out_dir.display()
+                    ),
+                    None => "the processes stopped on SIGTERM before a checkpoint".to_owned(),
+                });
+                return Ok(ExitCode::from(STOPPED));
+            }
+            Watched::Failed(process, status) => (process, status),
         };
+        if crate::run::stop::signalled() {
+            bail!(
+                "process {process} of {processes} exited with {status} while stopping on \
+                 SIGTERM; stopped the others (not restarting)"
+            );
+        }
         let failure = format!("process {process} of {processes} exited with {status}");
         if status.code() == Some(DIVERGED) {
             bail!("{failure}; stopped the others (training diverged: not restarting)");
@@ -233,22 +255,34 @@ fn start(
 }
 
 /// Waits for every process; the first to fail stops the others and is
-/// returned (none: all succeeded).
+/// returned.
+///
+/// A process that exits with [`STOPPED`] stopped with its peers at an
+/// agreed iteration (SIGTERM): the others follow. SIGTERM to the launcher
+/// goes on to every process.
 ///
 /// A process that dies takes its peers down with it (their connections
 /// break), so when one fails the others get a moment to exit too, and a
 /// process killed by a signal is named as the cause over those that merely
 /// lost it.
-fn watch(children: &mut [Child]) -> anyhow::Result<Option<(usize, ExitStatus)>> {
+fn watch(children: &mut [Child]) -> anyhow::Result<Watched> {
     let mut done = vec![false; children.len()];
+    let (mut forwarded, mut stopped) = (false, false);
     while done.iter().any(|d| !d) {
+        if crate::run::stop::signalled() && !forwarded {
+            forwarded = true;
+            for (child, _) in children.iter().zip(&done).filter(|(_, d)| !**d) {
+                crate::run::stop::forward(child.id());
+            }
+        }
         for i in 0..children.len() {
             if done[i] {
                 continue;
             }
             if let Some(status) = children[i].try_wait().context("cannot watch a process")? {
                 done[i] = true;
-                if !status.success() {
+                stopped |= status.code() == Some(i32::from(STOPPED));
+                if !status.success() && status.code() != Some(i32::from(STOPPED)) {
                     std::thread::sleep(Duration::from_millis(200));
                     let mut cause = (i, status);
                     for (j, child) in children.iter_mut().enumerate() {
@@ -259,13 +293,27 @@ fn watch(children: &mut [Child]) -> anyhow::Result<Option<(usize, ExitStatus)>> 
                         }
                     }
                     stop(children);
-                    return Ok(Some(cause));
+                    return Ok(Watched::Failed(cause.0, cause.1));
                 }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(None)
+    Ok(if stopped {
+        Watched::Stopped
+    } else {
+        Watched::Done
+    })
+}
+
+/// How the processes of one launch ended.
+enum Watched {
+    /// All succeeded.
+    Done,
+    /// All stopped together with a checkpoint (or succeeded).
+    Stopped,
+    /// This one failed first (the others are stopped).
+    Failed(usize, ExitStatus),
 }
 
 #[cfg(unix)]

@@ -15,6 +15,7 @@ use crate::fsutil::write_atomic;
 use crate::report::{json, RunSummary};
 use crate::run::cluster::{parse_hostfile, read_hostfile, ClusterError, ClusterSpec};
 use crate::run::prepare::{prepare, PreparedRun};
+use crate::run::stop::{Stop, STOPPED};
 use crate::run::{run_job_in_cluster, Progress, RunOptions, RunOutput};
 use crate::spec::{load_workload, JobPlan};
 use crate::trace::TraceStamp;
@@ -82,6 +83,11 @@ fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<Hosts>> {
 /// Runs `forestall run`.
 pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.apply_cluster_section()?;
+    // SIGTERM (a scheduler's preemption) stops at an iteration boundary with
+    // a checkpoint once training runs; before that it ends the process.
+    crate::run::stop::install_handler();
+    let afresh_in_place = resume_if_any(&mut args);
+    args.force |= afresh_in_place;
     if let Some(processes) = args.processes {
         return super::launch::launch(&args, global, processes);
     }
@@ -185,6 +191,18 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    if shared_out && coordinator && afresh_in_place {
+        // this job's earlier start, stopped before its first checkpoint:
+        // its records go (no peer writes before every process connected)
+        for dir in ["trace", store::CHECKPOINTS_DIR] {
+            let stale = out_dir.join(dir);
+            if stale.exists() {
+                std::fs::remove_dir_all(&stale)
+                    .with_context(|| format!("cannot clear {}", stale.display()))?;
+            }
+        }
+        let _ = std::fs::remove_file(out_dir.join("plan.json"));
+    }
     if shared_out && coordinator && resume.is_none() && out_dir.join("plan.json").exists() {
         bail!(
             "output directory {} holds another run (its plan.json); a job of several \
@@ -209,16 +227,18 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             plan_hash: plan.hash(),
             seed: plan.seed,
         };
+        let stop = Arc::new(Stop::default());
         let options = RunOptions {
             cluster: cluster.as_ref(),
             checkpoint_dir: Some(out_dir.clone()),
             resume,
             stop_after: args.stop_after,
+            stop: Some(Arc::clone(&stop)),
             ..RunOptions::default()
         };
         run_job_in_cluster(&plan, workload, &out_dir.join("trace"), stamp, options)
             .with_context(|| format!("run of {} failed", args.job.display()))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(stopped(&stop, &plan, &out_dir, global));
     }
     write_atomic(&out_dir.join("plan.json"), plan.to_json().as_bytes())
         .with_context(|| format!("cannot write {}", out_dir.join("plan.json").display()))?;
@@ -292,12 +312,14 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         plan_hash: plan_hash.clone(),
         seed: plan.seed,
     };
+    let stop = Arc::new(Stop::default());
     let options = RunOptions {
         observer: Some(observer),
         cluster: cluster.as_ref(),
         checkpoint_dir: Some(out_dir.clone()),
         resume,
         stop_after: args.stop_after,
+        stop: Some(Arc::clone(&stop)),
         ..RunOptions::default()
     };
     let output: RunOutput = run_job_in_cluster(
@@ -337,7 +359,50 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_stdout(summary.to_text().trim_end());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(stopped(&stop, &plan, &out_dir, global))
+}
+
+/// `--resume-if-any`: a `--out` with a complete checkpoint becomes
+/// `--resume`; true when the run starts afresh in that directory instead.
+fn resume_if_any(args: &mut RunArgs) -> bool {
+    let Some(out) = args.overrides.out.clone().filter(|_| args.resume_if_any) else {
+        return false;
+    };
+    let out = PathBuf::from(out);
+    if !store::has_complete(&out) {
+        return true;
+    }
+    args.overrides.out = None;
+    args.resume = Some(out);
+    false
+}
+
+/// How a run ends: success, or, when its processes agreed to stop early
+/// (SIGTERM), [`STOPPED`] after one line saying where and how to continue.
+fn stopped(
+    stop: &Stop,
+    plan: &JobPlan,
+    out_dir: &Path,
+    global: &GlobalArgs,
+) -> ExitCode {
+    let Some(end) = stop.at() else {
+        return ExitCode::SUCCESS;
+    };
+    let why = if crate::run::stop::signalled() {
+        "on SIGTERM"
+    } else {
+        "as another process was asked to (SIGTERM)"
+    };
+    if global.quiet == 0 {
+        eprintln!(
+            "stopped {why} at iteration {end} of {}, checkpointed in {}; continue with \
+             --resume {} (a requeued job whose command has --resume-if-any does)",
+            plan.iterations,
+            out_dir.display(),
+            out_dir.display()
+        );
+    }
+    ExitCode::from(STOPPED)
 }
 
 /// The checkpoint a resumed run continues from: the one at `at` (the

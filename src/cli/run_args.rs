@@ -65,6 +65,12 @@ pub struct RunArgs {
     /// complete checkpoint; the job file and flags must be the same.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
     pub resume: Option<PathBuf>,
+    /// With --out DIR: continue from DIR's newest complete checkpoint if it
+    /// has one (as --resume DIR), else start afresh in DIR. A scheduler
+    /// that requeues a job (Slurm's --requeue, after SIGTERM stopped it with
+    /// a checkpoint) runs the same command again: it continues.
+    #[arg(long, requires = "out", conflicts_with_all = ["resume", "force"])]
+    pub resume_if_any: bool,
     /// Stop after iteration N (of the job's iterations) with a checkpoint
     /// there; `--resume` of the same job continues it as if it had not
     /// stopped (`forestall tune` runs its rungs so).

@@ -104,7 +104,10 @@ pub struct JobContext {
     /// The parameter version this run ends at: the plan's iterations, or
     /// fewer when the run is to stop early (`forestall run --stop-after`);
     /// it checkpoints there, so that a later run of the same plan continues.
+    /// A stop asked from outside may end it sooner ([`Self::end_version`]).
     pub end: u64,
+    /// This process's view of a stop asked from outside (SIGTERM).
+    pub stop: Arc<super::stop::Stop>,
     assignments: Vec<Vec<u32>>,
 }
 
@@ -146,6 +149,7 @@ impl JobContext {
             threads_per_process: workers,
             holders,
             end: plan.iterations,
+            stop: Arc::default(),
             plan,
             workload,
             initial_params,
@@ -198,10 +202,17 @@ impl JobContext {
     /// every`, or, for a run without checkpoints that stops early, at the
     /// stop only (a stopped run is there to be continued).
     pub fn checkpoint_every(&self) -> u64 {
+        let end = self.end_version();
         match self.plan.checkpoint_every {
-            0 if self.end < self.plan.iterations => self.end,
+            0 if end < self.plan.iterations => end,
             every => every,
         }
+    }
+
+    /// The parameter version this run ends at: [`Self::end`], or the one
+    /// the job's processes agreed on when a stop was asked ([`super::stop`]).
+    pub fn end_version(&self) -> u64 {
+        self.stop.at().map_or(self.end, |at| at.min(self.end))
     }
 
     /// Whether parameter version `version` is checkpointed: every
@@ -210,7 +221,7 @@ impl JobContext {
         let every = self.checkpoint_every();
         every > 0
             && version > self.first_iteration()
-            && (version.is_multiple_of(every) || version == self.end)
+            && (version.is_multiple_of(every) || version == self.end_version())
     }
 
     /// Units `worker` owns in every iteration.

@@ -37,6 +37,15 @@ use super::sink::SinkEvent;
 /// The container builder of the operators' outputs.
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
 
+/// Takes `end` as the job's agreed final version ([`crate::run::stop`]);
+/// the first in the process to learn it tells the sink.
+fn agree_to_stop(cx: &JobContext, sink: &Sender<SinkEvent>, end: u64) {
+    if cx.stop.agree(end) {
+        tracing::info!("the job stops at iteration {end} (a stop was asked)");
+        let _ = sink.send(SinkEvent::Stop { end });
+    }
+}
+
 /// Builds the dataflow on `worker`; timely runs it to completion afterwards.
 /// Each operator is built in its own module: `compute`, `reduce` and
 /// `detect` (under `run/dataflow/`).

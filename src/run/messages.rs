@@ -15,6 +15,9 @@ pub struct ShardParams {
     pub shard: u32,
     /// The shard's coordinates.
     pub values: Vec<f64>,
+    /// The final version the job stops at, once worker 0 fixed one
+    /// ([`crate::run::stop`]).
+    pub stop_at: Option<u64>,
 }
 
 /// One unit's gradient restricted to one shard, sent to that shard's owner.
@@ -40,6 +43,9 @@ pub struct GradSlice {
     /// dpro-substitute: not computed; the shard owner uses this unit's last
     /// gradient instead (`update` is empty).
     pub substitute: bool,
+    /// The final version the job stops at, if the worker that computed it
+    /// knew one ([`crate::run::stop`]): so its shard's owner checkpoints it.
+    pub stop_at: Option<u64>,
 }
 
 impl GradSlice {
@@ -73,6 +79,8 @@ pub enum Progress {
         iteration: u64,
         /// When.
         ready_us: u64,
+        /// The worker's process was asked to stop ([`crate::run::stop`]).
+        stop: bool,
     },
 }
 

@@ -23,6 +23,7 @@ pub mod prepare;
 pub mod reduce;
 pub mod scheduler;
 pub mod sink;
+pub mod stop;
 pub mod token;
 pub mod wallclock;
 pub mod worker;
@@ -126,6 +127,11 @@ pub struct RunOptions<'a> {
     /// there: the same plan resumed from that checkpoint continues as if it
     /// had never stopped.
     pub stop_after: Option<u64>,
+    /// The run's stop from outside ([`stop`]): asking it stops every process
+    /// at an iteration they agree on, with a checkpoint there; afterwards it
+    /// says where the run stopped. None: a stop of the run's own (SIGTERM
+    /// still asks it).
+    pub stop: Option<Arc<stop::Stop>>,
 }
 
 /// What a finished run produced.
@@ -208,8 +214,12 @@ pub fn run_job_in_cluster(
         resume,
         quota,
         stop_after,
+        stop,
     } = options;
     let mut context = job::context_for(plan, &workload, cluster, resume, stop_after)?;
+    if let Some(stop) = stop {
+        context.stop = stop;
+    }
     // Connect (and authenticate) before the trace and the sink start: a
     // peer that never comes leaves no trace parts behind.
     let network = match cluster {
@@ -239,6 +249,8 @@ pub fn run_job_in_cluster(
     )?;
     let disruptors = job::start_disruptors(&cx, process);
     let started = Instant::now();
+    // from here SIGTERM stops at an iteration boundary, with a checkpoint
+    stop::arm();
     let executed = job::execute(&cx, network, sender, failed);
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {

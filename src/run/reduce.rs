@@ -372,6 +372,7 @@ mod tests {
             loss_sum: values[0],
             update: Update::Dense(values),
             substitute: false,
+            stop_at: None,
         }
     }
 

@@ -76,6 +76,12 @@ pub enum SinkEvent {
         /// What was not finite.
         what: String,
     },
+    /// The job's processes agreed to stop at version `end`, before the
+    /// plan's last ([`crate::run::stop`]): it is final and checkpointed.
+    Stop {
+        /// The final version.
+        end: u64,
+    },
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
         /// Version.
@@ -262,6 +268,13 @@ impl Cuts {
             self.begun
                 .insert(iteration, (job_us, history.unwrap_or_default()));
         }
+    }
+
+    /// The run ends at version `end`, which is checkpointed whatever the
+    /// plan's `every`.
+    fn stop_at(&mut self, end: u64) {
+        self.iterations = self.iterations.min(end);
+        self.next = Some(self.next.map_or(end, |c| c.min(end)));
     }
 
     /// The first checkpoint version after `version`.
@@ -467,6 +480,12 @@ impl<'a> Sink<'a> {
             SinkEvent::Diverged { iteration, what } => {
                 self.out.diverged.get_or_insert((iteration, what));
                 self.stop.store(true, Ordering::Relaxed);
+            }
+            SinkEvent::Stop { end } => {
+                self.config.iterations = self.config.iterations.min(end);
+                if let Some(cuts) = self.cuts.as_mut() {
+                    cuts.stop_at(end);
+                }
             }
             SinkEvent::Params { version, values } => {
                 if version >= self.config.iterations {

@@ -86,6 +86,7 @@ pub(super) fn build<'s>(
     let mut control_out = OutputBuilder::<u64, Builder<Control>>::from(control_out);
     let mut placement_out = OutputBuilder::<u64, Builder<PlacementUpdate>>::from(placement_out);
     let mut state = ComputeState::new(index, Arc::clone(cx), sink.clone(), clock);
+    let stop_sink = sink.clone();
     builder.build(move |mut caps| {
         let mut placement_cap = caps.pop().expect("four outputs");
         placement_cap.downgrade(&1);
@@ -113,7 +114,7 @@ pub(super) fn build<'s>(
             state
                 .holdings
                 .settle_before(settled(ROWS_INPUT).min(settled(PLACEMENT_INPUT)));
-            params_in.for_each(|cap, data| receive_params(&mut state, &cap, data));
+            params_in.for_each(|cap, data| receive_params(&mut state, &stop_sink, &cap, data));
             let mut messages = Vec::new();
             control_in.for_each(|_cap, data| messages.append(data));
             let mut grads = grads_out.activate();
@@ -141,6 +142,7 @@ pub(super) fn build<'s>(
 /// capabilities (the first shard to arrive makes them).
 fn receive_params(
     state: &mut ComputeState,
+    sink: &Sender<SinkEvent>,
     cap: &InputCapability<u64>,
     data: &mut Vec<ShardParams>,
 ) {
@@ -162,6 +164,9 @@ fn receive_params(
             received: 0,
         });
     for msg in data.drain(..) {
+        if let Some(end) = msg.stop_at {
+            super::agree_to_stop(&state.cx, sink, end);
+        }
         let slot = &mut entry.shards[msg.shard as usize];
         if slot.is_none() {
             entry.received += 1;

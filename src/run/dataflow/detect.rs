@@ -17,7 +17,7 @@ use crate::run::sink::SinkEvent;
 /// to worker 0).
 pub(super) fn build<'s>(
     scope: Scope<'s, u64>,
-    cx: &JobContext,
+    cx: &std::sync::Arc<JobContext>,
     sink: &Sender<SinkEvent>,
     progress: Stream<'s, u64, Vec<Progress>>,
 ) {
@@ -25,10 +25,16 @@ pub(super) fn build<'s>(
     let mut progress_in = builder.new_input(progress, Exchange::new(|_: &Progress| 0));
     let sink = sink.clone();
     let mut tracker = ProgressTracker::new(cx.plan.workers, cx.plan.laggard_threshold);
+    let cx = std::sync::Arc::clone(cx);
     builder.build(move |_caps| {
         move |_frontiers| {
             progress_in.for_each(|_cap, data| {
                 for message in data.drain(..) {
+                    if let Progress::Ready { stop: true, .. } = message {
+                        // another process was asked to stop: shard 0's
+                        // owner (this worker) fixes where
+                        cx.stop.ask();
+                    }
                     on_progress(&mut tracker, &sink, message);
                 }
             });
@@ -54,6 +60,7 @@ fn on_progress(tracker: &mut ProgressTracker, sink: &Sender<SinkEvent>, message:
             worker,
             iteration,
             ready_us,
+            ..
         } => {
             if let Some((workers, report)) = tracker.on_ready(worker, iteration, ready_us) {
                 let _ = sink.send(SinkEvent::Iteration { workers, report });

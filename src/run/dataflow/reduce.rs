@@ -60,6 +60,9 @@ pub(super) fn build<'s>(
         move |_frontiers| {
             grads_in.for_each(|cap, data| {
                 for slice in data.drain(..) {
+                    if let Some(end) = slice.stop_at {
+                        super::agree_to_stop(&reduce_cx, &sink, end);
+                    }
                     let t = slice.iteration;
                     if reducer.offer(slice) == Offer::Accepted {
                         open.entry(t).or_insert_with(|| ReduceCaps {
@@ -105,17 +108,25 @@ pub(super) fn build<'s>(
                     let _ = sink.send(diverged);
                     break;
                 }
+                if index == 0 {
+                    let (slack, end) = (reduce_cx.plan.policy.slack(), reduce_cx.end_version());
+                    if let Some(at) = reduce_cx.stop.decide(t + 1, slack, end) {
+                        super::agree_to_stop(&reduce_cx, &sink, at);
+                    }
+                }
                 if reduce_cx.is_checkpoint(t + 1) {
                     let state = reducer.checkpoint_state(t + 1, index);
                     let _ = sink.send(SinkEvent::Shard(state));
                 }
                 let mut session = out.session(&caps.params);
+                let stop_at = reduce_cx.stop.at();
                 for target in 0..workers {
                     session.give(ShardParams {
                         target,
                         version: t + 1,
                         shard: index,
                         values: reduced.values.clone(),
+                        stop_at,
                     });
                 }
                 let substituted = reducer.take_substituted(t);

@@ -119,6 +119,7 @@ fn slices_of(
             loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
             update: gradient.grad.slice(range.clone()),
             substitute: false,
+            stop_at: cx.stop.at(),
         })
         .collect()
 }

@@ -453,7 +453,7 @@ impl ComputeState {
             None => true,
             Some(_) if !policy.predicts() && policy.slack() > 0 => true,
             Some(_) if self.next_iteration == 0 => true,
-            Some(_) if self.next_iteration >= self.cx.end => true,
+            Some(_) if self.next_iteration >= self.cx.end_version() => true,
             // A resumed run measures its first iteration anew.
             Some(_) if self.next_iteration == self.cx.first_iteration() => true,
             // Under slack, the plan for t needs the timings up to
@@ -466,7 +466,7 @@ impl ComputeState {
             && planned
             && self.holdings.ready()
             && (latest.version + self.cx.plan.policy.slack() >= self.next_iteration
-                || latest.version >= self.cx.end)
+                || latest.version >= self.cx.end_version())
     }
 
     /// The final version: every iteration is reduced; reports the last
@@ -476,7 +476,8 @@ impl ComputeState {
             return;
         };
         let ready_us = self.cx.now_us();
-        if self.cx.is_checkpoint(self.cx.end) {
+        let end = self.cx.end_version();
+        if self.cx.is_checkpoint(end) {
             // The final checkpoint holds what a run continued from it needs
             // (a run stopped early is continued): the predictor's history and
             // the placement, as if the next iteration began here.
@@ -485,7 +486,7 @@ impl ComputeState {
                 .flatten();
             let _ = self.sink.send(SinkEvent::Began {
                 worker: self.worker,
-                iteration: self.cx.end,
+                iteration: end,
                 job_us: ready_us,
                 history,
                 placement: Some(self.holdings.placement()),
@@ -495,8 +496,9 @@ impl ComputeState {
             &latest.caps.progress,
             Progress::Ready {
                 worker: self.worker,
-                iteration: self.cx.end,
+                iteration: end,
                 ready_us,
+                stop: false,
             },
         );
         self.finished = true;
@@ -513,12 +515,13 @@ impl ComputeState {
         // still reports, so its records are not lost.
         self.report_idle(emit);
         let latest = self.latest.as_ref().expect("checked by can_begin");
-        let iteration = self.next_iteration.min(self.cx.end);
-        if latest.version >= self.cx.end {
+        let end = self.cx.end_version();
+        let iteration = self.next_iteration.min(end);
+        if latest.version >= end {
             self.finish(emit);
             return;
         }
-        if iteration >= self.cx.end {
+        if iteration >= end {
             return; // all iterations done here; waiting for the final version
         }
         let caps = latest.caps.delayed(iteration);
@@ -549,6 +552,8 @@ impl ComputeState {
                 worker: self.worker,
                 iteration,
                 ready_us,
+                // a stop asked here goes to worker 0, which fixes where
+                stop: self.cx.stop.asked() && self.cx.stop.at().is_none(),
             },
         );
         // The previous iteration's capabilities drop here.

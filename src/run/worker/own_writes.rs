@@ -78,6 +78,7 @@ mod tests {
             loss_sum: 0.0,
             update: Update::from_contributions(vec![(at, written(value))]),
             substitute: false,
+            stop_at: None,
         }
     }
 

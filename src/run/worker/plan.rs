@@ -108,6 +108,7 @@ fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emi
                 loss_sum: 0.0,
                 update: crate::workload::Update::zero(),
                 substitute: true,
+                stop_at: cx.stop.at(),
             })
         })
         .collect();

@@ -1,0 +1,189 @@
+//! Stopping a job from outside (SIGTERM, as Slurm preempts) at an iteration
+//! every process agrees on, with a checkpoint there, so that the scheduler's
+//! `--requeue` (or `--resume`) continues it.
+//!
+//! A process that is asked to stop tells worker 0 (its `Ready` progress
+//! carries the request). When shard 0's owner, worker 0, next sends out a
+//! parameter version `v`, it fixes the end at `E = v + 1 + slack` and every
+//! shard of every later version carries it, as does every gradient slice
+//! computed with it. That `E` is late enough for everyone:
+//!
+//! - no worker has begun iteration `E`: before version `v` exists a worker
+//!   can begin at most iteration `v − 1 + slack`, and beginning a later one
+//!   needs version `v`, which says where to stop;
+//! - every shard owner knows `E` before it reduces iteration `E − 1` (and so
+//!   checkpoints its shard of version `E`): that iteration's slices were
+//!   computed by workers that held version `v` and carry `E`.
+//!
+//! So every process ends at version `E` and checkpoints it, as a run with
+//! `--stop-after E` would.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Exit code of a process that stopped on SIGTERM after checkpointing (the
+/// shell's code for "terminated by SIGTERM").
+pub const STOPPED: u8 = 143;
+
+/// Set by the SIGTERM handler.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// Set while a stop can still be taken to an iteration boundary; otherwise
+/// SIGTERM ends the process at once.
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// When the first SIGTERM came (monotonic clock, ms).
+static FIRST_MS: AtomicU64 = AtomicU64::new(0);
+/// A second SIGTERM at least this long after the first ends the process at
+/// once; one sooner is the same request delivered twice (Slurm signals a
+/// launcher's processes directly as well as through the launcher).
+const AGAIN_AFTER_MS: u64 = 2_000;
+
+/// Sends SIGTERM to process `pid` (the launcher passes a stop on).
+#[cfg(unix)]
+pub fn forward(pid: u32) {
+    // SAFETY: kill(2) with a child's pid.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+}
+
+#[cfg(not(unix))]
+pub fn forward(_pid: u32) {}
+
+/// Whether this process received SIGTERM.
+pub fn signalled() -> bool {
+    SIGNALLED.load(Ordering::Relaxed)
+}
+
+/// From now on the first SIGTERM asks for a stop at the next iteration
+/// boundary; a second one, 2 s or more later, ends the process at once
+/// (exit [`STOPPED`]).
+/// Before this (connecting, loading data) SIGTERM ends the process at once:
+/// nothing trained would be lost.
+pub fn arm() {
+    ARMED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGTERM handler (once a process; `forestall run` calls it).
+#[cfg(unix)]
+pub fn install_handler() {
+    // SAFETY: the handler only touches atomics and calls `write` and
+    // `_exit`, which are async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+#[cfg(not(unix))]
+pub fn install_handler() {}
+
+#[cfg(unix)]
+extern "C" fn on_sigterm(_: libc::c_int) {
+    let say = |text: &[u8]| {
+        // SAFETY: write(2) on stderr with a valid buffer.
+        unsafe {
+            libc::write(2, text.as_ptr().cast(), text.len());
+        }
+    };
+    let now_ms = {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime is async-signal-safe; `ts` is valid.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    };
+    if SIGNALLED.load(Ordering::SeqCst) {
+        if now_ms < FIRST_MS.load(Ordering::SeqCst) + AGAIN_AFTER_MS {
+            return;
+        }
+    } else if ARMED.load(Ordering::SeqCst) {
+        FIRST_MS.store(now_ms, Ordering::SeqCst);
+        SIGNALLED.store(true, Ordering::SeqCst);
+        say(b"forestall: SIGTERM: stopping at the next iteration boundary with a checkpoint \
+              (SIGTERM again stops at once)\n",
+        );
+        return;
+    }
+    say(b"forestall: SIGTERM: stopping now\n");
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(i32::from(STOPPED)) }
+}
+
+/// One process's view of its job's stop: whether a stop was asked, and the
+/// final version once worker 0 fixed it.
+#[derive(Debug, Default)]
+pub struct Stop {
+    /// A worker of another process asked (worker 0's process).
+    asked: AtomicBool,
+    /// The agreed final version; 0 while none is.
+    at: AtomicU64,
+}
+
+impl Stop {
+    /// Whether this process was asked to stop: by SIGTERM, or, in worker 0's
+    /// process, by another process.
+    pub fn asked(&self) -> bool {
+        self.asked.load(Ordering::Relaxed) || signalled()
+    }
+
+    /// Asks for a stop (the request reached worker 0, or a test asks).
+    pub fn ask(&self) {
+        self.asked.store(true, Ordering::Relaxed);
+    }
+
+    /// The agreed final version, if one is.
+    pub fn at(&self) -> Option<u64> {
+        match self.at.load(Ordering::Acquire) {
+            0 => None,
+            e => Some(e),
+        }
+    }
+
+    /// Takes `end` as the agreed final version; true the first time (the
+    /// caller tells the sink). Every process agrees on one `end`, so a later
+    /// call with another is a bug.
+    pub fn agree(&self, end: u64) -> bool {
+        debug_assert!(end > 0);
+        match self
+            .at
+            .compare_exchange(0, end, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(was) => {
+                debug_assert_eq!(was, end, "every process agrees on one stop");
+                false
+            }
+        }
+    }
+
+    /// Worker 0, sending out version `version` of a job that ends at `end`
+    /// under `slack`: the final version to agree on now, if a stop is asked
+    /// and none is agreed yet, and it comes before `end`.
+    pub fn decide(&self, version: u64, slack: u64, end: u64) -> Option<u64> {
+        let at = version + 1 + slack;
+        (self.at().is_none() && self.asked() && at < end).then_some(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_is_decided_once_past_what_anyone_began() {
+        let stop = Stop::default();
+        assert_eq!(stop.decide(5, 0, 40), None, "nobody asked");
+        stop.ask();
+        assert_eq!(stop.decide(5, 0, 40), Some(6), "bsp: one iteration on");
+        assert_eq!(stop.decide(5, 3, 40), Some(9), "ssp: past the slack");
+        assert_eq!(stop.decide(38, 1, 40), None, "the run ends first");
+        assert!(stop.agree(6));
+        assert!(!stop.agree(6), "told once");
+        assert_eq!(stop.at(), Some(6));
+        assert_eq!(stop.decide(7, 0, 40), None, "decided already");
+    }
+}
