@@ -379,12 +379,7 @@ fn resume_if_any(args: &mut RunArgs) -> bool {
 
 /// How a run ends: success, or, when its processes agreed to stop early
 /// (SIGTERM), [`STOPPED`] after one line saying where and how to continue.
-fn stopped(
-    stop: &Stop,
-    plan: &JobPlan,
-    out_dir: &Path,
-    global: &GlobalArgs,
-) -> ExitCode {
+fn stopped(stop: &Stop, plan: &JobPlan, out_dir: &Path, global: &GlobalArgs) -> ExitCode {
     let Some(end) = stop.at() else {
         return ExitCode::SUCCESS;
     };

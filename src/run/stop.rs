@@ -103,7 +103,8 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     } else if ARMED.load(Ordering::SeqCst) {
         FIRST_MS.store(now_ms, Ordering::SeqCst);
         SIGNALLED.store(true, Ordering::SeqCst);
-        say(b"forestall: SIGTERM: stopping at the next iteration boundary with a checkpoint \
+        say(
+            b"forestall: SIGTERM: stopping at the next iteration boundary with a checkpoint \
               (SIGTERM again stops at once)\n",
         );
         return;

@@ -81,6 +81,11 @@ impl Hosts {
 
     /// `forestall ARGS` in host `i`'s namespace, in `dir`.
     fn forestall(&self, i: usize, dir: &Path, args: &[&str]) -> Child {
+        self.forestall_with(i, dir, args, &[])
+    }
+
+    /// `forestall ARGS` in host `i`'s namespace, in `dir`, with `env` added.
+    fn forestall_with(&self, i: usize, dir: &Path, args: &[&str], env: &[(&str, String)]) -> Child {
         Command::new("ip")
             .args([
                 "netns",
@@ -89,6 +94,7 @@ impl Hosts {
                 env!("CARGO_BIN_EXE_forestall"),
             ])
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .current_dir(dir)
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
@@ -450,4 +456,156 @@ fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
         expected,
         "resumed across hosts"
     );
+}
+
+/// Processes placed by the environment alone (`FORESTALL_PROCESS`,
+/// `FORESTALL_HOSTS`, `FORESTALL_TOKEN_FILE`), as a scheduler starts them:
+/// SIGTERM to every process (as Slurm preempts) stops them at one iteration
+/// with a checkpoint and exit 143, and the same commands again (a requeued
+/// job, `--resume-if-any`) continue to the uninterrupted parameters.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn hosts_placed_by_the_environment_stop_on_sigterm_and_continue_when_requeued() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    crate::preempt::write_job(dir);
+    private_file(dir, "token", "a-secret-for-this-test");
+    let threads = crate::common::forestall_in(dir, &["--json", "run", "job.toml", "--out", "t"]);
+    assert!(
+        threads.status.success(),
+        "{}",
+        String::from_utf8_lossy(&threads.stderr)
+    );
+    let expected = crate::common::summary_digest(&threads);
+    let hosts = Hosts::new(2);
+    let port = port(30_300);
+    let env = |i: usize| {
+        vec![
+            ("FORESTALL_PROCESS", i.to_string()),
+            (
+                "FORESTALL_HOSTS",
+                format!(
+                    "{}:{port},{}:{port}",
+                    hosts.addresses[0], hosts.addresses[1]
+                ),
+            ),
+            (
+                "FORESTALL_TOKEN_FILE",
+                dir.join("token").display().to_string(),
+            ),
+        ]
+    };
+    let args = [
+        "--json",
+        "run",
+        "job.toml",
+        "--threads",
+        "2",
+        "--allow-remote",
+        "--out",
+        "o",
+        "--resume-if-any",
+    ];
+    let zero = hosts.forestall_with(0, dir, &args, &env(0));
+    let one = hosts.forestall_with(1, dir, &args, &env(1));
+    let pids = [zero.id(), one.id()];
+    let zero = crate::preempt::sigterm_after(zero, 3, &pids);
+    let one = crate::preempt::ended(one);
+    for (i, e) in [(0, &zero), (1, &one)] {
+        assert_eq!(e.status.code(), Some(143), "process {i}: {}", e.stderr);
+    }
+    let at = zero.stopped_at();
+    assert_eq!(at, one.stopped_at(), "one iteration for every host");
+    assert!(dir.join(format!("o/checkpoints/it-{at:08}")).is_dir());
+    let zero = hosts.forestall_with(0, dir, &args, &env(0));
+    let one = hosts.forestall_with(1, dir, &args, &env(1));
+    let (zero, one) = (ended(zero), ended(one));
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        crate::common::summary_digest(&zero),
+        expected,
+        "requeued across hosts"
+    );
+}
+
+/// The CNN on 2 namespaced hosts × 2 threads ends with the parameters of 4
+/// threads in one process under `bsp`, `rapid-reassign` and `forestall`
+/// (3 iterations of 4 units of 8 chest X-rays, worker 1 4× slower).
+#[test]
+#[ignore = "needs root (network namespaces) and ../shared (the chest X-ray set)"]
+fn namespaced_hosts_train_the_cnn_of_threads() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    let npz = crate::common::shared("datasets/pneumoniamnist.npz");
+    std::fs::write(
+        dir.join("cnn.toml"),
+        format!(
+            "[job]\nname = \"cnn-hosts\"\niterations = 3\nseed = 5\n[data]\npath = \"{}\"\npartitions = 4\nunits_per_partition = 1\nbatch_fraction = 0.0083\n[model]\nkind = \"cnn\"\neval_every = 100\n[workers]\ncount = 4\n[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 4.0\n",
+            npz.display()
+        ),
+    )
+    .expect("job");
+    private_file(dir, "token", "a-secret-for-this-test");
+    let hosts = Hosts::new(2);
+    let port = port(30_500);
+    hosts.write_hostfile(dir, 2, port);
+    for policy in ["bsp", "rapid-reassign", "forestall"] {
+        let threads = crate::common::forestall_in(
+            dir,
+            &[
+                "--json",
+                "run",
+                "cnn.toml",
+                "--policy",
+                policy,
+                "--out",
+                &format!("t-{policy}"),
+            ],
+        );
+        assert!(
+            threads.status.success(),
+            "{policy}: {}",
+            String::from_utf8_lossy(&threads.stderr)
+        );
+        let out = format!("h-{policy}");
+        let args = |i: &'static str| {
+            vec![
+                "--json",
+                "run",
+                "cnn.toml",
+                "--policy",
+                policy,
+                "--hostfile",
+                "hosts",
+                "--process",
+                i,
+                "--threads",
+                "2",
+                "--allow-remote",
+                "--token-file",
+                "token",
+                "--connect-timeout",
+                "60",
+                "--out",
+                out.as_str(),
+            ]
+        };
+        let zero = hosts.forestall(0, dir, &args("0"));
+        let one = hosts.forestall(1, dir, &args("1"));
+        let (zero, one) = (ended(zero), ended(one));
+        for o in [&zero, &one] {
+            assert!(
+                o.status.success(),
+                "{policy}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert_eq!(
+            crate::common::summary_digest(&zero),
+            crate::common::summary_digest(&threads),
+            "{policy}: the CNN on 2 namespaced hosts × 2 threads vs 4 threads"
+        );
+    }
 }

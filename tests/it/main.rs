@@ -19,6 +19,7 @@ mod lda;
 mod mf;
 mod policies;
 mod predictor;
+mod preempt;
 mod proactive;
 mod report;
 mod resume;

@@ -1,0 +1,359 @@
+//! SIGTERM, as a scheduler preempts: every process of the job stops at one
+//! iteration they agree on, checkpoints it and exits 143; the same command
+//! with `--resume-if-any` (a requeued job) continues to the parameters of
+//! the uninterrupted run.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, ExitStatus};
+
+use crate::common::{adult_path, spawn_in, summary_digest};
+
+/// A job of 40 paced iterations (about 80 ms each) with no checkpoints of
+/// its own: a stop must make the one it resumes from.
+pub fn write_job(dir: &Path) {
+    std::fs::write(
+        dir.join("job.toml"),
+        format!(
+            "[job]\nname = \"preempt\"\niterations = 40\nseed = 5\n[data]\npath = \"{}\"\npartitions = 16\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 4\npace_ns_per_row = 40000\n[straggler]\npattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 300\n[checkpoint]\nevery = 0\n",
+            adult_path().display()
+        ),
+    )
+    .expect("job");
+}
+
+/// What a process printed and how it ended.
+pub struct Ended {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ended {
+    /// The iteration its "stopped … at iteration E" line names.
+    pub fn stopped_at(&self) -> u64 {
+        let at = self
+            .stderr
+            .split("at iteration ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok());
+        at.unwrap_or_else(|| panic!("no stop line in {}", self.stderr))
+    }
+}
+
+/// Sends SIGTERM to `pid`.
+pub fn sigterm(pid: u32) {
+    // SAFETY: kill(2) on a child this test started.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill");
+}
+
+/// Waits until `watched` (a `--json` process) has printed `rows` iteration
+/// rows, then sends SIGTERM to `targets` (pids); returns how `watched`
+/// ended.
+pub fn sigterm_after(mut watched: Child, rows: usize, targets: &[u32]) -> Ended {
+    let stdout = watched.stdout.take().expect("piped");
+    let mut stderr = watched.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut out = String::new();
+    let mut seen = 0;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("stdout");
+        if line.contains("\"type\":\"iteration\"") {
+            seen += 1;
+            if seen == rows {
+                for &pid in targets {
+                    sigterm(pid);
+                }
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ended {
+        status: watched.wait().expect("ends"),
+        stdout: out,
+        stderr: errors.join().expect("stderr"),
+    }
+}
+
+/// How `child` ended.
+pub fn ended(child: Child) -> Ended {
+    let o = child.wait_with_output().expect("ends");
+    Ended {
+        status: o.status,
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn no_env() -> [(&'static str, &'static str); 0] {
+    []
+}
+
+fn uninterrupted(dir: &Path, policy: &str) -> String {
+    let o = crate::common::forestall_in(
+        dir,
+        &[
+            "--json",
+            "run",
+            "job.toml",
+            "--policy",
+            policy,
+            "--out",
+            &format!("whole-{policy}"),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    summary_digest(&o)
+}
+
+/// One process under policies with and without BSP semantics: SIGTERM stops
+/// it at an iteration boundary with a checkpoint there and exit 143; the
+/// same command with `--resume-if-any` continues, and under BSP semantics
+/// ends with the uninterrupted run's parameters.
+#[test]
+fn sigterm_checkpoints_at_an_iteration_boundary_and_the_requeued_command_continues() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    for (policy, bsp_semantics) in [("bsp", true), ("forestall", true), ("ssp", false)] {
+        let out = format!("cut-{policy}");
+        let args = [
+            "--json",
+            "run",
+            "job.toml",
+            "--policy",
+            policy,
+            "--out",
+            out.as_str(),
+            "--resume-if-any",
+        ];
+        let child = spawn_in(dir, &args, no_env());
+        let pid = child.id();
+        let first = sigterm_after(child, 3, &[pid]);
+        assert_eq!(first.status.code(), Some(143), "{policy}: {}", first.stderr);
+        let at = first.stopped_at();
+        assert!((4..40).contains(&at), "{policy}: stopped at {at}");
+        assert!(
+            dir.join(&out)
+                .join(format!("checkpoints/it-{at:08}/cut-p000.ckpt"))
+                .exists(),
+            "{policy}: the checkpoint at {at}"
+        );
+        let summary: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(&out).join("summary.json")).expect("summary"),
+        )
+        .expect("json");
+        assert_eq!(summary["iterations"], at, "{policy}");
+        assert_eq!(summary["stopped_of"], 40, "{policy}");
+        let second = ended(spawn_in(dir, &args, no_env()));
+        assert!(second.status.success(), "{policy}: {}", second.stderr);
+        let rows = crate::common::json_data(second.stdout.as_bytes());
+        let first_row = rows.iter().find(|d| d.get("iteration").is_some());
+        assert_eq!(
+            first_row.and_then(|d| d["iteration"].as_u64()),
+            Some(at),
+            "{policy}: the requeued command continues from the stop"
+        );
+        if bsp_semantics {
+            let o = std::process::Output {
+                status: second.status,
+                stdout: second.stdout.into_bytes(),
+                stderr: Vec::new(),
+            };
+            assert_eq!(summary_digest(&o), uninterrupted(dir, policy), "{policy}");
+        }
+    }
+}
+
+/// Two processes started by hand: SIGTERM to process 1 alone stops both at
+/// the same iteration, each with exit 143; both started again continue to
+/// the uninterrupted parameters.
+#[test]
+fn sigterm_to_one_process_stops_the_whole_job_at_one_iteration() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let expected = uninterrupted(dir, "bsp");
+    let port = 31_200 + (std::process::id() % 200) as u16 * 2;
+    std::fs::write(
+        dir.join("hosts"),
+        format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
+    )
+    .expect("hosts");
+    let args = |i: &'static str| -> Vec<&'static str> {
+        vec![
+            "--json",
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            i,
+            "--threads",
+            "2",
+            "--out",
+            "two",
+            "--resume-if-any",
+        ]
+    };
+    let zero = spawn_in(dir, &args("0"), no_env());
+    let one = spawn_in(dir, &args("1"), no_env());
+    let one_pid = one.id();
+    let zero = sigterm_after(zero, 3, &[one_pid]);
+    let one = ended(one);
+    for (i, e) in [(0, &zero), (1, &one)] {
+        assert_eq!(e.status.code(), Some(143), "process {i}: {}", e.stderr);
+    }
+    assert_eq!(zero.stopped_at(), one.stopped_at(), "one iteration for all");
+    assert!(
+        zero.stderr.contains("as another process was asked to"),
+        "{}",
+        zero.stderr
+    );
+    let zero = spawn_in(dir, &args("0"), no_env());
+    let one = spawn_in(dir, &args("1"), no_env());
+    let (zero, one) = (ended(zero), ended(one));
+    assert!(one.status.success(), "{}", one.stderr);
+    let o = std::process::Output {
+        status: zero.status,
+        stdout: zero.stdout.into_bytes(),
+        stderr: zero.stderr.into_bytes(),
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(summary_digest(&o), expected);
+}
+
+/// The launcher passes SIGTERM on: its processes stop together, it exits
+/// 143 without restarting them, and the same command with
+/// `--resume-if-any` continues to the uninterrupted parameters.
+#[test]
+fn the_launcher_passes_sigterm_on_and_does_not_restart() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let expected = uninterrupted(dir, "bsp");
+    let args = [
+        "--json",
+        "run",
+        "job.toml",
+        "--processes",
+        "2",
+        "--threads",
+        "2",
+        "--max-restarts",
+        "2",
+        "--out",
+        "launched",
+        "--resume-if-any",
+    ];
+    let launcher = spawn_in(dir, &args, no_env());
+    let pid = launcher.id();
+    let first = sigterm_after(launcher, 3, &[pid]);
+    assert_eq!(first.status.code(), Some(143), "{}", first.stderr);
+    assert!(!first.stdout.contains("\"restart\""), "{}", first.stdout);
+    let at = first.stopped_at();
+    assert!(dir
+        .join(format!("launched/checkpoints/it-{at:08}/cut-p001.ckpt"))
+        .exists());
+    let second = ended(spawn_in(dir, &args, no_env()));
+    let o = std::process::Output {
+        status: second.status,
+        stdout: second.stdout.into_bytes(),
+        stderr: second.stderr.into_bytes(),
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(summary_digest(&o), expected);
+}
+
+/// SIGTERM before training starts (waiting for a peer) ends the process at
+/// once: nothing trained is lost, and nothing waits for the connect timeout.
+#[test]
+fn sigterm_while_connecting_ends_at_once() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let port = 31_700 + (std::process::id() % 200) as u16 * 2;
+    std::fs::write(
+        dir.join("hosts"),
+        format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
+    )
+    .expect("hosts");
+    let started = std::time::Instant::now();
+    let zero = spawn_in(
+        dir,
+        &[
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            "0",
+            "--connect-timeout",
+            "60",
+            "--out",
+            "alone",
+        ],
+        no_env(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    sigterm(zero.id());
+    let e = ended(zero);
+    assert_eq!(e.status.code(), Some(143), "{}", e.stderr);
+    assert!(e.stderr.contains("stopping now"), "{}", e.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+/// `--resume-if-any` needs `--out`, and refuses `--resume` and `--force`
+/// beside it; a directory holding another job's checkpoint is refused by
+/// name.
+#[test]
+fn resume_if_any_refuses_what_it_cannot_mean() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    for extra in [
+        &["--resume-if-any"][..],
+        &["--resume-if-any", "--out", "x", "--force"][..],
+        &["--resume-if-any", "--resume", "x"][..],
+    ] {
+        let o = crate::common::forestall_in(dir, &[&["run", "job.toml"][..], extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--resume-if-any"),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let first = crate::common::forestall_in(
+        dir,
+        &[
+            "run",
+            "job.toml",
+            "--iterations",
+            "4",
+            "--checkpoint-every",
+            "2",
+            "--out",
+            "other",
+        ],
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let o = crate::common::forestall_in(
+        dir,
+        &["run", "job.toml", "--out", "other", "--resume-if-any"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("other"), "{err}");
+}
