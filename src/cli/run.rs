@@ -89,6 +89,9 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let afresh_in_place = resume_if_any(&mut args);
     args.force |= afresh_in_place;
     if let Some(processes) = args.processes {
+        if args.gather {
+            bail!("--gather: the launcher's processes share one output directory already");
+        }
         return super::launch::launch(&args, global, processes);
     }
     let cluster = match hosts_of(&args)? {
@@ -137,6 +140,12 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if args.gather && cluster.is_none() {
+        bail!(
+            "--gather: this job runs as one process; it gathers the trace parts of processes \
+             on several hosts (--hostfile, or a scheduler's environment)"
+        );
+    }
     let coordinator = cluster.as_ref().is_none_or(|c| c.process == 0);
     // Processes started one a host (by hand or by a scheduler) share one
     // output directory, which none of them clears: a peer may already be
@@ -238,6 +247,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         };
         run_job_in_cluster(&plan, workload, &out_dir.join("trace"), stamp, options)
             .with_context(|| format!("run of {} failed", args.job.display()))?;
+        gather(&args, cluster.as_ref(), &plan, &out_dir, global)?;
         return Ok(stopped(&stop, &plan, &out_dir, global));
     }
     write_atomic(&out_dir.join("plan.json"), plan.to_json().as_bytes())
@@ -359,7 +369,47 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_stdout(summary.to_text().trim_end());
     }
+    gather(&args, cluster.as_ref(), &plan, &out_dir, global)?;
     Ok(stopped(&stop, &plan, &out_dir, global))
+}
+
+/// `--gather`: every process's trace parts into process 0's directory
+/// ([`crate::run::gather`]).
+fn gather(
+    args: &RunArgs,
+    cluster: Option<&ClusterSpec>,
+    plan: &JobPlan,
+    out_dir: &Path,
+    global: &GlobalArgs,
+) -> anyhow::Result<()> {
+    let Some(c) = cluster.filter(|_| args.gather) else {
+        return Ok(());
+    };
+    let trace = out_dir.join("trace");
+    let g = crate::run::gather::gather(c, &plan.hash(), &trace).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; the training finished, and each process's trace parts are still in its own {}",
+            trace.display()
+        )
+    })?;
+    if c.process == 0 && global.quiet == 0 && !global.json {
+        eprintln!(
+            "gathered {} trace parts ({:.1} MB, {} already here) from {} processes in {:.2} s",
+            g.files,
+            g.bytes as f64 / 1e6,
+            g.same,
+            c.processes() - 1,
+            g.seconds
+        );
+    }
+    tracing::info!(
+        process = c.process,
+        files = g.files,
+        bytes = g.bytes,
+        seconds = g.seconds,
+        "trace gathered"
+    );
+    Ok(())
 }
 
 /// `--resume-if-any`: a `--out` with a complete checkpoint becomes

@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// complete checkpoint; the job file and flags must be the same.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
     pub resume: Option<PathBuf>,
+    /// Processes on hosts without shared storage: at the end, every process
+    /// sends its trace parts to process 0 over an authenticated connection,
+    /// so process 0's --out holds the whole trace (the senders keep theirs).
+    #[arg(long)]
+    pub gather: bool,
     /// With --out DIR: continue from DIR's newest complete checkpoint if it
     /// has one (as --resume DIR), else start afresh in DIR. A scheduler
     /// that requeues a job (Slurm's --requeue, after SIGTERM stopped it with

@@ -136,6 +136,33 @@ pub fn connect(c: &Connect<'_>) -> Result<Connected, String> {
     Ok(Connected { streams, clock })
 }
 
+/// Connects the processes above 0 to process 0 alone (a star), each
+/// connection authenticated as [`connect`]'s are: how they send process 0
+/// their files after training ([`crate::run::gather`]). Process 0 waits for
+/// every other process until the deadline, and names those missing.
+pub fn connect_star(c: &Connect<'_>) -> Result<Connected, String> {
+    let deadline = Instant::now() + c.timeout;
+    let n = c.addresses.len();
+    let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    if c.process == 0 {
+        let own = &c.addresses[0];
+        let l = TcpListener::bind(own).map_err(|e| format!("cannot listen on {own}: {e}"))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("cannot listen on {own}: {e}"))?;
+        for (i, s) in accept(&l, c, deadline)? {
+            streams[i] = Some(s);
+        }
+        return Ok(Connected {
+            streams,
+            clock: None,
+        });
+    }
+    let at = (deadline, c.timeout);
+    let (s, clock) = dial(&c.addresses[0], 0, (c.process, n), c.key, &c.context, at)?;
+    streams[0] = Some(s);
+    Ok(Connected { streams, clock })
+}
+
 /// The longest context a hello may carry.
 const MOST_CONTEXT: usize = 512;
 

@@ -10,6 +10,7 @@ pub mod context;
 pub mod dataflow;
 pub mod detect;
 pub mod evaluator;
+pub mod gather;
 pub mod handshake;
 pub mod holdings;
 mod job;

@@ -531,3 +531,135 @@ fn a_host_whose_clock_is_off_is_synchronised_to_process_0() {
     assert!(trace.units.iter().any(|u| u.process == 1));
     every_unit_within_its_iteration(&trace, "shifted clock");
 }
+
+/// Two processes whose output directories are apart (hosts without shared
+/// storage) with `--gather`: process 1's trace parts land in process 0's
+/// directory, the trace reads as a one-directory run's (every unit of every
+/// iteration, on one clock) and `analyze` reads it; process 1 keeps its
+/// copy. `--gather` where nothing is to gather is refused.
+#[test]
+fn gather_brings_every_process_trace_parts_to_process_0() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    let start = |process: &str, out: &str| {
+        let args = [
+            "--json",
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            process,
+            "--threads",
+            "2",
+            "--out",
+            out,
+            "--gather",
+        ];
+        crate::common::spawn_in(dir, &args, std::iter::empty::<(&str, &str)>())
+    };
+    let (zero, one) = (start("0", "here"), start("1", "there"));
+    let (zero, one) = (
+        zero.wait_with_output().expect("ends"),
+        one.wait_with_output().expect("ends"),
+    );
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let trace = read_trace_dir(&dir.join("here/trace")).expect("trace reads");
+    assert!(
+        trace.units.iter().any(|u| u.process == 1),
+        "process 1's units"
+    );
+    let mut keys: Vec<(u64, u32, u32)> = trace
+        .units
+        .iter()
+        .map(|u| (u.iteration, u.partition, u.unit))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), 8 * 16 * 2, "every unit of every iteration");
+    every_unit_within_its_iteration(&trace, "gathered");
+    let kept = read_trace_dir(&dir.join("there/trace")).expect("kept");
+    assert!(kept.units.iter().all(|u| u.process == 1) && !kept.units.is_empty());
+    let analyzed = forestall(dir, &["analyze", "here"]);
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+    for (extra, says) in [
+        (&["--out", "alone"][..], "this job runs as one process"),
+        (
+            &["--processes", "2", "--out", "launched"][..],
+            "share one output directory",
+        ),
+    ] {
+        let o = forestall(dir, &[&["run", "job.toml", "--gather"][..], extra].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("--gather") && err.contains(says), "{err}");
+        assert!(
+            !dir.join(extra[extra.len() - 1]).exists(),
+            "nothing written"
+        );
+    }
+}
+
+/// A process that does not send its parts (started without `--gather`):
+/// process 0 ends within its connect timeout with an error naming it and
+/// where the parts are; the training's model and summary are written.
+#[test]
+fn a_gather_that_a_process_misses_names_it_and_keeps_the_results() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    let start = |process: &str, out: &str, gather: bool| {
+        let mut args = vec![
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            process,
+            "--threads",
+            "2",
+            "--connect-timeout",
+            "3",
+            "--out",
+            out,
+        ];
+        if gather {
+            args.push("--gather");
+        }
+        crate::common::spawn_in(dir, &args, std::iter::empty::<(&str, &str)>())
+    };
+    let (zero, one) = (start("0", "here", true), start("1", "there", false));
+    let started = std::time::Instant::now();
+    let (zero, one) = (
+        zero.wait_with_output().expect("ends"),
+        one.wait_with_output().expect("ends"),
+    );
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+    let err = String::from_utf8_lossy(&zero.stderr);
+    assert_eq!(zero.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gathering the trace") && err.contains("process 1"),
+        "{err}"
+    );
+    assert!(err.contains("still in its own"), "{err}");
+    assert!(dir.join("here/model.json").exists() && dir.join("here/summary.json").exists());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "no hang"
+    );
+}
