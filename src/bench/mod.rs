@@ -7,6 +7,7 @@ pub mod dir;
 pub mod kind;
 pub mod launched;
 pub mod machine;
+pub mod netns;
 pub mod peers;
 pub mod pin;
 pub mod precheck;

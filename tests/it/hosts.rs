@@ -8,75 +8,21 @@
 //! a killed run are removed at the next start by their prefix.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Child, Command, Output};
 
 use crate::common::adult_path;
 
-/// Every namespace and interface this harness makes starts with it.
-const PREFIX: &str = "fsh";
-static NEXT: AtomicU32 = AtomicU32::new(0);
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("ip runs");
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// `n` hosts 10.77.0.1 … on one bridge.
-struct Hosts {
-    /// The hosts' namespaces, then the bridge's.
-    namespaces: Vec<String>,
-    /// The hosts' addresses.
-    addresses: Vec<String>,
-}
+/// The library's harness ([`forestall::bench::netns`]), with the built
+/// binary and panics for failures.
+struct Hosts(forestall::bench::netns::Hosts);
 
 impl Hosts {
     fn new(n: usize) -> Self {
-        remove_leftovers();
-        // fsh<pid>x<k>: within the 15 characters an interface name allows
-        let tag = format!(
-            "{PREFIX}{}x{}",
-            std::process::id() % 100_000,
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let bridge = format!("{tag}b");
-        let mut hosts = Self {
-            namespaces: Vec::new(),
-            addresses: Vec::new(),
-        };
-        ip(&["netns", "add", &bridge]);
-        hosts.namespaces.push(bridge.clone());
-        ip(&["-n", &bridge, "link", "add", "br0", "type", "bridge"]);
-        ip(&["-n", &bridge, "link", "set", "br0", "up"]);
-        for i in 0..n {
-            let ns = format!("{tag}h{i}");
-            ip(&["netns", "add", &ns]);
-            hosts.namespaces.insert(i, ns.clone());
-            let (here, there) = (format!("{tag}a{i}"), format!("{tag}c{i}"));
-            ip(&["link", "add", &here, "type", "veth", "peer", "name", &there]);
-            ip(&["link", "set", &here, "netns", &ns]);
-            ip(&["link", "set", &there, "netns", &bridge]);
-            ip(&["-n", &bridge, "link", "set", &there, "master", "br0", "up"]);
-            let address = format!("10.77.0.{}", i + 1);
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{address}/24"),
-                "dev",
-                &here,
-            ]);
-            ip(&["-n", &ns, "link", "set", &here, "up"]);
-            ip(&["-n", &ns, "link", "set", "lo", "up"]);
-            hosts.addresses.push(address);
-        }
-        hosts
+        Self(forestall::bench::netns::Hosts::new(n).expect("namespaces"))
+    }
+
+    fn addresses(&self) -> &[String] {
+        &self.0.addresses
     }
 
     /// `forestall ARGS` in host `i`'s namespace, in `dir`.
@@ -86,69 +32,20 @@ impl Hosts {
 
     /// `forestall ARGS` in host `i`'s namespace, in `dir`, with `env` added.
     fn forestall_with(&self, i: usize, dir: &Path, args: &[&str], env: &[(&str, String)]) -> Child {
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.namespaces[i],
-                env!("CARGO_BIN_EXE_forestall"),
-            ])
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(dir)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        let exe = Path::new(env!("CARGO_BIN_EXE_forestall"));
+        self.0
+            .forestall(i, exe, dir, args, env)
             .expect("ip netns exec runs")
     }
 
     /// Writes `dir/hosts`: the first `n` hosts at `port`.
     fn write_hostfile(&self, dir: &Path, n: usize, port: u16) {
-        let lines: Vec<String> = self.addresses[..n]
-            .iter()
-            .map(|a| format!("{a}:{port}"))
-            .collect();
-        std::fs::write(dir.join("hosts"), lines.join("\n")).expect("hosts");
+        self.0.write_hostfile(dir, n, port).expect("hosts");
     }
 
     /// A shell command in host `i`'s namespace.
     fn shell(&self, i: usize, script: &str) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", &self.namespaces[i], "bash", "-c", script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ip netns exec runs")
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for ns in &self.namespaces {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-/// Namespaces of a killed run of these tests: removed when their process
-/// is gone.
-fn remove_leftovers() {
-    let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&o.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let pid: Option<u32> = rest.split('x').next().and_then(|p| p.parse().ok());
-        let alive = pid.is_some_and(|p| {
-            p == std::process::id() % 100_000 || Path::new(&format!("/proc/{p}")).exists()
-        });
-        if !alive {
-            let _ = Command::new("ip").args(["netns", "del", name]).output();
-        }
+        self.0.shell(i, script).expect("ip netns exec runs")
     }
 }
 
@@ -250,7 +147,7 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
                  for i in $(seq 100); do (: > $a) 2>/dev/null && break; sleep 0.1; done; \
                  exec 3<>$a; printf 'x\\x01\\x00\\x00\\x00\\x00\\x00\\x00garbage' >&3; \
                  exec 3>&-; exec 4<>$a; sleep 8",
-                hosts.addresses[0]
+                hosts.addresses()[0]
             ),
         );
         std::thread::sleep(std::time::Duration::from_millis(600));
@@ -277,7 +174,10 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
         );
         let err = String::from_utf8_lossy(&zero.stderr);
         assert!(
-            err.contains(&format!("refused a connection from {}", hosts.addresses[2])),
+            err.contains(&format!(
+                "refused a connection from {}",
+                hosts.addresses()[2]
+            )),
             "{policy}: the rogue is logged by its address: {err}"
         );
     }
@@ -486,7 +386,8 @@ fn hosts_placed_by_the_environment_stop_on_sigterm_and_continue_when_requeued() 
                 "FORESTALL_HOSTS",
                 format!(
                     "{}:{port},{}:{port}",
-                    hosts.addresses[0], hosts.addresses[1]
+                    hosts.addresses()[0],
+                    hosts.addresses()[1]
                 ),
             ),
             (
