@@ -308,6 +308,8 @@ mod tests {
             rows_per_s: None,
             cpus: String::new(),
             recovery_s: None,
+            start_ms: None,
+            gather_s: None,
         }
     }
 

@@ -18,6 +18,14 @@ pub enum RunKind {
         /// Worker threads per process.
         threads: u32,
     },
+    /// The dataflow as processes on hosts in network namespaces, `threads`
+    /// workers each (`hosts = [N]`).
+    Hosts {
+        /// Hosts, one process each.
+        hosts: u32,
+        /// Worker threads per process.
+        threads: u32,
+    },
     /// The plain loop without timely (`reference = "plain"`).
     Plain,
     /// The plain burn loop with burn's own Adam (`reference = "burn"`).
@@ -37,10 +45,19 @@ impl RunKind {
             "plain" => Some(Self::Plain),
             "plain-burn" => Some(Self::PlainBurn),
             other => {
-                let (p, t) = other.strip_prefix("timely ")?.split_once('×')?;
-                Some(Self::Launched {
-                    processes: p.parse().ok()?,
-                    threads: t.parse().ok()?,
+                let layout = other.strip_prefix("timely ")?;
+                let (layout, hosts) = match layout.strip_suffix(" hosts") {
+                    Some(l) => (l, true),
+                    None => (layout, false),
+                };
+                let (p, t) = layout.split_once('×')?;
+                let (p, threads) = (p.parse().ok()?, t.parse().ok()?);
+                Some(match hosts {
+                    true => Self::Hosts { hosts: p, threads },
+                    false => Self::Launched {
+                        processes: p,
+                        threads,
+                    },
                 })
             }
         }
@@ -50,7 +67,7 @@ impl RunKind {
     /// reference loop.
     pub fn is_timely(&self) -> bool {
         match self {
-            Self::Timely | Self::Launched { .. } => true,
+            Self::Timely | Self::Launched { .. } | Self::Hosts { .. } => true,
             Self::Plain | Self::PlainBurn => false,
         }
     }
@@ -59,6 +76,7 @@ impl RunKind {
     pub fn layout(&self) -> Option<String> {
         match self {
             Self::Launched { processes, threads } => Some(format!("{processes}×{threads}")),
+            Self::Hosts { hosts, threads } => Some(format!("{hosts}×{threads} hosts")),
             Self::Timely | Self::Plain | Self::PlainBurn => None,
         }
     }
@@ -69,6 +87,7 @@ impl fmt::Display for RunKind {
         match self {
             Self::Timely => f.write_str("timely"),
             Self::Launched { processes, threads } => write!(f, "timely {processes}×{threads}"),
+            Self::Hosts { hosts, threads } => write!(f, "timely {hosts}×{threads} hosts"),
             Self::Plain => f.write_str("plain"),
             Self::PlainBurn => f.write_str("plain-burn"),
         }
@@ -105,6 +124,10 @@ mod tests {
             RunKind::Launched {
                 processes: 2,
                 threads: 3,
+            },
+            RunKind::Hosts {
+                hosts: 4,
+                threads: 2,
             },
             RunKind::Plain,
             RunKind::PlainBurn,

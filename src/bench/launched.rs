@@ -29,9 +29,9 @@ pub struct Launched {
 #[derive(Debug, thiserror::Error)]
 #[error("launched run ({processes} processes)")]
 pub struct LaunchError {
-    processes: u32,
+    pub(super) processes: u32,
     #[source]
-    failure: LaunchFailure,
+    pub(super) failure: LaunchFailure,
 }
 
 /// What went wrong in a launched run.
@@ -75,6 +75,9 @@ pub enum LaunchFailure {
         #[source]
         source: Option<std::io::Error>,
     },
+    /// The hosts' network namespaces could not be made (root is needed).
+    #[error("cannot make the hosts' network namespaces (hosts = [...] needs root): {0}")]
+    Namespaces(String),
     /// A file of the run's output could not be read.
     #[error("cannot read {file}")]
     Output {
@@ -190,7 +193,7 @@ fn kill_process_1(out_dir: &Path) -> Result<(), LaunchFailure> {
 }
 
 /// The run as its output directory holds it.
-fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
+pub(super) fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
     let output = |file: &'static str| {
         move |e: Box<dyn std::error::Error + Send + Sync>| LaunchFailure::Output { file, source: e }
     };

@@ -4,6 +4,7 @@
 
 pub mod baseline;
 pub mod dir;
+pub mod hosts;
 pub mod kind;
 pub mod launched;
 pub mod machine;
@@ -290,7 +291,9 @@ pub fn run_pipeline(
                 let sets_digest = match row.kind {
                     RunKind::Plain => true,
                     RunKind::PlainBurn => false,
-                    RunKind::Timely | RunKind::Launched { .. } => row.bsp_semantics,
+                    RunKind::Timely | RunKind::Launched { .. } | RunKind::Hosts { .. } => {
+                        row.bsp_semantics
+                    }
                 };
                 if sets_digest {
                     first_digest
@@ -353,6 +356,8 @@ pub fn run_pipeline(
             processes: 1,
             checkpoint_every: plan.checkpoint_every,
             recovery_s: None,
+            start_ms: None,
+            gather_s: None,
             rows_per_s: None,
             cpus: run.cpus.as_deref().map(pin::cpu_list).unwrap_or_default(),
         };
@@ -421,37 +426,53 @@ pub fn run_pipeline(
                 path: trace_dir.clone(),
                 source,
             })?;
-        let (out, kind, recovery_s) =
-            match run.processes {
-                Some(processes) => {
-                    let launched = launched::run_launched(run, plan, processes, &trace_dir)
-                        .map_err(|source| BenchError::Launched {
+        let (mut start_ms, mut gather_s) = (None, None);
+        let (out, kind, recovery_s) = match run.processes {
+            Some(hosts) if run.namespaced => {
+                let hosted = hosts::run_hosted(run, plan, hosts, &trace_dir).map_err(|source| {
+                    BenchError::Launched {
+                        sweep: run.sweep.clone(),
+                        source,
+                    }
+                })?;
+                (start_ms, gather_s) = (hosted.start_ms, hosted.gather_s);
+                let layout = RunKind::Hosts {
+                    hosts,
+                    threads: plan.workers / hosts,
+                };
+                (hosted.output, layout, None)
+            }
+            Some(processes) => {
+                let launched =
+                    launched::run_launched(run, plan, processes, &trace_dir).map_err(|source| {
+                        BenchError::Launched {
+                            sweep: run.sweep.clone(),
+                            source,
+                        }
+                    })?;
+                let layout = RunKind::Launched {
+                    processes,
+                    threads: plan.workers / processes,
+                };
+                (launched.output, layout, launched.recovery_s)
+            }
+            None => {
+                // The run writes its checkpoints beside its trace, as `forestall
+                // run` does, so their cost is in the figures.
+                let options = RunOptions {
+                    checkpoint_dir: Some(trace_dir.join("run")),
+                    ..RunOptions::default()
+                };
+                let out =
+                    run_job_in_cluster(plan, Arc::clone(&workload), &trace_dir, stamp, options)
+                        .and_then(|o| o.ok_or(crate::run::RunError::Incomplete))
+                        .map_err(|source| BenchError::Run {
                             sweep: run.sweep.clone(),
                             source,
                         })?;
-                    let layout = RunKind::Launched {
-                        processes,
-                        threads: plan.workers / processes,
-                    };
-                    (launched.output, layout, launched.recovery_s)
-                }
-                None => {
-                    // The run writes its checkpoints beside its trace, as `forestall
-                    // run` does, so their cost is in the figures.
-                    let options = RunOptions {
-                        checkpoint_dir: Some(trace_dir.join("run")),
-                        ..RunOptions::default()
-                    };
-                    let out =
-                        run_job_in_cluster(plan, Arc::clone(&workload), &trace_dir, stamp, options)
-                            .and_then(|o| o.ok_or(crate::run::RunError::Incomplete))
-                            .map_err(|source| BenchError::Run {
-                                sweep: run.sweep.clone(),
-                                source,
-                            })?;
-                    (out, RunKind::Timely, None)
-                }
-            };
+                (out, RunKind::Timely, None)
+            }
+        };
         drop(pinned);
         let summary = RunSummary::new(plan, &out, &trace_dir, workload.data().test_majority_rate());
         let load_us = out.iterations.first().map_or(0, |i| i.start_us);
@@ -474,6 +495,8 @@ pub fn run_pipeline(
             kind,
             processes: run.processes.unwrap_or(1),
             recovery_s,
+            start_ms,
+            gather_s,
             // The iterations' span on the job clock: the same measure for
             // threads and for processes (whose clock starts at the launch).
             time_per_iteration_ms: span_us as f64 / 1000.0 / plan.iterations as f64,

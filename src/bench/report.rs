@@ -310,8 +310,37 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         }
         let _ = writeln!(s);
         workload_metrics(&mut s, &groups);
+        host_costs(&mut s, &groups);
     }
     s
+}
+
+/// Runs on namespaced hosts: the slowest handshake at start and the
+/// gather's time, per group, mean over its runs.
+fn host_costs(s: &mut String, groups: &BTreeMap<GroupKey, Vec<&BenchRow>>) {
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let lines: Vec<String> = groups
+        .iter()
+        .filter_map(|(key, group)| {
+            let start = mean(group.iter().filter_map(|r| r.start_ms).collect())?;
+            let gather = mean(group.iter().filter_map(|r| r.gather_s).collect());
+            Some(format!(
+                "- {} {} W = {}: slowest handshake {start:.1} ms (clock exchange included), \
+                 gather {}",
+                key.kind,
+                key.label(),
+                key.workers,
+                gather.map_or("—".to_owned(), |g| format!("{:.0} ms", g * 1000.0))
+            ))
+        })
+        .collect();
+    if !lines.is_empty() {
+        let _ = writeln!(
+            s,
+            "Start and end across hosts (mean over the runs):\n\n{}\n",
+            lines.join("\n")
+        );
+    }
 }
 
 /// The workloads' own final metrics (e.g. `rmse`), per group, mean over its

@@ -98,6 +98,12 @@ pub struct BenchRow {
     /// Seconds from killing a process to the restarted job's first completed
     /// iteration (runs with a kill).
     pub recovery_s: Option<f64>,
+    /// Runs on namespaced hosts: the slowest handshake of any process, the
+    /// clock exchange included, ms.
+    pub start_ms: Option<f64>,
+    /// Runs on namespaced hosts: process 0's gather of the others' trace
+    /// parts, s.
+    pub gather_s: Option<f64>,
     /// Training rows (images) per second over the iterations' span.
     pub rows_per_s: Option<f64>,
     /// The CPUs the run was pinned to (`"0"`, `"0,1"`; empty: not pinned).
@@ -186,6 +192,8 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ),
         ("checkpoint_every", u64s(|r| r.checkpoint_every)),
         ("recovery_s", opt_f64s(|r| r.recovery_s)),
+        ("start_ms", opt_f64s(|r| r.start_ms)),
+        ("gather_s", opt_f64s(|r| r.gather_s)),
         ("rows_per_s", opt_f64s(|r| r.rows_per_s)),
         ("cpus", s(|r| &r.cpus)),
         ("test_metrics", s(|r| &r.test_metrics)),
@@ -341,6 +349,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
         u64s("checkpoint_every")?,
         f64s("recovery_s")?,
     );
+    let (start, gather) = (f64s("start_ms")?, f64s("gather_s")?);
     let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
     let (rows_per_s, cpus) = (f64s("rows_per_s")?, opt_string("cpus")?);
     let metrics = opt_string("test_metrics")?;
@@ -388,6 +397,8 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
             processes: get(processes, i, UInt32Array::value).unwrap_or(1),
             checkpoint_every: u(every, i).unwrap_or(0),
             recovery_s: f(recovery, i),
+            start_ms: f(start, i),
+            gather_s: f(gather, i),
             rows_per_s: f(rows_per_s, i),
             cpus: get(cpus, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
             test_metrics: get(metrics, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
@@ -437,6 +448,8 @@ mod tests {
             processes: 1,
             checkpoint_every: 0,
             recovery_s: None,
+            start_ms: None,
+            gather_s: None,
             rows_per_s: Some(1234.5),
             cpus: "0".into(),
         }

@@ -81,6 +81,13 @@ pub struct SweepSpec {
     /// bench's own process.
     #[serde(default)]
     pub processes: Vec<u32>,
+    /// Run each job as this many hosts in network namespaces (root), one
+    /// process each with `workers / hosts` threads, authenticated by a token,
+    /// each writing into its own output directory and gathering the trace
+    /// into process 0's (`--gather`); the row records the slowest handshake
+    /// (`start_ms`) and the gather (`gather_s`).
+    #[serde(default)]
+    pub hosts: Vec<u32>,
     /// `[checkpoint] every` for every run of the sweep.
     pub checkpoint_every: Option<u64>,
     /// With `processes`: kill process 1 with SIGKILL once this iteration is
@@ -159,11 +166,16 @@ impl SweepSpec {
         } else {
             self.workers.iter().copied().map(Some).collect()
         };
-        let processes: Vec<Option<u32>> = if self.processes.is_empty() {
-            vec![None]
-        } else {
-            self.processes.iter().copied().map(Some).collect()
-        };
+        // (processes, on namespaced hosts)
+        let processes: Vec<(Option<u32>, bool)> =
+            if self.processes.is_empty() && self.hosts.is_empty() {
+                vec![(None, false)]
+            } else {
+                let local = self.processes.iter().map(|&p| (Some(p), false));
+                local
+                    .chain(self.hosts.iter().map(|&h| (Some(h), true)))
+                    .collect()
+            };
         let policies: Vec<Option<String>> = if self.policies.is_empty() {
             vec![None]
         } else {
@@ -173,7 +185,7 @@ impl SweepSpec {
         let variations = self.variations().unwrap_or_else(|_| vec![Vec::new()]);
         let mut emitted = std::collections::HashSet::new();
         let mut runs = Vec::new();
-        for (&w, &processes) in workers
+        for (&w, &(processes, namespaced)) in workers
             .iter()
             .flat_map(|w| processes.iter().map(move |p| (w, p)))
         {
@@ -203,7 +215,7 @@ impl SweepSpec {
                                         .join(", ");
                                     let key = (
                                         w,
-                                        processes,
+                                        (processes, namespaced),
                                         probability.map(f64::to_bits),
                                         alpha.map(f64::to_bits),
                                         delay.map(f64::to_bits),
@@ -237,6 +249,7 @@ impl SweepSpec {
                                             .concat(),
                                         },
                                         processes,
+                                        namespaced,
                                         kill_at: self.kill_at_iteration,
                                         cpus: self
                                             .cpus
@@ -275,6 +288,8 @@ pub struct RunSpec {
     pub target_accuracy: Option<f64>,
     /// Run as this many local processes (none: threads in the bench).
     pub processes: Option<u32>,
+    /// With `processes`: each on a host in a network namespace.
+    pub namespaced: bool,
     /// Kill process 1 at this iteration (launched runs).
     pub kill_at: Option<u64>,
     /// The CPUs the run is pinned to (none: wherever the bench may run).
@@ -315,6 +330,29 @@ pub struct PeerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_and_namespaced_hosts_are_layouts_of_one_sweep() {
+        let pipeline: PipelineSpec = toml::from_str(
+            r#"
+            [bench]
+            name = "hosts"
+            [[sweep]]
+            name = "both"
+            job = "job.toml"
+            seeds = [1]
+            processes = [2]
+            hosts = [4]
+            "#,
+        )
+        .expect("a valid pipeline");
+        let layouts: Vec<(Option<u32>, bool)> = pipeline.sweeps[0]
+            .runs(Path::new("."))
+            .iter()
+            .map(|r| (r.processes, r.namespaced))
+            .collect();
+        assert_eq!(layouts, [(Some(2), false), (Some(4), true)]);
+    }
 
     #[test]
     fn a_sweeps_settings_go_to_every_run_and_a_bad_one_is_named() {

@@ -403,11 +403,12 @@ fn gather(
         );
     }
     tracing::info!(
-        process = c.process,
-        files = g.files,
-        bytes = g.bytes,
-        seconds = g.seconds,
-        "trace gathered"
+        "process {}: trace gathered: {} parts, {} bytes in {:.4} s (gather_s={:.4})",
+        c.process,
+        g.files,
+        g.bytes,
+        g.seconds,
+        g.seconds
     );
     Ok(())
 }

@@ -71,6 +71,7 @@ impl ClusterSpec {
             env!("FORESTALL_GIT_REVISION"),
             self.addresses.len()
         );
+        let started = std::time::Instant::now();
         let sockets = crate::run::handshake::connect(&crate::run::handshake::Connect {
             addresses: &self.addresses,
             process: self.process as usize,
@@ -79,6 +80,15 @@ impl ClusterSpec {
             timeout: self.connect_timeout,
             origin_us,
         })?;
+        tracing::info!(
+            "process {}: connected to {} peers in {} ms; the slowest handshake took {} µs \
+             (handshake_us={}, the clock exchange included)",
+            self.process,
+            self.addresses.len() - 1,
+            started.elapsed().as_millis(),
+            sockets.handshake_us,
+            sockets.handshake_us
+        );
         let hooks = timely::communication::Hooks::default();
         let threads = self.threads as usize;
         let local =

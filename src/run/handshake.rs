@@ -94,6 +94,9 @@ pub struct Connected {
     pub streams: Vec<Option<TcpStream>>,
     /// Process 0's clock.
     pub clock: Option<ClockSync>,
+    /// The slowest of this process's handshakes, from the connection's
+    /// opening to its handover (the clock exchange included), µs.
+    pub handshake_us: u64,
 }
 
 /// Connects to every other process and authenticates each connection:
@@ -120,20 +123,27 @@ pub fn connect(c: &Connect<'_>) -> Result<Connected, String> {
         })
         .collect();
     let mut streams: Vec<Option<TcpStream>> = (0..c.addresses.len()).map(|_| None).collect();
+    let mut handshake_us = 0;
     if let Some(listener) = listener {
-        for (i, s) in accept(&listener, c, deadline)? {
+        for (i, s, us) in accept(&listener, c, deadline)? {
             streams[i] = Some(s);
+            handshake_us = handshake_us.max(us);
         }
     }
     let mut clock = None;
     for (a, dialing) in lower.into_iter().enumerate() {
-        let (stream, sync) = dialing
+        let (stream, sync, us) = dialing
             .join()
             .map_err(|_| format!("connecting to process {a} failed"))??;
         streams[a] = Some(stream);
         clock = clock.or(sync);
+        handshake_us = handshake_us.max(us);
     }
-    Ok(Connected { streams, clock })
+    Ok(Connected {
+        streams,
+        clock,
+        handshake_us,
+    })
 }
 
 /// Connects the processes above 0 to process 0 alone (a star), each
@@ -149,18 +159,25 @@ pub fn connect_star(c: &Connect<'_>) -> Result<Connected, String> {
         let l = TcpListener::bind(own).map_err(|e| format!("cannot listen on {own}: {e}"))?;
         l.set_nonblocking(true)
             .map_err(|e| format!("cannot listen on {own}: {e}"))?;
-        for (i, s) in accept(&l, c, deadline)? {
+        let mut handshake_us = 0;
+        for (i, s, us) in accept(&l, c, deadline)? {
             streams[i] = Some(s);
+            handshake_us = handshake_us.max(us);
         }
         return Ok(Connected {
             streams,
             clock: None,
+            handshake_us,
         });
     }
     let at = (deadline, c.timeout);
-    let (s, clock) = dial(&c.addresses[0], 0, (c.process, n), c.key, &c.context, at)?;
+    let (s, clock, handshake_us) = dial(&c.addresses[0], 0, (c.process, n), c.key, &c.context, at)?;
     streams[0] = Some(s);
-    Ok(Connected { streams, clock })
+    Ok(Connected {
+        streams,
+        clock,
+        handshake_us,
+    })
 }
 
 /// The longest context a hello may carry.
@@ -242,11 +259,12 @@ fn dial(
     key: &[u8],
     context: &str,
     (deadline, timeout): (Instant, Duration),
-) -> Result<(TcpStream, Option<ClockSync>), String> {
+) -> Result<(TcpStream, Option<ClockSync>, u64), String> {
     let mut last = String::from("nothing answered");
     while Instant::now() < deadline {
+        let attempt = Instant::now();
         match dial_once(address, a, (me, processes), key, context) {
-            Ok(s) => return Ok(s),
+            Ok((s, sync)) => return Ok((s, sync, attempt.elapsed().as_micros() as u64)),
             Err(Dialled::Fatal(e)) => return Err(format!("process {me}: {e}")),
             Err(Dialled::Retry(e)) => last = e,
         }
@@ -398,18 +416,19 @@ fn handed_over(s: TcpStream) -> Result<TcpStream, String> {
 }
 
 /// Accepts until every process above this one has authenticated, or the
-/// deadline: (process, stream) for each.
+/// deadline: (process, stream, its handshake's µs) for each.
 fn accept(
     listener: &TcpListener,
     c: &Connect<'_>,
     deadline: Instant,
-) -> Result<Vec<(usize, TcpStream)>, String> {
+) -> Result<Vec<(usize, TcpStream, u64)>, String> {
     let n = c.addresses.len();
-    let mut found: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-    let (tx, rx) = mpsc::channel::<(SocketAddr, Answer)>();
+    let mut found: Vec<Option<(TcpStream, u64)>> = (0..n).map(|_| None).collect();
+    let (tx, rx) = mpsc::channel::<(SocketAddr, Answer, u64)>();
     let mut pending = 0usize;
-    let missing =
-        |found: &[Option<TcpStream>]| (c.process + 1..n).filter(|&i| found[i].is_none()).count();
+    let missing = |found: &[Option<(TcpStream, u64)>]| {
+        (c.process + 1..n).filter(|&i| found[i].is_none()).count()
+    };
     while missing(&found) > 0 {
         if Instant::now() >= deadline {
             let absent: Vec<String> = (c.process + 1..n)
@@ -431,7 +450,10 @@ fn accept(
                     (tx.clone(), c.key.to_vec(), c.context.clone(), c.process);
                 let origin = c.origin_us;
                 std::thread::spawn(move || {
-                    let _ = tx.send((from, answer(stream, (me, n), &key, &context, origin)));
+                    let started = Instant::now();
+                    let answered = answer(stream, (me, n), &key, &context, origin);
+                    let us = started.elapsed().as_micros() as u64;
+                    let _ = tx.send((from, answered, us));
                 });
             }
             Ok((_, from)) => {
@@ -440,10 +462,10 @@ fn accept(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(format!("cannot accept on {}: {e}", c.addresses[c.process])),
         }
-        while let Ok((from, outcome)) = rx.try_recv() {
+        while let Ok((from, outcome, us)) = rx.try_recv() {
             pending -= 1;
             match outcome {
-                Answer::Accepted(i, s) if found[i].is_none() => found[i] = Some(s),
+                Answer::Accepted(i, s) if found[i].is_none() => found[i] = Some((s, us)),
                 Answer::Accepted(i, _) => {
                     warn_refused(from, &format!("process {i} is connected already"));
                 }
@@ -456,7 +478,7 @@ fn accept(
     Ok(found
         .into_iter()
         .enumerate()
-        .filter_map(|(i, s)| s.map(|s| (i, s)))
+        .filter_map(|(i, s)| s.map(|(s, us)| (i, s, us)))
         .collect())
 }
 
