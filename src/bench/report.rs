@@ -111,14 +111,16 @@ fn mean_of(rows: &[&BenchRow], f: impl Fn(&BenchRow) -> f64) -> f64 {
     mean_sd(&rows.iter().map(|r| f(r)).collect::<Vec<_>>()).0
 }
 
-/// The time per iteration a sweep's rows of `kind` are compared with, for
-/// `workers`: the same kind's runs of the baseline policy, or the timely runs
-/// of the baseline sweep.
+/// The time per iteration a sweep's rows of `kind` and `policy` are
+/// compared with, for `workers`: the same kind's runs of the baseline
+/// policy, or the timely runs of the baseline sweep (its runs of `policy`
+/// when it has some, so that like is compared with like).
 fn baseline(
     sweep: &SweepSpec,
     rows: &[BenchRow],
     kind: RunKind,
     workers: u32,
+    policy: &str,
 ) -> Option<(String, f64)> {
     let (label, chosen): (String, Vec<&BenchRow>) = if let Some(p) = &sweep.relative_to_policy {
         (
@@ -129,12 +131,23 @@ fn baseline(
                 .collect(),
         )
     } else if let Some(name) = &sweep.relative_to {
+        let of_sweep: Vec<&BenchRow> = rows
+            .iter()
+            .filter(|r| &r.sweep == name)
+            .filter(|r| r.kind.is_timely() && r.workers == workers)
+            .collect();
+        let same_policy: Vec<&BenchRow> = of_sweep
+            .iter()
+            .copied()
+            .filter(|r| r.policy == policy)
+            .collect();
         (
             format!("`{name}`"),
-            rows.iter()
-                .filter(|r| &r.sweep == name)
-                .filter(|r| r.kind.is_timely() && r.workers == workers)
-                .collect(),
+            if same_policy.is_empty() {
+                of_sweep
+            } else {
+                same_policy
+            },
         )
     } else if sweep.reference.is_some() {
         (
@@ -209,7 +222,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         }
         let label = mine
             .first()
-            .and_then(|r| baseline(sweep, rows, r.kind, r.workers))
+            .and_then(|r| baseline(sweep, rows, r.kind, r.workers, &r.policy))
             .map_or_else(|| "—".to_owned(), |(l, _)| l);
         let _ = writeln!(
             s,
@@ -225,7 +238,7 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
             let (mean, sd) = mean_sd(&t);
             let mitigation = mitigation(&groups, key, mean)
                 .map_or("—".to_owned(), |m| format!("{:.0} %", 100.0 * m));
-            let ratio = baseline(sweep, rows, key.kind, key.workers)
+            let ratio = baseline(sweep, rows, key.kind, key.workers, &key.policy)
                 .filter(|_| key.kind.is_timely() || sweep.relative_to_policy.is_none())
                 .map_or("—".to_owned(), |(_, b)| format!("{:.3}×", mean / b));
             let vs = |bound: fn(&BenchRow) -> Option<f64>| {
@@ -395,7 +408,7 @@ fn bar_plot(spec: &PipelineSpec, sweep: &SweepSpec, rows: &[BenchRow], dir: &Pat
     let mut by_policy: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut relative = false;
     for r in &mine {
-        let y = match baseline(sweep, rows, r.kind, r.workers) {
+        let y = match baseline(sweep, rows, r.kind, r.workers, &r.policy) {
             Some((_, b)) => {
                 relative = true;
                 r.time_per_iteration_ms / b
@@ -452,7 +465,7 @@ pub fn plots(spec: &PipelineSpec, rows: &[BenchRow], dir: &Path) -> Vec<PathBuf>
         let mut relative = false;
         for (key, group) in &group(&mine) {
             let mean = mean_of(group, |r| r.time_per_iteration_ms);
-            let y = match baseline(sweep, rows, key.kind, key.workers) {
+            let y = match baseline(sweep, rows, key.kind, key.workers, &key.policy) {
                 Some((_, b)) => {
                     relative = true;
                     mean / b
