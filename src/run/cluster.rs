@@ -89,6 +89,22 @@ impl ClusterSpec {
             sockets.handshake_us,
             sockets.handshake_us
         );
+        if let Some(sync) = sockets.clock {
+            // Hosts whose clocks disagree by more than the time a job allows
+            // for connecting are not a cluster to time: say so before
+            // training (and before timely takes the connections).
+            if u128::from(sync.offset_us.unsigned_abs()) > self.connect_timeout.as_micros() {
+                return Err(format!(
+                    "process {}: its wall clock is {:.1} s off process 0's (measured within {} \
+                     µs), more than --connect-timeout ({} s): synchronise the hosts' clocks \
+                     (NTP, chrony) and start the job again",
+                    self.process,
+                    sync.offset_us.unsigned_abs() as f64 / 1e6,
+                    sync.round_trip_us,
+                    self.connect_timeout.as_secs()
+                ));
+            }
+        }
         let hooks = timely::communication::Hooks::default();
         let threads = self.threads as usize;
         let local =

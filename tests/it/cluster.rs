@@ -663,3 +663,58 @@ fn a_gather_that_a_process_misses_names_it_and_keeps_the_results() {
         "no hang"
     );
 }
+
+/// A host whose clock is off process 0's by more than the connect timeout
+/// (5 s against 3 s, shifted below the clock exchange) is refused with an
+/// error naming it and the offset; process 0 stops too (exit 2 for both,
+/// no hang).
+#[test]
+fn a_clock_off_by_more_than_the_connect_timeout_is_refused() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    let start = |process: &str, shift: &str| {
+        let args = [
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            process,
+            "--threads",
+            "2",
+            "--connect-timeout",
+            "3",
+            "--out",
+            "o",
+        ];
+        let shifted = [(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)];
+        crate::common::spawn_in(dir, &args, shifted)
+    };
+    let started = std::time::Instant::now();
+    let (zero, one) = (start("0", "0"), start("1", "-5000000"));
+    let (zero, one) = (
+        zero.wait_with_output().expect("ends"),
+        one.wait_with_output().expect("ends"),
+    );
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert_eq!(one.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("process 1: its wall clock is 5.0 s off process 0's")
+            && err.contains("--connect-timeout (3 s)"),
+        "{err}"
+    );
+    assert_eq!(
+        zero.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&zero.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "no hang"
+    );
+    assert!(!dir.join("o/summary.json").exists());
+}

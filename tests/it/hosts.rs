@@ -510,3 +510,59 @@ fn namespaced_hosts_train_the_cnn_of_threads() {
         );
     }
 }
+
+/// A hostfile naming an address no namespace holds: the process given that
+/// line cannot listen there and says so, and process 0 gives up at its
+/// connect timeout naming the missing process and its address; both exit 2
+/// within the timeout.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn a_hostfile_address_that_no_host_holds_is_named() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let hosts = Hosts::new(2);
+    let port = port(30_700);
+    let nowhere = "10.77.0.99";
+    std::fs::write(
+        dir.join("hosts"),
+        format!("{}:{port}\n{nowhere}:{port}\n", hosts.addresses()[0]),
+    )
+    .expect("hosts");
+    let args = |i: &'static str| {
+        vec![
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            i,
+            "--threads",
+            "2",
+            "--allow-remote",
+            "--token-file",
+            "token",
+            "--connect-timeout",
+            "3",
+            "--out",
+            "o",
+        ]
+    };
+    let started = std::time::Instant::now();
+    let zero = hosts.forestall(0, dir, &args("0"));
+    let one = hosts.forestall(1, dir, &args("1"));
+    let (zero, one) = (ended(zero), ended(one));
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert_eq!(one.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {nowhere}:{port}")),
+        "{err}"
+    );
+    let err = String::from_utf8_lossy(&zero.stderr);
+    assert_eq!(zero.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("process 1 at {nowhere}:{port}")),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
