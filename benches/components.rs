@@ -72,6 +72,8 @@ fn main() {
             gt_slowdown: 1.0,
             gt_delay_us: 0,
             micro_batches: 1,
+            send_us: 0,
+            gt_link_mbps: 0.0,
         })
         .collect();
     let stamp = TraceStamp {

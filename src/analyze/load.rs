@@ -28,6 +28,9 @@ pub struct Observed {
     pub rows: Vec<Vec<u32>>,
     /// `barrier[i][w]`: worker w's wait at the barrier, µs.
     pub barrier: Vec<Vec<u64>>,
+    /// `send[i][w]`: the time worker w's gradients took through its link
+    /// in iteration i, µs (the units' `send_us`; 0 without a units table).
+    pub send: Vec<Vec<u64>>,
     /// Iteration wall time, µs (from the iterations table; the longest busy
     /// time when the table is absent).
     pub wall: Vec<u64>,
@@ -153,6 +156,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         observed.busy.push(busy);
         observed.rows.push(r);
         observed.barrier.push(barrier);
+        observed.send.push(vec![0; workers]);
     }
     let index: BTreeMap<u64, usize> = observed
         .iterations
@@ -187,6 +191,10 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
                 zero += u64::from(us == 0);
                 if let Some(list) = observed.unit_us.get_mut(u.worker as usize) {
                     list.push(u32::try_from(us).unwrap_or(u32::MAX));
+                }
+                let at = index.get(&u.iteration).copied();
+                if let Some(send) = at.and_then(|i| observed.send[i].get_mut(u.worker as usize)) {
+                    *send += u.send_us;
                 }
             }
             Ok(())

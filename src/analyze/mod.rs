@@ -56,6 +56,14 @@ pub struct WorkerAnalysis {
     pub slowdown: f64,
     /// (its S − 1) / (S − 1): its share of the slowdown (0 when S ≤ 1).
     pub share_of_slowdown: f64,
+    /// Where its slow iterations lost their time: `link` when most of its
+    /// time over the iteration's median went into sending its gradients
+    /// (the units' `send_us`), `compute` when most did not, `none` without
+    /// a slow iteration. Read from what the run measured, never from the
+    /// ground-truth columns.
+    pub slow_in: &'static str,
+    /// The share of its excess time in slow iterations spent sending.
+    pub link_share: f64,
 }
 
 /// Stragglers of one iteration.
@@ -226,6 +234,7 @@ pub fn analyze_observed(
                 .filter(|&b| b != MISSING)
                 .sum();
             let wait: u64 = observed.barrier.iter().map(|b| b[w]).sum();
+            let (slow_in, link_share) = slow_in(observed, &ratios[w], &medians, w, threshold);
             WorkerAnalysis {
                 worker: w as u32,
                 units: units.len(),
@@ -244,6 +253,8 @@ pub fn analyze_observed(
                 class,
                 evidence,
                 slowdown: own_slowdown,
+                slow_in,
+                link_share,
                 share_of_slowdown: if slowdown > 1.0 {
                     (own_slowdown - 1.0) / (slowdown - 1.0)
                 } else {
@@ -274,6 +285,35 @@ pub fn analyze_observed(
         operations: None,
         online_predictions: score_predictions(&observed.predictions),
     }
+}
+
+/// Where worker `w`'s slow iterations (busy over `1 + threshold` times the
+/// median) lost their time: the share of its excess over the median that
+/// its gradients spent in its link, and `link` when that is most of it.
+fn slow_in(
+    observed: &Observed,
+    ratios: &[(usize, f64, Option<f64>)],
+    medians: &[f64],
+    w: usize,
+    threshold: f64,
+) -> (&'static str, f64) {
+    let (mut excess, mut sending) = (0.0, 0.0);
+    for &(i, _, _) in ratios.iter().filter(|r| r.1 > 1.0 + threshold) {
+        let over = (observed.busy[i][w] as f64 - medians[i]).max(0.0);
+        let send = observed
+            .send
+            .get(i)
+            .and_then(|s| s.get(w))
+            .copied()
+            .unwrap_or(0);
+        excess += over;
+        sending += (send as f64).min(over);
+    }
+    if excess <= 0.0 {
+        return ("none", 0.0);
+    }
+    let share = sending / excess;
+    (if share >= 0.5 { "link" } else { "compute" }, share)
 }
 
 /// Replaces S and the per-worker attributions of `analysis` by those of the

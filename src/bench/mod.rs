@@ -316,6 +316,7 @@ pub fn run_pipeline(
                 delay_percent,
                 ..
             } => (*delay_percent, *probability),
+            Pattern::SlowLink { probability, .. } => (0.0, *probability),
             _ => (0.0, 0.0),
         };
         let base = BenchRow {

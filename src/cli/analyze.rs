@@ -225,7 +225,14 @@ fn text(a: &Analysis) -> String {
             w.class.as_str(),
             w.slowdown,
             w.share_of_slowdown * 100.0,
-            w.why
+            match w.slow_in {
+                "link" => format!(
+                    "{}; slow in its link: {:.0} % of its time over the median went into sending",
+                    w.why,
+                    w.link_share * 100.0
+                ),
+                _ => w.why.clone(),
+            }
         ));
     }
     if order.len() > SHOWN {

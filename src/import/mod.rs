@@ -244,6 +244,8 @@ pub fn records(imported: &Imported) -> (Vec<UnitRecord>, Vec<WorkerRecord>, Vec<
             gt_slowdown: f64::NAN,
             gt_delay_us: 0,
             micro_batches: 1,
+            send_us: 0,
+            gt_link_mbps: 0.0,
         }));
         // What is known of the workload: which trace it came from.
         iterations.push(IterationRecord::timing_only(

@@ -66,11 +66,24 @@ pub enum Pattern {
         /// `None` keeps the data uniform.
         work_share: Option<f64>,
     },
+    /// Each worker, each iteration, independently with probability
+    /// `probability`, sends its gradients through a link limited to
+    /// `link_mbps` Mbit/s; its compute is not slowed. In one process each
+    /// worker is a host of its own; across processes, a process's workers
+    /// share its host's link.
+    SlowLink {
+        /// Probability in [0, 1] that a given worker's link is slow in a
+        /// given iteration.
+        probability: f64,
+        /// The slowed link's rate, Mbit/s (> 0).
+        link_mbps: f64,
+    },
 }
 
 impl Pattern {
     /// The pattern's name as written in job specs and reports: `none`,
-    /// `slow-worker`, `disrupted-machine`, `power-law` or `persistent`.
+    /// `slow-worker`, `disrupted-machine`, `power-law`, `persistent` or
+    /// `slow-link`.
     pub fn name(&self) -> &'static str {
         match self {
             Pattern::None => "none",
@@ -78,6 +91,7 @@ impl Pattern {
             Pattern::DisruptedMachine { .. } => "disrupted-machine",
             Pattern::PowerLaw { .. } => "power-law",
             Pattern::Persistent { .. } => "persistent",
+            Pattern::SlowLink { .. } => "slow-link",
         }
     }
 }
@@ -120,6 +134,13 @@ mod tests {
                     work_share: None,
                 },
                 "persistent",
+            ),
+            (
+                Pattern::SlowLink {
+                    probability: 0.1,
+                    link_mbps: 10.0,
+                },
+                "slow-link",
             ),
         ];
         for (pattern, name) in cases {

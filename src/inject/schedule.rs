@@ -13,6 +13,7 @@ pub const MAX_SLOWDOWN: f64 = 1.0e6;
 // Stream tags keep the patterns' draws independent of each other (and of the other
 // modules' uses of `rng`) for the same seed. ASCII of the pattern's name.
 const STREAM_SLOW_WORKER: u64 = u64::from_be_bytes(*b"inj-slow");
+const STREAM_SLOW_LINK: u64 = u64::from_be_bytes(*b"inj-link");
 const STREAM_DISRUPT_FIRE: u64 = u64::from_be_bytes(*b"inj-dfir");
 const STREAM_DISRUPT_PICK: u64 = u64::from_be_bytes(*b"inj-dpik");
 const STREAM_POWER_LAW: u64 = u64::from_be_bytes(*b"inj-powl");
@@ -79,6 +80,21 @@ impl StragglerSchedule {
         self.workers
     }
 
+    /// The rate `worker`'s outgoing link is limited to in `iteration`,
+    /// Mbit/s (`slow-link`); None when it is not limited.
+    pub fn link_mbps(&self, worker: u32, iteration: u64) -> Option<f64> {
+        match &self.pattern {
+            Pattern::SlowLink {
+                probability,
+                link_mbps,
+            } => {
+                let u = rng::uniform(&[self.seed, STREAM_SLOW_LINK, u64::from(worker), iteration]);
+                (u < *probability).then_some(*link_mbps)
+            }
+            _ => None,
+        }
+    }
+
     /// How many times slower `worker` runs in `iteration` at `time_us` microseconds
     /// after the job started.
     ///
@@ -136,6 +152,8 @@ impl StragglerSchedule {
                     1.0
                 }
             }
+            // a slow link slows no compute
+            Pattern::SlowLink { .. } => 1.0,
         };
         sanitize(factor)
     }

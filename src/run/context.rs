@@ -224,6 +224,17 @@ impl JobContext {
             && (version.is_multiple_of(every) || version == self.end_version())
     }
 
+    /// Whether workers `a` and `b` share a host (and its link): in a job of
+    /// one process each worker is a host of its own; across processes, a
+    /// process's workers share one.
+    pub fn same_host(&self, a: u32, b: u32) -> bool {
+        if self.threads_per_process >= self.plan.workers {
+            a == b
+        } else {
+            self.process_of(a) == self.process_of(b)
+        }
+    }
+
     /// Units `worker` owns in every iteration.
     pub fn own_units(&self, worker: u32) -> u32 {
         self.assignment(worker).len() as u32 * self.plan.units_per_partition

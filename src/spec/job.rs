@@ -165,6 +165,9 @@ pub struct StragglerSection {
     pub factor: Option<f64>,
     /// persistent: share of the data those workers carry.
     pub work_share: Option<f64>,
+    /// slow-link: the rate a slowed worker's outgoing link is limited to,
+    /// Mbit/s.
+    pub link_mbps: Option<f64>,
 }
 
 /// `[policy]`.

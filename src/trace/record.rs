@@ -86,6 +86,13 @@ pub struct UnitRecord {
     /// Micro-batches of this record's rows (1 for a unit computed at once;
     /// a `split` record and the rest a peer computed count theirs).
     pub micro_batches: u32,
+    /// Time the unit's gradient took to leave over its worker's link after
+    /// its compute (the `slow-link` pattern's emulated link; 0 when the link
+    /// was not limited or the time is not known).
+    pub send_us: u64,
+    /// Ground truth: the rate its worker's link was limited to, Mbit/s (0:
+    /// not limited).
+    pub gt_link_mbps: f64,
 }
 
 /// One row per (iteration, worker): how the worker spent the iteration.

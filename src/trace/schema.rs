@@ -21,11 +21,12 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 6 added `units.micro_batches` and the `split` action; version 5
+/// Version 7 added `units.send_us` and `units.gt_link_mbps`; version 6
+/// `units.micro_batches` and the `split` action; version 5
 /// `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
 /// `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
@@ -34,8 +35,19 @@ pub const SCHEMA_VERSION: u32 = 6;
 /// [`ADDED_IN_V4`], and version 2 to 4 files [`ADDED_IN_V5`]; they read as 0
 /// (not recorded). Version 2 to 5 files lack the `units` table's
 /// [`ADDED_IN_V6`]; it reads as 1 (every unit was computed at once before
-/// a unit's rest could move, and the replay needs no more).
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, SCHEMA_VERSION];
+/// a unit's rest could move, and the replay needs no more). Version 2 to 6
+/// files lack [`ADDED_IN_V7`]; they read as 0 (no link was limited).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, SCHEMA_VERSION];
+
+/// The `units` columns version 7 added: the time a unit's gradient took
+/// through its worker's link, and the link's injected rate.
+pub const ADDED_IN_V7: [&str; 2] = [SEND_COLUMN, LINK_COLUMN];
+
+/// `units` column: µs the gradient took through the worker's link.
+pub const SEND_COLUMN: &str = "send_us";
+/// `units` column: ground truth, the worker's link rate, Mbit/s (0: not
+/// limited).
+pub const LINK_COLUMN: &str = "gt_link_mbps";
 
 /// The `workers` column version 5 added: compute spent on copies of units
 /// that another copy beat.
@@ -142,7 +154,10 @@ impl TraceTable {
                 (f.name() == ADDED_IN_V4 && version < 4) || (f.name() == ADDED_IN_V5 && version < 5)
             }
             TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
-            TraceTable::Units => f.name() == ADDED_IN_V6 && version < 6,
+            TraceTable::Units => {
+                (f.name() == ADDED_IN_V6 && version < 6)
+                    || (ADDED_IN_V7.contains(&f.name().as_str()) && version < 7)
+            }
         };
         let fields: Vec<Field> = self
             .schema()
@@ -199,6 +214,8 @@ pub fn unit_schema() -> SchemaRef {
         required("gt_slowdown", Float64),
         required("gt_delay_us", UInt64),
         required(MICRO_BATCHES_COLUMN, UInt32),
+        required(SEND_COLUMN, UInt64),
+        required(LINK_COLUMN, Float64),
     ]))
 }
 
@@ -320,23 +337,23 @@ mod tests {
 
     #[test]
     fn older_versions_are_the_current_one_without_the_columns_added_since() {
-        assert_eq!(SCHEMA_VERSION, 6);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6]);
+        assert_eq!(SCHEMA_VERSION, 7);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6, 7]);
         for table in TraceTable::ALL {
-            assert_eq!(table.schema_of_version(6), Some(table.schema()), "{table}");
-            for version in [0, 1, 7, u32::MAX] {
+            assert_eq!(table.schema_of_version(7), Some(table.schema()), "{table}");
+            for version in [0, 1, 8, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }
-        // units gained micro_batches in 6; workers control_bytes in 4,
-        // wasted_us in 5
-        for version in [2, 3, 4, 5] {
+        // units gained micro_batches in 6, send_us and gt_link_mbps in 7;
+        // workers control_bytes in 4, wasted_us in 5
+        for version in [2, 3, 4, 5, 6] {
             let units = TraceTable::Units
                 .schema_of_version(version)
                 .expect("readable");
             let current = unit_schema();
             let mut expected = names(&current);
-            expected.retain(|n| *n != ADDED_IN_V6);
+            expected.retain(|n| (version >= 6 || *n != ADDED_IN_V6) && !ADDED_IN_V7.contains(n));
             assert_eq!(names(&units), expected, "units v{version}");
             let workers = TraceTable::Workers
                 .schema_of_version(version)

@@ -32,6 +32,8 @@ pub(crate) fn unit(iteration: u64, worker: u32, partition: u32, unit: u32) -> Un
         gt_slowdown: 1.0 + f64::from(worker) * 0.25,
         gt_delay_us: u64::from(worker) * 11,
         micro_batches: 1 + unit % 3,
+        send_us: u64::from(unit) * 7,
+        gt_link_mbps: if unit % 2 == 1 { 25.0 } else { 0.0 },
     }
 }
 

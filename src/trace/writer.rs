@@ -426,6 +426,8 @@ pub(crate) fn units_batch(
             f64s(records, |r| r.gt_slowdown),
             u64s(records, |r| r.gt_delay_us),
             u32s(records, |r| r.micro_batches),
+            u64s(records, |r| r.send_us),
+            f64s(records, |r| r.gt_link_mbps),
         ],
     )
 }

@@ -16,6 +16,7 @@ mod import;
 mod interop;
 mod layout;
 mod lda;
+mod links;
 mod mf;
 mod policies;
 mod predictor;

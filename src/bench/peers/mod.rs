@@ -358,6 +358,12 @@ pub fn plan_peers(
                             }
                             (0.0, 0.0, 0.0)
                         }
+                        Pattern::SlowLink { .. } => {
+                            return Err(bad(format!(
+                                "sweep '{}' uses slow-link; the ddp peer injects compute slowdowns only (slow-worker, power-law, persistent)",
+                                peer.sweep
+                            )))
+                        }
                         Pattern::DisruptedMachine { .. } => {
                             return Err(bad(format!(
                                 "sweep '{}' uses disrupted-machine, whose slowdowns follow the clock; the ddp peer replays slowdowns per iteration (slow-worker, power-law, persistent)",

@@ -75,14 +75,20 @@ pub(super) fn start_unit(
         span: target,
         slowdown,
     } = cx.schedule.stretch(worker, epoch.iteration, start_us, base);
+    let slices = gradient.map_or_else(Vec::new, |g| slices_of(cx, worker, &next, &g));
+    // A slow link (`slow-link`) holds the gradient after its compute for as
+    // long as its bytes take to leave.
+    let link_mbps = cx.schedule.link_mbps(worker, next.unit.iteration);
+    let send = link_mbps.map_or(Duration::ZERO, |mbps| link_time(cx, worker, &slices, mbps));
     // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
-    let deadline = started + target.saturating_sub(epoch.oversleep).max(compute);
-    let slices = gradient.map_or_else(Vec::new, |g| slices_of(cx, worker, &next, &g));
+    let deadline = started + target.saturating_sub(epoch.oversleep).max(compute) + send;
     Running {
         next,
         deadline,
-        stretched: target > estimate,
+        stretched: target > estimate || !send.is_zero(),
+        send,
+        link_mbps: link_mbps.unwrap_or(0.0),
         start_us,
         compute,
         slowdown,
@@ -95,6 +101,25 @@ pub(super) fn start_unit(
         span_us: deadline.saturating_duration_since(started).as_micros() as u64,
         started,
     }
+}
+
+/// How long `worker`'s gradient `slices` take through a link of `mbps`
+/// Mbit/s: the bytes bound for shard owners on other hosts (the dense size,
+/// when the gradient is computed as its time comes).
+fn link_time(cx: &JobContext, worker: u32, slices: &[GradSlice], mbps: f64) -> Duration {
+    let away = |owner: u32| !cx.same_host(owner, worker);
+    let bytes: u64 = if slices.is_empty() {
+        (cx.shards.iter().enumerate())
+            .filter(|(owner, _)| away(*owner as u32))
+            .map(|(_, range)| range.len() as u64 * 8 + 48)
+            .sum()
+    } else {
+        (slices.iter())
+            .filter(|s| away(s.owner))
+            .map(GradSlice::wire_bytes)
+            .sum()
+    };
+    Duration::from_secs_f64(bytes as f64 * 8.0 / (mbps * 1e6))
 }
 
 /// `gradient`, the sums of `next`'s unit computed by `worker`, cut into the
@@ -166,6 +191,8 @@ pub(super) fn finish_unit(
         rows_here,
         micro_batches,
         lazy,
+        send,
+        link_mbps,
         ..
     } = running;
     if let Some(lazy) = lazy {
@@ -194,6 +221,8 @@ pub(super) fn finish_unit(
         slowdown,
         delay_us: delay.as_micros() as u64,
         micro_batches,
+        send_us: send.as_micros() as u64,
+        link_mbps,
     };
     let record = record_part(cx, worker, epoch, &next, part);
     epoch.last_unit_us = end_us.saturating_sub(start_us);
@@ -234,6 +263,8 @@ pub(super) fn split_unit(
         slowdown,
         delay_us: end_us.saturating_sub(start_us).saturating_sub(compute_us),
         micro_batches: done,
+        send_us: 0,
+        link_mbps: 0.0,
     };
     let record = record_part(cx, worker, epoch, &next, part);
     epoch.oversleep = Duration::ZERO;
@@ -251,6 +282,8 @@ struct Part {
     slowdown: f64,
     delay_us: u64,
     micro_batches: u32,
+    send_us: u64,
+    link_mbps: f64,
 }
 
 /// The record of `part` of `next`'s unit, computed by `worker`, added to
@@ -281,6 +314,8 @@ fn record_part(
         gt_slowdown: part.slowdown,
         gt_delay_us: part.delay_us,
         micro_batches: part.micro_batches,
+        send_us: part.send_us,
+        gt_link_mbps: part.link_mbps,
     };
     epoch.first_start_us.get_or_insert(part.start_us);
     epoch.last_end_us = part.end_us;

@@ -284,6 +284,11 @@ pub(super) struct Running {
     pub(super) compute: Duration,
     pub(super) slowdown: f64,
     pub(super) delay: Duration,
+    /// How long its gradient takes through a slow link, after its compute
+    /// (`slow-link`; zero when the link is not limited).
+    pub(super) send: Duration,
+    /// The rate its worker's link is limited to, Mbit/s (0: not limited).
+    pub(super) link_mbps: f64,
     pub(super) slices: Vec<GradSlice>,
     /// Its micro-batches here (1 for a unit computed at once): they end
     /// evenly spaced until the deadline, which is what its worker sees of

@@ -51,7 +51,10 @@ fn missing_dataset_message(path: &Path) -> String {
     }
 }
 
-const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent";
+/// `slow-link`'s default rate of a slowed link, Mbit/s.
+const DEFAULT_LINK_MBPS: f64 = 100.0;
+
+const PATTERNS: &str = "none, slow-worker, disrupted-machine, power-law, persistent, slow-link";
 
 /// Checks `spec` (parsed from `text`, read from `path`) and resolves it.
 pub fn validate(spec: &JobSpec, text: &str, path: Option<&Path>) -> Result<JobPlan> {
@@ -495,6 +498,7 @@ fn validate_pattern(
         ("workers", s.workers.is_some()),
         ("factor", s.factor.is_some()),
         ("work_share", s.work_share.is_some()),
+        ("link_mbps", s.link_mbps.is_some()),
     ];
     let applies: &[&str] = match name {
         "none" => &[],
@@ -508,6 +512,7 @@ fn validate_pattern(
         ],
         "power-law" => &["alpha", "max_slowdown"],
         "persistent" => &["workers", "factor", "work_share"],
+        "slow-link" => &["probability", "link_mbps"],
         other => {
             return Err(cx.invalid(
                 "straggler",
@@ -594,6 +599,20 @@ fn validate_pattern(
                 period_us: period_ms * 1000,
                 delay_percent: delay(400.0)?,
                 workers_per_machine: per_machine,
+            }
+        }
+        "slow-link" => {
+            let mbps = s.link_mbps.unwrap_or(DEFAULT_LINK_MBPS);
+            if !(mbps.is_finite() && mbps > 0.0 && mbps <= 1e6) {
+                return Err(cx.invalid(
+                    "straggler",
+                    "link_mbps",
+                    format!("must be in (0, 1000000] Mbit/s (got {mbps})"),
+                ));
+            }
+            Pattern::SlowLink {
+                probability: probability(0.1)?,
+                link_mbps: mbps,
             }
         }
         "power-law" => {

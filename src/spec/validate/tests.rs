@@ -32,7 +32,7 @@ rejects! {
     negative_learning_rate: "[model]\nlearning_rate = -0.1\n" =>
         "job.toml:2: [model] learning_rate: must be a positive number (got -0.1)";
     unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
-        "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent";
+        "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent, slow-link";
     unknown_policy: "[policy]\nname = \"fastest\"\n" =>
         "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, forestall-ssp, ideal";
     substitute_threshold: "[policy]\nname = \"dpro-substitute\"\nthreshold = 0.5\n" =>

@@ -534,6 +534,14 @@ fn decode_units(c: &Columns<'_>) -> Result<Vec<UnitRecord>> {
     } else {
         None
     };
+    let link = if c.version >= 7 {
+        Some((
+            c.u64(crate::trace::schema::SEND_COLUMN)?,
+            c.f64(crate::trace::schema::LINK_COLUMN)?,
+        ))
+    } else {
+        None
+    };
     (0..c.len())
         .map(|i| {
             Ok(UnitRecord {
@@ -554,6 +562,8 @@ fn decode_units(c: &Columns<'_>) -> Result<Vec<UnitRecord>> {
                 gt_slowdown: gt_slowdown.value(i),
                 gt_delay_us: gt_delay_us.value(i),
                 micro_batches: micro_batches.map_or(1, |m| m.value(i)),
+                send_us: link.map_or(0, |(send, _)| send.value(i)),
+                gt_link_mbps: link.map_or(0.0, |(_, mbps)| mbps.value(i)),
             })
         })
         .collect()
