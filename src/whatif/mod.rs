@@ -162,6 +162,16 @@ pub enum WhatIfError {
     /// A predictive policy was given no predictor.
     #[error("policy {0} plans from predictions and needs a predictor")]
     NoPredictor(&'static str),
+    /// The trace's units waited for slow links, which the replay does not
+    /// model (it moves work between workers of different speeds).
+    #[error(
+        "{units} units spent time sending through a slow link (slow-link): the replay models \
+         slow compute, not links, and would take that time for work"
+    )]
+    SlowLinks {
+        /// Units with a send time.
+        units: usize,
+    },
 }
 
 /// Per-iteration timings of `trace`, for `workers` workers.

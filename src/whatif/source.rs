@@ -60,12 +60,12 @@ pub enum SourceError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     /// The trace cannot be replayed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {why}")]
     WhatIf {
         /// The trace.
         path: String,
-        /// Why.
-        source: WhatIfError,
+        /// Why (in the message, not a source: said once).
+        why: WhatIfError,
     },
 }
 
@@ -74,12 +74,16 @@ impl Timings {
     pub fn load(dir: &Path) -> Result<Timings, SourceError> {
         let units_dir = dir.join(TraceTable::Units.name());
         let has_units = std::fs::read_dir(&units_dir).is_ok_and(|mut d| d.next().is_some());
-        let empty = |source| SourceError::WhatIf {
+        let empty = |why| SourceError::WhatIf {
             path: dir.display().to_string(),
-            source,
+            why,
         };
         if has_units {
             let trace = read_trace_dir(dir)?;
+            let sending = trace.units.iter().filter(|u| u.send_us > 0).count();
+            if sending > 0 {
+                return Err(empty(WhatIfError::SlowLinks { units: sending }));
+            }
             if !trace.units.is_empty() {
                 let start_us = trace
                     .iterations

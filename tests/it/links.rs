@@ -189,3 +189,22 @@ fn bad_link_settings_are_refused_by_name() {
         "{err}"
     );
 }
+
+/// The what-if replay moves work between workers of different speeds; a
+/// trace whose units waited for slow links is refused by name rather than
+/// replayed as if that time were work.
+#[test]
+fn whatif_refuses_a_trace_of_slow_links() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir, "slow-link");
+    run(dir, "slow-link.toml", "bsp", "l");
+    let o = forestall_in(dir, &["whatif", "l", "--policy", "forestall"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("spent time sending through a slow link") && err.contains("l/trace"),
+        "{err}"
+    );
+    assert_eq!(err.matches("slow link").count(), 1, "said once: {err}");
+}
