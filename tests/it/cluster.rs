@@ -43,6 +43,37 @@ fn digest(o: &Output) -> String {
     crate::common::summary_digest(o)
 }
 
+/// Two processes of `dir/job.toml` on loopback, started by hand: writes
+/// `dir/hosts` with two free ports and returns how to start process `i`
+/// (2 threads) with `extra` arguments and `env` added.
+fn by_hand(dir: &Path) -> impl Fn(&str, &[&str], &[(&str, &str)]) -> std::process::Child + '_ {
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
+    move |process: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let base = [
+            "run",
+            "job.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            process,
+            "--threads",
+            "2",
+        ];
+        // the program's own flags (`--json`, `-v`) are global: they may follow `run`
+        let args = [&base[..], extra].concat();
+        crate::common::spawn_in(dir, &args, env.iter().copied())
+    }
+}
+
+/// Waits for both processes.
+fn both(zero: std::process::Child, one: std::process::Child) -> (Output, Output) {
+    (
+        zero.wait_with_output().expect("ends"),
+        one.wait_with_output().expect("ends"),
+    )
+}
+
 #[test]
 fn two_processes_train_the_same_parameters_as_four_threads() {
     let tmp = tempfile::tempdir().expect("dir");
@@ -478,32 +509,12 @@ fn a_host_whose_clock_is_off_is_synchronised_to_process_0() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
-    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
-    let start = |process: &str, shift: &str| {
-        let args = [
-            "-v",
-            "--json",
-            "run",
-            "job.toml",
-            "--policy",
-            "bsp",
-            "--hostfile",
-            "hosts",
-            "--process",
-            process,
-            "--threads",
-            "2",
-            "--out",
-            "o",
-        ];
-        let shifted = [(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)];
-        crate::common::spawn_in(dir, &args, shifted)
-    };
-    let (zero, one) = (start("0", "0"), start("1", "-5000000"));
-    let (zero, one) = (
-        zero.wait_with_output().expect("ends"),
-        one.wait_with_output().expect("ends"),
+    let start = by_hand(dir);
+    let extra = ["-v", "--json", "--policy", "bsp", "--out", "o"];
+    let shift = forestall::run::cluster::CLOCK_SHIFT_VAR;
+    let (zero, one) = both(
+        start("0", &extra, &[(shift, "0")]),
+        start("1", &extra, &[(shift, "-5000000")]),
     );
     for o in [&zero, &one] {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -542,29 +553,10 @@ fn gather_brings_every_process_trace_parts_to_process_0() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
-    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
-    let start = |process: &str, out: &str| {
-        let args = [
-            "--json",
-            "run",
-            "job.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            process,
-            "--threads",
-            "2",
-            "--out",
-            out,
-            "--gather",
-        ];
-        crate::common::spawn_in(dir, &args, std::iter::empty::<(&str, &str)>())
-    };
-    let (zero, one) = (start("0", "here"), start("1", "there"));
-    let (zero, one) = (
-        zero.wait_with_output().expect("ends"),
-        one.wait_with_output().expect("ends"),
+    let start = by_hand(dir);
+    let (zero, one) = both(
+        start("0", &["--json", "--out", "here", "--gather"], &[]),
+        start("1", &["--json", "--out", "there", "--gather"], &[]),
     );
     for o in [&zero, &one] {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -617,33 +609,16 @@ fn a_gather_that_a_process_misses_names_it_and_keeps_the_results() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
-    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
-    let start = |process: &str, out: &str, gather: bool| {
-        let mut args = vec![
-            "run",
-            "job.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            process,
-            "--threads",
-            "2",
-            "--connect-timeout",
-            "3",
-            "--out",
-            out,
-        ];
-        if gather {
-            args.push("--gather");
-        }
-        crate::common::spawn_in(dir, &args, std::iter::empty::<(&str, &str)>())
-    };
-    let (zero, one) = (start("0", "here", true), start("1", "there", false));
+    let start = by_hand(dir);
     let started = std::time::Instant::now();
-    let (zero, one) = (
-        zero.wait_with_output().expect("ends"),
-        one.wait_with_output().expect("ends"),
+    let timeout = ["--connect-timeout", "3"];
+    let (zero, one) = both(
+        start(
+            "0",
+            &[&timeout[..], &["--out", "here", "--gather"]].concat(),
+            &[],
+        ),
+        start("1", &[&timeout[..], &["--out", "there"]].concat(), &[]),
     );
     assert!(
         one.status.success(),
@@ -673,31 +648,13 @@ fn a_clock_off_by_more_than_the_connect_timeout_is_refused() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
-    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
-    let start = |process: &str, shift: &str| {
-        let args = [
-            "run",
-            "job.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            process,
-            "--threads",
-            "2",
-            "--connect-timeout",
-            "3",
-            "--out",
-            "o",
-        ];
-        let shifted = [(forestall::run::cluster::CLOCK_SHIFT_VAR, shift)];
-        crate::common::spawn_in(dir, &args, shifted)
-    };
+    let start = by_hand(dir);
+    let extra = ["--connect-timeout", "3", "--out", "o"];
+    let shift = forestall::run::cluster::CLOCK_SHIFT_VAR;
     let started = std::time::Instant::now();
-    let (zero, one) = (start("0", "0"), start("1", "-5000000"));
-    let (zero, one) = (
-        zero.wait_with_output().expect("ends"),
-        one.wait_with_output().expect("ends"),
+    let (zero, one) = both(
+        start("0", &extra, &[(shift, "0")]),
+        start("1", &extra, &[(shift, "-5000000")]),
     );
     let err = String::from_utf8_lossy(&one.stderr);
     assert_eq!(one.status.code(), Some(2), "{err}");

@@ -90,14 +90,51 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
     write_job(dir);
     let hosts = Hosts::new(3);
     let port = port(29_700);
+    // the third host: garbage first, then a client that says nothing
+    let rogue = || {
+        hosts.shell(
+            2,
+            &format!(
+                "a=/dev/tcp/{}/{port}; \
+                 for i in $(seq 100); do (: > $a) 2>/dev/null && break; sleep 0.1; done; \
+                 exec 3<>$a; printf 'x\\x01\\x00\\x00\\x00\\x00\\x00\\x00garbage' >&3; \
+                 exec 3>&-; exec 4<>$a; sleep 8",
+                hosts.addresses()[0]
+            ),
+        )
+    };
+    for (policy, err) in hosts_match_threads(&hosts, dir, "job.toml", port, Some(&rogue)) {
+        assert!(
+            err.contains(&format!(
+                "refused a connection from {}",
+                hosts.addresses()[2]
+            )),
+            "{policy}: the rogue is logged by its address: {err}"
+        );
+    }
+}
+
+/// Under `bsp`, `rapid-reassign` and `forestall`, `job` on 2 namespaced
+/// hosts × 2 threads ends with the parameters of 4 threads in one process;
+/// `alongside` starts a client of its own while process 0 waits for its
+/// peer. Returns each policy's process-0 stderr.
+fn hosts_match_threads(
+    hosts: &Hosts,
+    dir: &Path,
+    job: &str,
+    port: u16,
+    alongside: Option<&dyn Fn() -> Child>,
+) -> Vec<(&'static str, String)> {
+    private_file(dir, "token", "a-secret-for-this-test");
     hosts.write_hostfile(dir, 2, port);
+    let mut errs = Vec::new();
     for policy in ["bsp", "rapid-reassign", "forestall"] {
         let threads = crate::common::forestall_in(
             dir,
             &[
                 "--json",
                 "run",
-                "job.toml",
+                job,
                 "--policy",
                 policy,
                 "--out",
@@ -106,15 +143,15 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
         );
         assert!(
             threads.status.success(),
-            "{}",
+            "{policy}: {}",
             String::from_utf8_lossy(&threads.stderr)
         );
         let out = format!("h-{policy}");
-        let args = |i: &'static str| -> Vec<String> {
+        let args = |i: &'static str| {
             [
                 "--json",
                 "run",
-                "job.toml",
+                job,
                 "--policy",
                 policy,
                 "--hostfile",
@@ -127,39 +164,23 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
                 "--token-file",
                 "token",
                 "--connect-timeout",
-                "30",
+                "60",
                 "--out",
-                out.as_str(),
+                &out,
             ]
-            .map(str::to_owned)
             .to_vec()
         };
-        let zero = hosts.forestall(
-            0,
-            dir,
-            &args("0").iter().map(String::as_str).collect::<Vec<_>>(),
-        );
-        // the third host: garbage first, then a client that says nothing
-        let rogue = hosts.shell(
-            2,
-            &format!(
-                "a=/dev/tcp/{}/{port}; \
-                 for i in $(seq 100); do (: > $a) 2>/dev/null && break; sleep 0.1; done; \
-                 exec 3<>$a; printf 'x\\x01\\x00\\x00\\x00\\x00\\x00\\x00garbage' >&3; \
-                 exec 3>&-; exec 4<>$a; sleep 8",
-                hosts.addresses()[0]
-            ),
-        );
-        std::thread::sleep(std::time::Duration::from_millis(600));
-        let one = hosts.forestall(
-            1,
-            dir,
-            &args("1").iter().map(String::as_str).collect::<Vec<_>>(),
-        );
+        let zero = hosts.forestall(0, dir, &args("0"));
+        let mut other = alongside.map(|start| start());
+        if other.is_some() {
+            std::thread::sleep(std::time::Duration::from_millis(600));
+        }
+        let one = hosts.forestall(1, dir, &args("1"));
         let (zero, one) = (ended(zero), ended(one));
-        let mut rogue = rogue;
-        let _ = rogue.kill();
-        let _ = rogue.wait();
+        if let Some(c) = other.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         for o in [&zero, &one] {
             assert!(
                 o.status.success(),
@@ -170,17 +191,11 @@ fn namespaced_hosts_train_the_parameters_of_threads() {
         assert_eq!(
             crate::common::summary_digest(&zero),
             crate::common::summary_digest(&threads),
-            "{policy}: 2 namespaced hosts × 2 threads vs 4 threads"
+            "{policy}: {job} on 2 namespaced hosts × 2 threads vs 4 threads"
         );
-        let err = String::from_utf8_lossy(&zero.stderr);
-        assert!(
-            err.contains(&format!(
-                "refused a connection from {}",
-                hosts.addresses()[2]
-            )),
-            "{policy}: the rogue is logged by its address: {err}"
-        );
+        errs.push((policy, String::from_utf8_lossy(&zero.stderr).into_owned()));
     }
+    errs
 }
 
 /// Without a token a job across hosts does not start; with another host's
@@ -448,67 +463,8 @@ fn namespaced_hosts_train_the_cnn_of_threads() {
         ),
     )
     .expect("job");
-    private_file(dir, "token", "a-secret-for-this-test");
     let hosts = Hosts::new(2);
-    let port = port(30_500);
-    hosts.write_hostfile(dir, 2, port);
-    for policy in ["bsp", "rapid-reassign", "forestall"] {
-        let threads = crate::common::forestall_in(
-            dir,
-            &[
-                "--json",
-                "run",
-                "cnn.toml",
-                "--policy",
-                policy,
-                "--out",
-                &format!("t-{policy}"),
-            ],
-        );
-        assert!(
-            threads.status.success(),
-            "{policy}: {}",
-            String::from_utf8_lossy(&threads.stderr)
-        );
-        let out = format!("h-{policy}");
-        let args = |i: &'static str| {
-            vec![
-                "--json",
-                "run",
-                "cnn.toml",
-                "--policy",
-                policy,
-                "--hostfile",
-                "hosts",
-                "--process",
-                i,
-                "--threads",
-                "2",
-                "--allow-remote",
-                "--token-file",
-                "token",
-                "--connect-timeout",
-                "60",
-                "--out",
-                out.as_str(),
-            ]
-        };
-        let zero = hosts.forestall(0, dir, &args("0"));
-        let one = hosts.forestall(1, dir, &args("1"));
-        let (zero, one) = (ended(zero), ended(one));
-        for o in [&zero, &one] {
-            assert!(
-                o.status.success(),
-                "{policy}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        assert_eq!(
-            crate::common::summary_digest(&zero),
-            crate::common::summary_digest(&threads),
-            "{policy}: the CNN on 2 namespaced hosts × 2 threads vs 4 threads"
-        );
-    }
+    hosts_match_threads(&hosts, dir, "cnn.toml", port(30_500), None);
 }
 
 /// A hostfile naming an address no namespace holds: the process given that

@@ -136,7 +136,10 @@ fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
     }
     // no link was limited: version 6 (without the link columns) reads the same
     restamp(dir.path(), "units", "7", "6", &["send_us", "gt_link_mbps"]);
-    assert_eq!(read_trace_dir(dir.path()).expect("version 6 reads"), current);
+    assert_eq!(
+        read_trace_dir(dir.path()).expect("version 6 reads"),
+        current
+    );
     restamp(dir.path(), "units", "6", "5", &["micro_batches"]);
     let v5 = read_trace_dir(dir.path()).expect("version 5 reads");
     let mut expected = current.clone();
