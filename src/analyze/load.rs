@@ -22,7 +22,9 @@ pub struct Observed {
     pub workers: usize,
     /// Iteration numbers, ascending.
     pub iterations: Vec<u64>,
-    /// `busy[i][w]`: worker w's part of iteration i, µs ([`MISSING`]: no row).
+    /// `busy[i][w]`: worker w's part of iteration i, µs ([`MISSING`]: no
+    /// row): from its parameters' arrival until its last gradient reached
+    /// shard 0's owner (its busy time plus `transit`).
     pub busy: Vec<Vec<u64>>,
     /// `rows[i][w]`: rows worker w processed in iteration i.
     pub rows: Vec<Vec<u32>>,
@@ -31,6 +33,9 @@ pub struct Observed {
     /// `send[i][w]`: the time worker w's gradients took through its link
     /// in iteration i, µs (the units' `send_us`; 0 without a units table).
     pub send: Vec<Vec<u64>>,
+    /// `transit[i][w]`: the longest time a gradient of worker w took to
+    /// reach shard 0's owner in iteration i, µs (the workers' `transit_us`).
+    pub transit: Vec<Vec<u64>>,
     /// Iteration wall time, µs (from the iterations table; the longest busy
     /// time when the table is absent).
     pub wall: Vec<u64>,
@@ -70,9 +75,9 @@ pub enum LoadError {
     },
 }
 
-/// A worker row as kept while reading: worker, busy µs, rows, barrier wait
+/// A worker row as kept while reading: worker, (busy, transit) µs, rows, barrier wait
 /// µs, units.
-type Row = (u32, u64, u32, u64, u32);
+type Row = (u32, (u64, u64), u32, u64, u32);
 
 /// Workers beyond this are refused (the analysis keeps a dense table).
 pub const MAX_WORKERS: usize = 1 << 20;
@@ -106,7 +111,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
                 workers = workers.max(r.worker as usize + 1);
                 rows.entry(r.iteration).or_default().push((
                     r.worker,
-                    r.busy_us,
+                    (r.busy_us, r.transit_us),
                     u32::try_from(r.rows).unwrap_or(u32::MAX),
                     r.barrier_wait_us,
                     r.units,
@@ -134,7 +139,10 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         let mut busy = vec![MISSING; workers];
         let mut r = vec![0u32; workers];
         let mut barrier = vec![0u64; workers];
-        for (w, b, n, wait, units) in list {
+        let mut transit = vec![0u64; workers];
+        for (w, (b, took), n, wait, units) in list {
+            transit[w as usize] = took;
+            let b = b + took;
             if units > 0 {
                 let per_unit = b / u64::from(units);
                 mean_unit_us[w as usize].push(u32::try_from(per_unit).unwrap_or(u32::MAX));
@@ -157,6 +165,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         observed.rows.push(r);
         observed.barrier.push(barrier);
         observed.send.push(vec![0; workers]);
+        observed.transit.push(transit);
     }
     let index: BTreeMap<u64, usize> = observed
         .iterations

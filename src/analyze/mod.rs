@@ -58,7 +58,8 @@ pub struct WorkerAnalysis {
     pub share_of_slowdown: f64,
     /// Where its slow iterations lost their time: `link` when most of its
     /// time over the iteration's median went into sending its gradients
-    /// (the units' `send_us`), `compute` when most did not, `none` without
+    /// (the units' `send_us` and the workers' `transit_us`), `compute` when
+    /// most did not, `none` without
     /// a slow iteration. Read from what the run measured, never from the
     /// ground-truth columns.
     pub slow_in: &'static str,
@@ -300,12 +301,9 @@ fn slow_in(
     let (mut excess, mut sending) = (0.0, 0.0);
     for &(i, _, _) in ratios.iter().filter(|r| r.1 > 1.0 + threshold) {
         let over = (observed.busy[i][w] as f64 - medians[i]).max(0.0);
-        let send = observed
-            .send
-            .get(i)
-            .and_then(|s| s.get(w))
-            .copied()
-            .unwrap_or(0);
+        let at = |table: &[Vec<u64>]| table.get(i).and_then(|s| s.get(w)).copied().unwrap_or(0);
+        // emulated in the worker (send) or measured at shard 0 (transit)
+        let send = at(&observed.send) + at(&observed.transit);
         excess += over;
         sending += (send as f64).min(over);
     }

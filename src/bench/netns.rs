@@ -80,6 +80,11 @@ impl Hosts {
         Ok(hosts)
     }
 
+    /// Host `i`'s namespace.
+    pub fn namespace(&self, i: usize) -> String {
+        self.namespaces[i].clone()
+    }
+
     /// The command `program ARGS` run in host `i`'s namespace (`ip netns
     /// exec` execs it: the child's pid is the program's).
     pub fn command(&self, i: usize, program: &Path) -> Command {

@@ -58,6 +58,7 @@
 pub mod disruptor;
 mod pattern;
 mod schedule;
+pub mod shaper;
 pub mod stretch;
 
 pub use disruptor::CpuDisruptor;

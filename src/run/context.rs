@@ -108,6 +108,9 @@ pub struct JobContext {
     pub end: u64,
     /// This process's view of a stop asked from outside (SIGTERM).
     pub stop: Arc<super::stop::Stop>,
+    /// The iteration this process's first worker began last (the link
+    /// shaper follows it).
+    pub iteration_now: Arc<std::sync::atomic::AtomicU64>,
     assignments: Vec<Vec<u32>>,
 }
 
@@ -150,6 +153,7 @@ impl JobContext {
             holders,
             end: plan.iterations,
             stop: Arc::default(),
+            iteration_now: Arc::default(),
             plan,
             workload,
             initial_params,
@@ -232,6 +236,16 @@ impl JobContext {
             a == b
         } else {
             self.process_of(a) == self.process_of(b)
+        }
+    }
+
+    /// The worker whose draws stand for `worker`'s host link: itself in a
+    /// job of one process, its process's first worker across processes.
+    pub fn host_worker(&self, worker: u32) -> u32 {
+        if self.threads_per_process >= self.plan.workers {
+            worker
+        } else {
+            self.process_of(worker) * self.threads_per_process
         }
     }
 

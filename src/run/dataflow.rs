@@ -37,6 +37,11 @@ use super::sink::SinkEvent;
 /// The container builder of the operators' outputs.
 type Builder<D> = CapacityContainerBuilder<Vec<D>>;
 
+/// The longest time a gradient slice of worker `w` in iteration `t` took to
+/// reach shard 0's owner on another host, µs, by `(t, w)`.
+pub(crate) type Transit =
+    std::rc::Rc<std::cell::RefCell<std::collections::BTreeMap<(u64, u32), u64>>>;
+
 /// Takes `end` as the job's agreed final version ([`crate::run::stop`]);
 /// the first in the process to learn it tells the sink.
 fn agree_to_stop(cx: &JobContext, sink: &Sender<SinkEvent>, end: u64) {
@@ -55,8 +60,12 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
     worker.dataflow::<u64, _, _>(|scope| {
         let (loop_handle, params) = scope.feedback::<Vec<ShardParams>>(1);
         let (grads, progress) = compute::build(scope, &cx, index, &sink, clock, params);
-        let next_params = reduce::build(scope, &cx, index, &sink, grads);
+        // shard 0's owner measures how long each worker's gradients took to
+        // arrive; worker 0's detect puts that into the worker rows (both
+        // operators run on worker 0's thread)
+        let transit = Transit::default();
+        let next_params = reduce::build(scope, &cx, (index, &transit), &sink, grads);
         next_params.connect_loop(loop_handle);
-        detect::build(scope, &cx, &sink, progress);
+        detect::build(scope, &cx, &sink, progress, transit);
     });
 }

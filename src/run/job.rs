@@ -16,6 +16,7 @@ use super::{bound, cluster, context, dataflow, params_digest};
 use super::{ClusterSpec, JobContext, RunError, RunOutput};
 use crate::checkpoint::Checkpoint;
 use crate::fsutil::Quota;
+use crate::inject::shaper::LinkShaper;
 use crate::inject::{CpuDisruptor, Pattern};
 use crate::spec::{DisruptorMode, JobPlan};
 use crate::trace::writer::Kept;
@@ -170,6 +171,34 @@ pub(super) fn start_disruptors(cx: &JobContext, process: u32) -> Vec<CpuDisrupto
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// `slow-link` with `disruptor = "tc"`: this process's host interface
+/// shaped as the schedule draws for its first worker. A job of one process
+/// has no host link to shape: refused.
+pub(super) fn start_shaper(
+    cx: &JobContext,
+    cluster: Option<&ClusterSpec>,
+) -> Result<Option<LinkShaper>, RunError> {
+    if cx.plan.disruptor != DisruptorMode::Tc {
+        return Ok(None);
+    }
+    let Some(c) = cluster else {
+        return Err(RunError::Timely(
+            "slow-link with disruptor = \"tc\" shapes the network interface of each process's \
+             host: run the job's processes on hosts (--hostfile, or a scheduler's environment)"
+                .into(),
+        ));
+    };
+    let first = c.process * c.threads;
+    LinkShaper::start(
+        &c.addresses[c.process as usize],
+        cx.schedule.clone(),
+        first,
+        std::sync::Arc::clone(&cx.iteration_now),
+    )
+    .map(Some)
+    .map_err(RunError::Connect)
 }
 
 /// What the timely workers came to: their result, and a worker of another

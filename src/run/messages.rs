@@ -46,6 +46,9 @@ pub struct GradSlice {
     /// The final version the job stops at, if the worker that computed it
     /// knew one ([`crate::run::stop`]): so its shard's owner checkpoints it.
     pub stop_at: Option<u64>,
+    /// When its worker handed it to the exchange, µs on the job clock (0
+    /// until then): its owner measures how long it took to arrive.
+    pub sent_us: u64,
 }
 
 impl GradSlice {

@@ -221,6 +221,8 @@ pub fn run_job_in_cluster(
     if let Some(stop) = stop {
         context.stop = stop;
     }
+    // A link to shape (slow-link over tc) is found, and tc tried, first.
+    let shaper = job::start_shaper(&context, cluster)?;
     // Connect (and authenticate) before the trace and the sink start: a
     // peer that never comes leaves no trace parts behind.
     let network = match cluster {
@@ -256,6 +258,9 @@ pub fn run_job_in_cluster(
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {
         d.stop();
+    }
+    if let Some(s) = shaper {
+        s.stop().map_err(RunError::Connect)?;
     }
     if let Some((worker, found)) = executed.mismatch {
         let _ = sink_thread.join();

@@ -373,6 +373,7 @@ mod tests {
             update: Update::Dense(values),
             substitute: false,
             stop_at: None,
+            sent_us: 0,
         }
     }
 

@@ -110,6 +110,10 @@ pub enum DisruptorMode {
     Emulated,
     /// Also run real CPU-burning threads during disrupted windows.
     Cpu,
+    /// `slow-link`: limit the host's network interface with `tc` while its
+    /// link is slow, instead of delaying its gradients in the process
+    /// ([`crate::inject::shaper`]).
+    Tc,
 }
 
 /// When a worker reads its peers' control messages.

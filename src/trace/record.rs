@@ -143,6 +143,11 @@ pub struct WorkerRecord {
     /// or a clone finished here after the original (its gradient discarded).
     /// 0 in traces of schema version 2 to 4.
     pub wasted_us: u64,
+    /// The longest time one of this worker's gradient slices took to reach
+    /// shard 0's owner on another host (job clock, so across hosts as close
+    /// as the clock exchange made them), µs; 0 when that owner shares its
+    /// host, and in traces of schema version 2 to 6. A slow link shows here.
+    pub transit_us: u64,
     /// Parameter version the worker computed this iteration with; under SSP
     /// `iteration - params_version` is the staleness it used (0 under BSP).
     pub params_version: u64,
@@ -229,6 +234,7 @@ impl WorkerRecord {
             control_bytes: 0,
             units_cancelled: 0,
             wasted_us: 0,
+            transit_us: 0,
             params_version: iteration,
             predicted_unit_us: None,
             gt_slowdown: 1.0,

@@ -21,7 +21,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 7 added `units.send_us` and `units.gt_link_mbps`; version 6
+/// Version 7 added `units.send_us`, `units.gt_link_mbps` and
+/// `workers.transit_us`; version 6
 /// `units.micro_batches` and the `split` action; version 5
 /// `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
@@ -42,6 +43,13 @@ pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, SCHEMA_VERSION];
 /// The `units` columns version 7 added: the time a unit's gradient took
 /// through its worker's link, and the link's injected rate.
 pub const ADDED_IN_V7: [&str; 2] = [SEND_COLUMN, LINK_COLUMN];
+
+/// The `workers` column version 7 added: how long a worker's gradients
+/// took to reach shard 0's owner.
+pub const WORKERS_ADDED_IN_V7: &str = TRANSIT_COLUMN;
+
+/// `workers` column: µs a worker's gradient slices took to reach shard 0.
+pub const TRANSIT_COLUMN: &str = "transit_us";
 
 /// `units` column: µs the gradient took through the worker's link.
 pub const SEND_COLUMN: &str = "send_us";
@@ -151,7 +159,9 @@ impl TraceTable {
         }
         let added = |f: &Field| match self {
             TraceTable::Workers => {
-                (f.name() == ADDED_IN_V4 && version < 4) || (f.name() == ADDED_IN_V5 && version < 5)
+                (f.name() == ADDED_IN_V4 && version < 4)
+                    || (f.name() == ADDED_IN_V5 && version < 5)
+                    || (f.name() == WORKERS_ADDED_IN_V7 && version < 7)
             }
             TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
             TraceTable::Units => {
@@ -242,6 +252,7 @@ pub fn worker_schema() -> SchemaRef {
         required(CONTROL_BYTES_COLUMN, UInt64),
         required("units_cancelled", UInt32),
         required(WASTED_COLUMN, UInt64),
+        required(TRANSIT_COLUMN, UInt64),
         required("params_version", UInt64),
         optional("predicted_unit_us", Float64),
         required("gt_slowdown", Float64),
@@ -361,7 +372,9 @@ mod tests {
             let current = worker_schema();
             let mut expected = names(&current);
             expected.retain(|n| {
-                (version >= 5 || *n != ADDED_IN_V5) && (version >= 4 || *n != ADDED_IN_V4)
+                (version >= 5 || *n != ADDED_IN_V5)
+                    && (version >= 4 || *n != ADDED_IN_V4)
+                    && *n != WORKERS_ADDED_IN_V7
             });
             assert_eq!(names(&workers), expected, "workers v{version}");
         }

@@ -522,3 +522,134 @@ fn a_hostfile_address_that_no_host_holds_is_named() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
+
+/// `slow-link` made real: with `disruptor = "tc"` each host's process
+/// limits its own interface with tc while the schedule says its link is
+/// slow. The parameters are those of threads without the pattern (BSP);
+/// nothing is emulated (`send_us` 0), the time shows as the workers'
+/// `transit_us` measured at shard 0, `analyze` names the link, and no limit
+/// is left on the interfaces.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn a_link_limited_with_tc_shows_as_transit_and_is_named_by_analyze() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let text = std::fs::read_to_string(dir.join("job.toml"))
+        .expect("job")
+        .replace(
+            "pattern = \"persistent\"\nworkers = [3]\nfactor = 4.0\n",
+            "pattern = \"slow-link\"\nprobability = 0.4\nlink_mbps = 0.2\ndisruptor = \"tc\"\n",
+        );
+    std::fs::write(dir.join("tc.toml"), text).expect("job");
+    let threads = crate::common::forestall_in(
+        dir,
+        &[
+            "--json",
+            "run",
+            "tc.toml",
+            "--pattern",
+            "none",
+            "--out",
+            "t",
+        ],
+    );
+    assert!(
+        threads.status.success(),
+        "{}",
+        String::from_utf8_lossy(&threads.stderr)
+    );
+    let refused = crate::common::forestall_in(dir, &["run", "tc.toml", "--out", "alone"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("run the job's processes on hosts"), "{err}");
+    let hosts = Hosts::new(2);
+    let port = port(30_900);
+    hosts.write_hostfile(dir, 2, port);
+    let args = |i: &'static str| {
+        vec![
+            "--json",
+            "run",
+            "tc.toml",
+            "--hostfile",
+            "hosts",
+            "--process",
+            i,
+            "--threads",
+            "2",
+            "--allow-remote",
+            "--token-file",
+            "token",
+            "--connect-timeout",
+            "30",
+            "--out",
+            "o",
+        ]
+    };
+    let zero = hosts.forestall(0, dir, &args("0"));
+    let one = hosts.forestall(1, dir, &args("1"));
+    let (zero, one) = (ended(zero), ended(one));
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(
+        crate::common::summary_digest(&zero),
+        crate::common::summary_digest(&threads),
+        "the link changes no parameter"
+    );
+    let trace = forestall::trace::read_trace_dir(&dir.join("o/trace")).expect("trace");
+    assert!(
+        trace.units.iter().all(|u| u.send_us == 0),
+        "nothing emulated"
+    );
+    let slowed: Vec<_> = trace
+        .units
+        .iter()
+        .filter(|u| u.process == 1 && u.gt_link_mbps > 0.0)
+        .map(|u| u.iteration)
+        .collect();
+    assert!(
+        !slowed.is_empty(),
+        "process 1's link is slow in some iteration"
+    );
+    let transit = |w: &forestall::trace::WorkerRecord| w.transit_us;
+    let late = trace
+        .workers
+        .iter()
+        .filter(|w| w.process == 1 && slowed.contains(&w.iteration))
+        .map(transit)
+        .max()
+        .unwrap_or(0);
+    // 16 units' 920 bytes at 0.2 Mbit/s: tens of ms at least
+    assert!(late >= 20_000, "transit {late} µs");
+    assert!(trace
+        .workers
+        .iter()
+        .filter(|w| w.process == 0)
+        .all(|w| w.transit_us == 0));
+    let analysis = crate::common::forestall_in(dir, &["--json", "analyze", "o"]);
+    let line: serde_json::Value = serde_json::from_slice(&analysis.stdout).expect("one JSON line");
+    let verdicts: Vec<&str> = line["data"]["per_worker"]
+        .as_array()
+        .expect("per worker")
+        .iter()
+        .map(|w| w["slow_in"].as_str().expect("slow_in"))
+        .collect();
+    assert!(verdicts.contains(&"link"), "{verdicts:?}");
+    assert!(!verdicts.contains(&"compute"), "{verdicts:?}");
+    for i in 0..2 {
+        let shown = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &hosts.0.namespace(i),
+                "tc",
+                "qdisc",
+                "show",
+            ])
+            .output()
+            .expect("tc runs");
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(!shown.contains("tbf"), "host {i} keeps a limit: {shown}");
+    }
+}

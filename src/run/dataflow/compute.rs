@@ -87,6 +87,7 @@ pub(super) fn build<'s>(
     let mut placement_out = OutputBuilder::<u64, Builder<PlacementUpdate>>::from(placement_out);
     let mut state = ComputeState::new(index, Arc::clone(cx), sink.clone(), clock);
     let stop_sink = sink.clone();
+    let emit_cx = Arc::clone(cx);
     builder.build(move |mut caps| {
         let mut placement_cap = caps.pop().expect("four outputs");
         placement_cap.downgrade(&1);
@@ -124,7 +125,15 @@ pub(super) fn build<'s>(
             state.step(
                 messages,
                 &mut Emit {
-                    grads: &mut |cap, slices| grads.session(cap).give_iterator(slices.into_iter()),
+                    grads: &mut |cap, slices| {
+                        let sent_us = emit_cx.now_us();
+                        grads
+                            .session(cap)
+                            .give_iterator(slices.into_iter().map(|mut s| {
+                                s.sent_us = sent_us;
+                                s
+                            }))
+                    },
                     progress: &mut |cap, p| done.session(cap).give(p),
                     control: &mut |cap, c| ctl.session(cap).give(c),
                     placement: &mut |cap, u| place.session(cap).give(u),

@@ -20,6 +20,7 @@ pub(super) fn build<'s>(
     cx: &std::sync::Arc<JobContext>,
     sink: &Sender<SinkEvent>,
     progress: Stream<'s, u64, Vec<Progress>>,
+    transit: super::Transit,
 ) {
     let mut builder = OperatorBuilder::new("forestall-detect".to_owned(), scope);
     let mut progress_in = builder.new_input(progress, Exchange::new(|_: &Progress| 0));
@@ -35,7 +36,7 @@ pub(super) fn build<'s>(
                         // owner (this worker) fixes where
                         cx.stop.ask();
                     }
-                    on_progress(&mut tracker, &sink, message);
+                    on_progress(&mut tracker, &sink, message, &transit);
                 }
             });
         }
@@ -43,7 +44,12 @@ pub(super) fn build<'s>(
 }
 
 /// One worker's progress report.
-fn on_progress(tracker: &mut ProgressTracker, sink: &Sender<SinkEvent>, message: Progress) {
+fn on_progress(
+    tracker: &mut ProgressTracker,
+    sink: &Sender<SinkEvent>,
+    message: Progress,
+    transit: &super::Transit,
+) {
     match message {
         Progress::Finished(record) => {
             let t = record.iteration;
@@ -62,7 +68,12 @@ fn on_progress(tracker: &mut ProgressTracker, sink: &Sender<SinkEvent>, message:
             ready_us,
             ..
         } => {
-            if let Some((workers, report)) = tracker.on_ready(worker, iteration, ready_us) {
+            if let Some((mut workers, report)) = tracker.on_ready(worker, iteration, ready_us) {
+                // every slice of the closed iteration has reached shard 0
+                let mut t = transit.borrow_mut();
+                for r in &mut workers {
+                    r.transit_us = t.remove(&(r.iteration, r.worker)).unwrap_or(0);
+                }
                 let _ = sink.send(SinkEvent::Iteration { workers, report });
             }
         }

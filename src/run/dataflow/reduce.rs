@@ -34,10 +34,11 @@ struct ReduceCaps {
 pub(super) fn build<'s>(
     scope: Scope<'s, u64>,
     cx: &Arc<JobContext>,
-    index: u32,
+    (index, transit): (u32, &super::Transit),
     sink: &Sender<SinkEvent>,
     grads: Stream<'s, u64, Vec<GradSlice>>,
 ) -> Stream<'s, u64, Vec<ShardParams>> {
+    let transit = std::rc::Rc::clone(transit);
     let workers = cx.plan.workers;
     let mut reducer = shard_reducer(cx, index);
     let reduce_cx = Arc::clone(cx);
@@ -59,7 +60,14 @@ pub(super) fn build<'s>(
         let mut open: BTreeMap<u64, ReduceCaps> = BTreeMap::new();
         move |_frontiers| {
             grads_in.for_each(|cap, data| {
+                let now_us = reduce_cx.now_us();
                 for slice in data.drain(..) {
+                    if index == 0 && !reduce_cx.same_host(slice.executor, 0) && slice.sent_us > 0 {
+                        let took = now_us.saturating_sub(slice.sent_us);
+                        let mut t = transit.borrow_mut();
+                        let at = t.entry((slice.iteration, slice.executor)).or_default();
+                        *at = (*at).max(took);
+                    }
                     if let Some(end) = slice.stop_at {
                         super::agree_to_stop(&reduce_cx, &sink, end);
                     }

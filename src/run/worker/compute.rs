@@ -78,8 +78,16 @@ pub(super) fn start_unit(
     let slices = gradient.map_or_else(Vec::new, |g| slices_of(cx, worker, &next, &g));
     // A slow link (`slow-link`) holds the gradient after its compute for as
     // long as its bytes take to leave.
-    let link_mbps = cx.schedule.link_mbps(worker, next.unit.iteration);
-    let send = link_mbps.map_or(Duration::ZERO, |mbps| link_time(cx, worker, &slices, mbps));
+    // (`disruptor = "tc"`: the host's interface is limited instead, by the
+    // draw of its first worker)
+    let emulated = cx.plan.disruptor != crate::spec::DisruptorMode::Tc;
+    let link_mbps = cx
+        .schedule
+        .link_mbps(cx.host_worker(worker), next.unit.iteration);
+    let send = match link_mbps {
+        Some(mbps) if emulated => link_time(cx, worker, &slices, mbps),
+        _ => Duration::ZERO,
+    };
     // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute) + send;
@@ -145,6 +153,7 @@ fn slices_of(
             update: gradient.grad.slice(range.clone()),
             substitute: false,
             stop_at: cx.stop.at(),
+            sent_us: 0,
         })
         .collect()
 }

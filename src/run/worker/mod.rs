@@ -531,6 +531,11 @@ impl ComputeState {
             None => Arc::clone(&latest.params),
         };
         self.next_iteration += 1;
+        if self.cx.host_worker(self.worker) == self.worker {
+            self.cx
+                .iteration_now
+                .store(iteration, std::sync::atomic::Ordering::Relaxed);
+        }
         let version = iteration;
         let ready_us = self.cx.now_us();
         // Every record of this worker's from before `iteration − slack` is with
@@ -619,6 +624,8 @@ impl ComputeState {
             control_bytes: epoch.control.bytes,
             units_cancelled: epoch.units_cancelled,
             wasted_us: epoch.wasted_us,
+            // worker 0 fills it in when the iteration closes
+            transit_us: 0,
             params_version: epoch.params_version,
             predicted_unit_us: epoch.predicted_unit_us,
             // A worker that computed nothing (it gave its units away) records

@@ -79,6 +79,7 @@ mod tests {
             update: Update::from_contributions(vec![(at, written(value))]),
             substitute: false,
             stop_at: None,
+            sent_us: 0,
         }
     }
 

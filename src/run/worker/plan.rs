@@ -109,6 +109,7 @@ fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emi
                 update: crate::workload::Update::zero(),
                 substitute: true,
                 stop_at: cx.stop.at(),
+                sent_us: 0,
             })
         })
         .collect();

@@ -512,7 +512,7 @@ fn validate_pattern(
         ],
         "power-law" => &["alpha", "max_slowdown"],
         "persistent" => &["workers", "factor", "work_share"],
-        "slow-link" => &["probability", "link_mbps"],
+        "slow-link" => &["probability", "link_mbps", "disruptor"],
         other => {
             return Err(cx.invalid(
                 "straggler",
@@ -610,6 +610,19 @@ fn validate_pattern(
                     format!("must be in (0, 1000000] Mbit/s (got {mbps})"),
                 ));
             }
+            disruptor = match s.disruptor.as_deref().unwrap_or("emulated") {
+                "emulated" => DisruptorMode::Emulated,
+                "tc" => DisruptorMode::Tc,
+                other => {
+                    return Err(cx.invalid(
+                        "straggler",
+                        "disruptor",
+                        format!(
+                            "unknown disruptor '{other}' for slow-link; accepted: emulated, tc"
+                        ),
+                    ))
+                }
+            };
             Pattern::SlowLink {
                 probability: probability(0.1)?,
                 link_mbps: mbps,
