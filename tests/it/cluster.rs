@@ -577,12 +577,14 @@ fn gather_brings_every_process_trace_parts_to_process_0() {
     every_unit_within_its_iteration(&trace, "gathered");
     let kept = read_trace_dir(&dir.join("there/trace")).expect("kept");
     assert!(kept.units.iter().all(|u| u.process == 1) && !kept.units.is_empty());
-    let analyzed = forestall(dir, &["analyze", "here"]);
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
+    for tool in ["analyze", "report"] {
+        let o = forestall(dir, &[tool, "here"]);
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     for (extra, says) in [
         (&["--out", "alone"][..], "this job runs as one process"),
         (

@@ -146,7 +146,13 @@ fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
     expected.units.iter_mut().for_each(|u| u.micro_batches = 1);
     assert_eq!(v5.units, expected.units);
     assert_eq!(v5.workers, current.workers);
-    restamp(dir.path(), "workers", "7", "4", &["wasted_us", "transit_us"]);
+    restamp(
+        dir.path(),
+        "workers",
+        "7",
+        "4",
+        &["wasted_us", "transit_us"],
+    );
     let v4 = read_trace_dir(dir.path()).expect("version 4 reads");
     expected.workers.iter_mut().for_each(|w| {
         (w.wasted_us, w.transit_us) = (0, 0);
