@@ -74,6 +74,16 @@ fn port(base: u16) -> u16 {
     base + (std::process::id() % 90) as u16
 }
 
+/// Waits for processes 0 and 1, which must both succeed; process 0's
+/// parameter digest.
+fn joined_digest(zero: Child, one: Child) -> String {
+    let (zero, one) = (ended(zero), ended(one));
+    for o in [&zero, &one] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    crate::common::summary_digest(&zero)
+}
+
 fn ended(child: Child) -> Output {
     child.wait_with_output().expect("ends")
 }
@@ -362,15 +372,7 @@ fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
     };
     let zero = hosts.forestall(0, dir, &again("0"));
     let one = hosts.forestall(1, dir, &again("1"));
-    let (zero, one) = (ended(zero), ended(one));
-    for o in [&zero, &one] {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    assert_eq!(
-        crate::common::summary_digest(&zero),
-        expected,
-        "resumed across hosts"
-    );
+    assert_eq!(joined_digest(zero, one), expected, "resumed across hosts");
 }
 
 /// Processes placed by the environment alone (`FORESTALL_PROCESS`,
@@ -435,15 +437,7 @@ fn hosts_placed_by_the_environment_stop_on_sigterm_and_continue_when_requeued() 
     assert!(dir.join(format!("o/checkpoints/it-{at:08}")).is_dir());
     let zero = hosts.forestall_with(0, dir, &args, &env(0));
     let one = hosts.forestall_with(1, dir, &args, &env(1));
-    let (zero, one) = (ended(zero), ended(one));
-    for o in [&zero, &one] {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    assert_eq!(
-        crate::common::summary_digest(&zero),
-        expected,
-        "requeued across hosts"
-    );
+    assert_eq!(joined_digest(zero, one), expected, "requeued across hosts");
 }
 
 /// The CNN on 2 namespaced hosts × 2 threads ends with the parameters of 4
@@ -588,12 +582,8 @@ fn a_link_limited_with_tc_shows_as_transit_and_is_named_by_analyze() {
     };
     let zero = hosts.forestall(0, dir, &args("0"));
     let one = hosts.forestall(1, dir, &args("1"));
-    let (zero, one) = (ended(zero), ended(one));
-    for o in [&zero, &one] {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
     assert_eq!(
-        crate::common::summary_digest(&zero),
+        joined_digest(zero, one),
         crate::common::summary_digest(&threads),
         "the link changes no parameter"
     );
@@ -629,14 +619,15 @@ fn a_link_limited_with_tc_shows_as_transit_and_is_named_by_analyze() {
         .all(|w| w.transit_us == 0));
     let analysis = crate::common::forestall_in(dir, &["--json", "analyze", "o"]);
     let line: serde_json::Value = serde_json::from_slice(&analysis.stdout).expect("one JSON line");
-    let verdicts: Vec<&str> = line["data"]["per_worker"]
-        .as_array()
-        .expect("per worker")
+    let per_worker = line["data"]["per_worker"].as_array().expect("per worker");
+    // process 1's workers (2 and 3) send across the limited link; process
+    // 0's share shard 0's host, and only real CPU noise may slow them
+    for w in per_worker
         .iter()
-        .map(|w| w["slow_in"].as_str().expect("slow_in"))
-        .collect();
-    assert!(verdicts.contains(&"link"), "{verdicts:?}");
-    assert!(!verdicts.contains(&"compute"), "{verdicts:?}");
+        .filter(|w| w["worker"].as_u64() >= Some(2))
+    {
+        assert_eq!(w["slow_in"], "link", "{w}");
+    }
     for i in 0..2 {
         let shown = std::process::Command::new("ip")
             .args([
