@@ -54,7 +54,8 @@ fn main() -> ExitCode {
 /// dies takes timely's connection threads down with a panic: one line says
 /// so, naming the peer (timely names those threads after it), not a
 /// backtrace, and a process that no launcher supervises exits at once
-/// (exit 2) rather than wait for a peer that is gone. Any other panic prints as Rust's default hook does.
+/// (exit 2) rather than wait for a peer that is gone. Any other panic
+/// prints as Rust's default hook does.
 fn install_panic_hook(cli: &forestall::cli::Cli) {
     // A process the launcher supervises waits for the launcher to stop it;
     // one started one a host stops itself when it loses a peer.

@@ -75,8 +75,8 @@ pub enum LoadError {
     },
 }
 
-/// A worker row as kept while reading: worker, (busy, transit) µs, rows, barrier wait
-/// µs, units.
+/// A worker row as kept while reading: worker, (busy, transit) µs, rows,
+/// barrier wait µs, units.
 type Row = (u32, (u64, u64), u32, u64, u32);
 
 /// Workers beyond this are refused (the analysis keeps a dense table).
@@ -142,11 +142,11 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
         let mut transit = vec![0u64; workers];
         for (w, (b, took), n, wait, units) in list {
             transit[w as usize] = took;
-            let b = b + took;
             if units > 0 {
                 let per_unit = b / u64::from(units);
                 mean_unit_us[w as usize].push(u32::try_from(per_unit).unwrap_or(u32::MAX));
             }
+            let b = b + took;
             busy[w as usize] = b;
             r[w as usize] = n;
             barrier[w as usize] = wait;

@@ -59,9 +59,8 @@ pub struct WorkerAnalysis {
     /// Where its slow iterations lost their time: `link` when most of its
     /// time over the iteration's median went into sending its gradients
     /// (the units' `send_us` and the workers' `transit_us`), `compute` when
-    /// most did not, `none` without
-    /// a slow iteration. Read from what the run measured, never from the
-    /// ground-truth columns.
+    /// most did not, `none` without a slow iteration. Read from what the
+    /// run measured, never from the ground-truth columns.
     pub slow_in: &'static str,
     /// The share of its excess time in slow iterations spent sending.
     pub link_share: f64,

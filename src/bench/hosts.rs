@@ -61,6 +61,10 @@ pub fn run_hosted(
         .map_err(|e| fail(io("start")(e)))?;
     let job = cwd.join(&run.job);
     let threads = (plan.workers / hosts).to_string();
+    let (hostfile, token) = (
+        out_dir.join("hosts").display().to_string(),
+        token.display().to_string(),
+    );
     let mut children: Vec<Child> = Vec::new();
     for i in 0..hosts {
         let own = match i {
@@ -68,10 +72,6 @@ pub fn run_hosted(
             _ => out_dir.join("peers").join(format!("h{i}")),
         };
         let (process, own) = (i.to_string(), own.display().to_string());
-        let (hostfile, token) = (
-            out_dir.join("hosts").display().to_string(),
-            token.display().to_string(),
-        );
         let mut args: Vec<String> = ["--json", "-v", "run"].map(str::to_owned).to_vec();
         args.push(job.display().to_string());
         args.extend(run.overrides.words());

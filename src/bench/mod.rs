@@ -427,8 +427,9 @@ pub fn run_pipeline(
                 path: trace_dir.clone(),
                 source,
             })?;
-        let (mut start_ms, mut gather_s) = (None, None);
-        let (out, kind, recovery_s) = match run.processes {
+        // recovery after a kill (processes); the slowest handshake and the
+        // gather (hosts)
+        let (out, kind, recovery_s, (start_ms, gather_s)) = match run.processes {
             Some(hosts) if run.namespaced => {
                 let hosted = hosts::run_hosted(run, plan, hosts, &trace_dir).map_err(|source| {
                     BenchError::Launched {
@@ -436,12 +437,12 @@ pub fn run_pipeline(
                         source,
                     }
                 })?;
-                (start_ms, gather_s) = (hosted.start_ms, hosted.gather_s);
                 let layout = RunKind::Hosts {
                     hosts,
                     threads: plan.workers / hosts,
                 };
-                (hosted.output, layout, None)
+                let costs = (hosted.start_ms, hosted.gather_s);
+                (hosted.output, layout, None, costs)
             }
             Some(processes) => {
                 let launched =
@@ -455,7 +456,7 @@ pub fn run_pipeline(
                     processes,
                     threads: plan.workers / processes,
                 };
-                (launched.output, layout, launched.recovery_s)
+                (launched.output, layout, launched.recovery_s, (None, None))
             }
             None => {
                 // The run writes its checkpoints beside its trace, as `forestall
@@ -471,7 +472,7 @@ pub fn run_pipeline(
                             sweep: run.sweep.clone(),
                             source,
                         })?;
-                (out, RunKind::Timely, None)
+                (out, RunKind::Timely, None, (None, None))
             }
         };
         drop(pinned);

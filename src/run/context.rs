@@ -232,11 +232,7 @@ impl JobContext {
     /// one process each worker is a host of its own; across processes, a
     /// process's workers share one.
     pub fn same_host(&self, a: u32, b: u32) -> bool {
-        if self.threads_per_process >= self.plan.workers {
-            a == b
-        } else {
-            self.process_of(a) == self.process_of(b)
-        }
+        self.host_worker(a) == self.host_worker(b)
     }
 
     /// The worker whose draws stand for `worker`'s host link: itself in a

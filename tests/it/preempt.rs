@@ -30,6 +30,16 @@ pub struct Ended {
 }
 
 impl Ended {
+    /// The parameter digest of its `--json` summary, once it succeeded.
+    pub fn digest(&self) -> String {
+        assert!(self.status.success(), "{}", self.stderr);
+        summary_digest(&std::process::Output {
+            status: self.status,
+            stdout: self.stdout.clone().into_bytes(),
+            stderr: Vec::new(),
+        })
+    }
+
     /// The iteration its "stopped … at iteration E" line names.
     pub fn stopped_at(&self) -> u64 {
         let at = self
@@ -90,6 +100,12 @@ pub fn ended(child: Child) -> Ended {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
+}
+
+/// `dir/hosts`: two free ports on loopback.
+fn write_hostfile(dir: &Path) {
+    let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
+    std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
 }
 
 fn no_env() -> [(&'static str, &'static str); 0] {
@@ -162,12 +178,7 @@ fn sigterm_checkpoints_at_an_iteration_boundary_and_the_requeued_command_continu
             "{policy}: the requeued command continues from the stop"
         );
         if bsp_semantics {
-            let o = std::process::Output {
-                status: second.status,
-                stdout: second.stdout.into_bytes(),
-                stderr: Vec::new(),
-            };
-            assert_eq!(summary_digest(&o), uninterrupted(dir, policy), "{policy}");
+            assert_eq!(second.digest(), uninterrupted(dir, policy), "{policy}");
         }
     }
 }
@@ -181,12 +192,7 @@ fn sigterm_to_one_process_stops_the_whole_job_at_one_iteration() {
     let dir = tmp.path();
     write_job(dir);
     let expected = uninterrupted(dir, "bsp");
-    let port = 31_200 + (std::process::id() % 200) as u16 * 2;
-    std::fs::write(
-        dir.join("hosts"),
-        format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
-    )
-    .expect("hosts");
+    write_hostfile(dir);
     let args = |i: &'static str| -> Vec<&'static str> {
         vec![
             "--json",
@@ -221,13 +227,7 @@ fn sigterm_to_one_process_stops_the_whole_job_at_one_iteration() {
     let one = spawn_in(dir, &args("1"), no_env());
     let (zero, one) = (ended(zero), ended(one));
     assert!(one.status.success(), "{}", one.stderr);
-    let o = std::process::Output {
-        status: zero.status,
-        stdout: zero.stdout.into_bytes(),
-        stderr: zero.stderr.into_bytes(),
-    };
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(summary_digest(&o), expected);
+    assert_eq!(zero.digest(), expected);
 }
 
 /// The launcher passes SIGTERM on: its processes stop together, it exits
@@ -263,13 +263,7 @@ fn the_launcher_passes_sigterm_on_and_does_not_restart() {
         .join(format!("launched/checkpoints/it-{at:08}/cut-p001.ckpt"))
         .exists());
     let second = ended(spawn_in(dir, &args, no_env()));
-    let o = std::process::Output {
-        status: second.status,
-        stdout: second.stdout.into_bytes(),
-        stderr: second.stderr.into_bytes(),
-    };
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(summary_digest(&o), expected);
+    assert_eq!(second.digest(), expected);
 }
 
 /// SIGTERM before training starts (waiting for a peer) ends the process at
@@ -279,12 +273,7 @@ fn sigterm_while_connecting_ends_at_once() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    let port = 31_700 + (std::process::id() % 200) as u16 * 2;
-    std::fs::write(
-        dir.join("hosts"),
-        format!("127.0.0.1:{port}\n127.0.0.1:{}\n", port + 1),
-    )
-    .expect("hosts");
+    write_hostfile(dir);
     let started = std::time::Instant::now();
     let zero = spawn_in(
         dir,

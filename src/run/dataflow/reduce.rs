@@ -60,9 +60,10 @@ pub(super) fn build<'s>(
         let mut open: BTreeMap<u64, ReduceCaps> = BTreeMap::new();
         move |_frontiers| {
             grads_in.for_each(|cap, data| {
-                let now_us = reduce_cx.now_us();
+                let now_us = (index == 0).then(|| reduce_cx.now_us());
                 for slice in data.drain(..) {
-                    if index == 0 && !reduce_cx.same_host(slice.executor, 0) && slice.sent_us > 0 {
+                    let remote = !reduce_cx.same_host(slice.executor, 0) && slice.sent_us > 0;
+                    if let (Some(now_us), true) = (now_us, remote) {
                         let took = now_us.saturating_sub(slice.sent_us);
                         let mut t = transit.borrow_mut();
                         let at = t.entry((slice.iteration, slice.executor)).or_default();
