@@ -5,8 +5,8 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 7; parts of version 6,
-which lack `units.send_us`, `units.gt_link_mbps` and `workers.transit_us`, of
+The checks follow docs/trace-schema.md (schema version 8; parts of version 7,
+which lack `workers.params_transit_us`, of version 6, which also lack `units.send_us`, `units.gt_link_mbps` and `workers.transit_us`, of
 version 5, which also lack `units.micro_batches`, of version 4, which also lack
 `workers.wasted_us`, of version 3, which also lack
 `workers.control_bytes`, and of version 2, which also lack
@@ -14,7 +14,7 @@ version 5, which also lack `units.micro_batches`, of version 4, which also lack
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 7 (or 6, 5, 4, 3, 2), the right table, and the same
+  `forestall.*` metadata: schema_version 8 (or 7, 6, 5, 4, 3, 2), the right table, and the same
   job_id, git_revision, plan_hash and seed as every other part; its `job_id`
   column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
   CLI writes it) matches the plan_hash;
@@ -47,17 +47,19 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "7"
-# Versions this checker reads; version 6 lacks the columns of ADDED_IN_V7,
+SCHEMA_VERSION = "8"
+# Versions this checker reads; version 7 lacks the columns of ADDED_IN_V8,
+# version 6 those of ADDED_IN_V7 too,
 # version 5 those of ADDED_IN_V6 too,
 # version 4 those of ADDED_IN_V5 too, version 3 those of ADDED_IN_V4 too,
 # version 2 those of ADDED_IN_V3 too.
-READABLE_VERSIONS = ("2", "3", "4", "5", "6", "7")
+READABLE_VERSIONS = ("2", "3", "4", "5", "6", "7", "8")
 ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
 ADDED_IN_V4 = {"workers": ("control_bytes",)}
 ADDED_IN_V5 = {"workers": ("wasted_us",)}
 ADDED_IN_V6 = {"units": ("micro_batches",)}
 ADDED_IN_V7 = {"units": ("send_us", "gt_link_mbps"), "workers": ("transit_us",)}
+ADDED_IN_V8 = {"workers": ("params_transit_us",)}
 TABLES = ("units", "workers", "iterations")
 STAMP_KEYS = ("job_id", "git_revision", "plan_hash", "seed")
 
@@ -106,6 +108,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
         ("units_cancelled", pa.uint32(), False),
         ("wasted_us", pa.uint64(), False),
         ("transit_us", pa.uint64(), False),
+        ("params_transit_us", pa.uint64(), False),
         ("params_version", pa.uint64(), False),
         ("predicted_unit_us", pa.float64(), True),
         ("gt_slowdown", pa.float64(), False),
@@ -170,6 +173,8 @@ def read_json(path: Path, problems: Problems) -> dict | None:
 def columns_of(table: str, version: str | None) -> list[tuple[str, pa.DataType, bool]]:
     """The columns a part of `table` written with schema `version` has."""
     added: tuple[str, ...] = ()
+    if version in ("2", "3", "4", "5", "6", "7"):
+        added += ADDED_IN_V8.get(table, ())
     if version in ("2", "3", "4", "5", "6"):
         added += ADDED_IN_V7.get(table, ())
     if version in ("2", "3", "4", "5"):

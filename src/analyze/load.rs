@@ -24,7 +24,8 @@ pub struct Observed {
     pub iterations: Vec<u64>,
     /// `busy[i][w]`: worker w's part of iteration i, µs ([`MISSING`]: no
     /// row): from its parameters' arrival until its last gradient reached
-    /// shard 0's owner (its busy time plus `transit`).
+    /// shard 0's owner and its own shard's next version reached every host
+    /// (its busy time plus `transit`).
     pub busy: Vec<Vec<u64>>,
     /// `rows[i][w]`: rows worker w processed in iteration i.
     pub rows: Vec<Vec<u32>>,
@@ -33,8 +34,11 @@ pub struct Observed {
     /// `send[i][w]`: the time worker w's gradients took through its link
     /// in iteration i, µs (the units' `send_us`; 0 without a units table).
     pub send: Vec<Vec<u64>>,
-    /// `transit[i][w]`: the longest time a gradient of worker w took to
-    /// reach shard 0's owner in iteration i, µs (the workers' `transit_us`).
+    /// `transit[i][w]`: the time worker w's messages of iteration i spent
+    /// between hosts, µs: the longest a gradient of it took to reach shard
+    /// 0's owner, plus the longest its shard's next version took to reach a
+    /// worker on another host (the workers' `transit_us` and
+    /// `params_transit_us`).
     pub transit: Vec<Vec<u64>>,
     /// Iteration wall time, µs (from the iterations table; the longest busy
     /// time when the table is absent).
@@ -111,7 +115,7 @@ pub fn load(dir: &Path) -> Result<Observed, LoadError> {
                 workers = workers.max(r.worker as usize + 1);
                 rows.entry(r.iteration).or_default().push((
                     r.worker,
-                    (r.busy_us, r.transit_us),
+                    (r.busy_us, r.transit_us + r.params_transit_us),
                     u32::try_from(r.rows).unwrap_or(u32::MAX),
                     r.barrier_wait_us,
                     r.units,

@@ -57,8 +57,9 @@ pub struct WorkerAnalysis {
     /// (its S − 1) / (S − 1): its share of the slowdown (0 when S ≤ 1).
     pub share_of_slowdown: f64,
     /// Where its slow iterations lost their time: `link` when most of its
-    /// time over the iteration's median went into sending its gradients
-    /// (the units' `send_us` and the workers' `transit_us`), `compute` when
+    /// time over the iteration's median went into sending its gradients or
+    /// its parameter shard (the units' `send_us`, the workers' `transit_us`
+    /// and `params_transit_us`), `compute` when
     /// most did not, `none` without a slow iteration. Read from what the
     /// run measured, never from the ground-truth columns.
     pub slow_in: &'static str,

@@ -16,7 +16,7 @@
 //! | `disrupted-machine` | [`Pattern::DisruptedMachine`] | time is cut into windows; in each window, with probability p, every worker of one machine runs (1 + delay%) slower for the whole window: work inside the window goes at 1 / (1 + delay%) of its speed, work outside it at full speed ([`Stretch`]) |
 //! | `power-law` | [`Pattern::PowerLaw`] | each (worker, iteration) draws a slowdown x ≥ 1 from p(x) ∝ x^−α (FlexRR used α = 4, 7, 11), capped |
 //! | `persistent` | [`Pattern::Persistent`] | a fixed set of workers is slower in every iteration, and/or carries a larger share of the data (FlexRR's "50 % of the workers carry 75 % of the work") |
-//! | `slow-link` | [`Pattern::SlowLink`] | not a compute slowdown: each worker, each iteration, with probability p, sends its gradients through a link of `link_mbps` ([`StragglerSchedule::link_mbps`]) |
+//! | `slow-link` | [`Pattern::SlowLink`] | not a compute slowdown: each worker, each iteration, with probability p, sends what leaves its host (its gradients, and the next version of a shard it owns) through a link of `link_mbps` ([`StragglerSchedule::link_mbps`]) |
 //!
 //! A slowdown applies to the work a worker does: with factor f, each of its work
 //! units takes f times as long. Moving work away from a slow worker therefore helps

@@ -95,6 +95,11 @@ impl StragglerSchedule {
         }
     }
 
+    /// How long `bytes` take through a link of `mbps` Mbit/s.
+    pub fn over_link(bytes: u64, mbps: f64) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(bytes as f64 * 8.0 / (mbps * 1e6))
+    }
+
     /// How many times slower `worker` runs in `iteration` at `time_us` microseconds
     /// after the job started.
     ///

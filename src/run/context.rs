@@ -245,6 +245,18 @@ impl JobContext {
         }
     }
 
+    /// The rate (Mbit/s) of `worker`'s host link in `iteration` when
+    /// `slow-link` limits it and this process emulates it (`disruptor =
+    /// "emulated"`): what the host sends out is held for as long as its
+    /// bytes take ([`StragglerSchedule::over_link`]). None when the link is not limited, or
+    /// `tc` limits the real interface instead.
+    pub fn emulated_link(&self, worker: u32, iteration: u64) -> Option<f64> {
+        if self.plan.disruptor == crate::spec::DisruptorMode::Tc {
+            return None;
+        }
+        self.schedule.link_mbps(self.host_worker(worker), iteration)
+    }
+
     /// Units `worker` owns in every iteration.
     pub fn own_units(&self, worker: u32) -> u32 {
         self.assignment(worker).len() as u32 * self.plan.units_per_partition

@@ -18,6 +18,17 @@ pub struct ShardParams {
     /// The final version the job stops at, once worker 0 fixed one
     /// ([`crate::run::stop`]).
     pub stop_at: Option<u64>,
+    /// When the owner handed the version to its link, on the job clock
+    /// (the receiver measures the shard's transit from it).
+    pub sent_us: u64,
+}
+
+impl ShardParams {
+    /// Bytes one copy of a shard of `len` coordinates puts on the wire
+    /// (bincode: the fields, 8 bytes of length and 8 a coordinate).
+    pub fn wire_bytes(len: usize) -> u64 {
+        4 + 8 + 4 + 8 + 8 * len as u64 + 9 + 8
+    }
 }
 
 /// One unit's gradient restricted to one shard, sent to that shard's owner.
@@ -84,6 +95,17 @@ pub enum Progress {
         ready_us: u64,
         /// The worker's process was asked to stop ([`crate::run::stop`]).
         stop: bool,
+    },
+    /// Every shard of parameter version `version` reached `worker`; `late`
+    /// holds, for each shard whose owner is on another host, how long it
+    /// took (shard, µs).
+    ParamsIn {
+        /// The receiver.
+        worker: u32,
+        /// The version.
+        version: u64,
+        /// (shard, µs from the owner's send to its arrival).
+        late: Vec<(u32, u64)>,
     },
 }
 

@@ -148,6 +148,12 @@ pub struct WorkerRecord {
     /// as the clock exchange made them), µs; 0 when that owner shares its
     /// host, and in traces of schema version 2 to 6. A slow link shows here.
     pub transit_us: u64,
+    /// The longest time the parameter shard this worker owns took, in its
+    /// next version, to reach a worker on another host (job clock, as
+    /// `transit_us`), µs; 0 for a worker that owns no shard, and in traces
+    /// of schema version 2 to 7. A slow link out of a shard owner's host
+    /// shows here.
+    pub params_transit_us: u64,
     /// Parameter version the worker computed this iteration with; under SSP
     /// `iteration - params_version` is the staleness it used (0 under BSP).
     pub params_version: u64,
@@ -235,6 +241,7 @@ impl WorkerRecord {
             units_cancelled: 0,
             wasted_us: 0,
             transit_us: 0,
+            params_transit_us: 0,
             params_version: iteration,
             predicted_unit_us: None,
             gt_slowdown: 1.0,

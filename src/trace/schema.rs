@@ -21,13 +21,13 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 7 added `units.send_us`, `units.gt_link_mbps` and
-/// `workers.transit_us`; version 6
+/// Version 8 added `workers.params_transit_us`; version 7
+/// `units.send_us`, `units.gt_link_mbps` and `workers.transit_us`; version 6
 /// `units.micro_batches` and the `split` action; version 5
 /// `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
 /// `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
@@ -37,8 +37,9 @@ pub const SCHEMA_VERSION: u32 = 7;
 /// (not recorded). Version 2 to 5 files lack the `units` table's
 /// [`ADDED_IN_V6`]; it reads as 1 (every unit was computed at once before
 /// a unit's rest could move, and the replay needs no more). Version 2 to 6
-/// files lack [`ADDED_IN_V7`]; they read as 0 (no link was limited).
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, SCHEMA_VERSION];
+/// files lack [`ADDED_IN_V7`]; they read as 0 (no link was limited), and
+/// version 2 to 7 files [`WORKERS_ADDED_IN_V8`], read as 0 too.
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, 7, SCHEMA_VERSION];
 
 /// The `units` columns version 7 added: the time a unit's gradient took
 /// through its worker's link, and the link's injected rate.
@@ -50,6 +51,14 @@ pub const WORKERS_ADDED_IN_V7: &str = TRANSIT_COLUMN;
 
 /// `workers` column: µs a worker's gradient slices took to reach shard 0.
 pub const TRANSIT_COLUMN: &str = "transit_us";
+
+/// The `workers` column version 8 added: how long the parameter shard a
+/// worker owns took to reach the workers on other hosts.
+pub const WORKERS_ADDED_IN_V8: &str = PARAMS_TRANSIT_COLUMN;
+
+/// `workers` column: µs a worker's parameter shard took to reach the
+/// workers on other hosts.
+pub const PARAMS_TRANSIT_COLUMN: &str = "params_transit_us";
 
 /// `units` column: µs the gradient took through the worker's link.
 pub const SEND_COLUMN: &str = "send_us";
@@ -162,6 +171,7 @@ impl TraceTable {
                 (f.name() == ADDED_IN_V4 && version < 4)
                     || (f.name() == ADDED_IN_V5 && version < 5)
                     || (f.name() == WORKERS_ADDED_IN_V7 && version < 7)
+                    || (f.name() == WORKERS_ADDED_IN_V8 && version < 8)
             }
             TraceTable::Iterations => ADDED_IN_V3.contains(&f.name().as_str()) && version < 3,
             TraceTable::Units => {
@@ -253,6 +263,7 @@ pub fn worker_schema() -> SchemaRef {
         required("units_cancelled", UInt32),
         required(WASTED_COLUMN, UInt64),
         required(TRANSIT_COLUMN, UInt64),
+        required(PARAMS_TRANSIT_COLUMN, UInt64),
         required("params_version", UInt64),
         optional("predicted_unit_us", Float64),
         required("gt_slowdown", Float64),
@@ -348,23 +359,26 @@ mod tests {
 
     #[test]
     fn older_versions_are_the_current_one_without_the_columns_added_since() {
-        assert_eq!(SCHEMA_VERSION, 7);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(SCHEMA_VERSION, 8);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6, 7, 8]);
         for table in TraceTable::ALL {
-            assert_eq!(table.schema_of_version(7), Some(table.schema()), "{table}");
-            for version in [0, 1, 8, u32::MAX] {
+            assert_eq!(table.schema_of_version(8), Some(table.schema()), "{table}");
+            for version in [0, 1, 9, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }
         // units gained micro_batches in 6, send_us and gt_link_mbps in 7;
-        // workers control_bytes in 4, wasted_us in 5
-        for version in [2, 3, 4, 5, 6] {
+        // workers control_bytes in 4, wasted_us in 5, transit_us in 7,
+        // params_transit_us in 8
+        for version in [2, 3, 4, 5, 6, 7] {
             let units = TraceTable::Units
                 .schema_of_version(version)
                 .expect("readable");
             let current = unit_schema();
             let mut expected = names(&current);
-            expected.retain(|n| (version >= 6 || *n != ADDED_IN_V6) && !ADDED_IN_V7.contains(n));
+            expected.retain(|n| {
+                (version >= 6 || *n != ADDED_IN_V6) && (version >= 7 || !ADDED_IN_V7.contains(n))
+            });
             assert_eq!(names(&units), expected, "units v{version}");
             let workers = TraceTable::Workers
                 .schema_of_version(version)
@@ -374,7 +388,8 @@ mod tests {
             expected.retain(|n| {
                 (version >= 5 || *n != ADDED_IN_V5)
                     && (version >= 4 || *n != ADDED_IN_V4)
-                    && *n != WORKERS_ADDED_IN_V7
+                    && (version >= 7 || *n != WORKERS_ADDED_IN_V7)
+                    && *n != WORKERS_ADDED_IN_V8
             });
             assert_eq!(names(&workers), expected, "workers v{version}");
         }

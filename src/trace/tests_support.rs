@@ -59,6 +59,7 @@ pub(crate) fn worker(iteration: u64, worker: u32) -> WorkerRecord {
         units_cancelled: worker / 2,
         wasted_us: 30 * u64::from(worker),
         transit_us: 0,
+        params_transit_us: 0,
         params_version: iteration,
         predicted_unit_us: worker
             .is_multiple_of(2)

@@ -460,6 +460,7 @@ pub(crate) fn workers_batch(
             u32s(records, |r| r.units_cancelled),
             u64s(records, |r| r.wasted_us),
             u64s(records, |r| r.transit_us),
+            u64s(records, |r| r.params_transit_us),
             u64s(records, |r| r.params_version),
             Arc::new(Float64Array::from_iter(
                 records.iter().map(|r| r.predicted_unit_us),

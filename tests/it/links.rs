@@ -1,7 +1,9 @@
-//! The `slow-link` pattern: a worker's gradients held by a slow outgoing
-//! link (emulated in one process), the trace's send times apart from
-//! compute, and `analyze` naming the link without the ground truth.
+//! The `slow-link` pattern: a worker's gradients, and the parameter
+//! versions it owns, held by a slow outgoing link (emulated in one
+//! process), the trace's send times apart from compute, and `analyze`
+//! naming the link without the ground truth.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use forestall::trace::{read_trace_dir, TraceWriter};
@@ -101,6 +103,22 @@ fn a_slow_link_delays_sending_not_compute_and_keeps_bsp_bits() {
     }
     assert!(slow.iter().any(|u| u.worker != 0));
     assert!(fast.iter().all(|u| u.send_us == 0));
+    // Worker 0's link also holds the versions it sends: after an iteration
+    // its link was slow in, its shard's 3 copies for the other hosts take
+    // ≥ 3 × 109 × 8 bytes at 0.5 Mbit/s to arrive (≥ 39 ms), as measured by
+    // the receivers; the others own no shard.
+    let owner_slow: BTreeSet<u64> = (slow.iter())
+        .filter(|u| u.worker == 0)
+        .map(|u| u.iteration)
+        .collect();
+    assert!(!owner_slow.is_empty(), "seed 3 slows worker 0's link");
+    for r in &trace.workers {
+        match (r.worker, owner_slow.contains(&r.iteration)) {
+            (0, true) => assert!(r.params_transit_us >= 39_000, "{r:?}"),
+            (0, false) => assert!(r.params_transit_us < 39_000, "{r:?}"),
+            _ => assert_eq!(r.params_transit_us, 0, "{r:?}"),
+        }
+    }
 }
 
 /// `analyze` says a slow-link run's stragglers are slow in their link and a
@@ -116,15 +134,18 @@ fn analyze_tells_a_slow_link_from_slow_compute_without_the_ground_truth() {
     run(dir, "slow-worker.toml", "bsp", "w");
     let linked = slow_in(dir, "l");
     // every worker whose gradients crossed a slowed link (worker 0 owns the
-    // one shard: its gradients never leave its host, and only real CPU
-    // noise may slow it)
+    // one shard: its gradients never leave its host, but its versions do)
     let trace = read_trace_dir(&dir.join("l/trace")).expect("trace");
-    let crossed: std::collections::BTreeSet<usize> = trace
+    let mut crossed: BTreeSet<usize> = trace
         .units
         .iter()
         .filter(|u| u.send_us > 0)
         .map(|u| u.worker as usize)
         .collect();
+    // and worker 0, whose shard's versions a slowed link held
+    if trace.workers.iter().any(|r| r.params_transit_us >= 39_000) {
+        crossed.insert(0);
+    }
     assert!(!crossed.is_empty());
     for &w in &crossed {
         assert_eq!(linked[w], "link", "worker {w}: {linked:?}");

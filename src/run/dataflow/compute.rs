@@ -115,7 +115,8 @@ pub(super) fn build<'s>(
             state
                 .holdings
                 .settle_before(settled(ROWS_INPUT).min(settled(PLACEMENT_INPUT)));
-            params_in.for_each(|cap, data| receive_params(&mut state, &stop_sink, &cap, data));
+            params_in
+                .for_each(|cap, data| receive_params(&mut state, (index, &stop_sink), &cap, data));
             let mut messages = Vec::new();
             control_in.for_each(|_cap, data| messages.append(data));
             let mut grads = grads_out.activate();
@@ -148,10 +149,11 @@ pub(super) fn build<'s>(
 }
 
 /// Files shards of a parameter version under `cap` with the version's
-/// capabilities (the first shard to arrive makes them).
+/// capabilities (the first shard to arrive makes them), and how long each
+/// from another host took.
 fn receive_params(
     state: &mut ComputeState,
-    sink: &Sender<SinkEvent>,
+    (index, sink): (u32, &Sender<SinkEvent>),
     cap: &InputCapability<u64>,
     data: &mut Vec<ShardParams>,
 ) {
@@ -159,6 +161,7 @@ fn receive_params(
         return;
     };
     let shards = state.cx.shards.len();
+    let idle = state.idle();
     let entry = state
         .pending
         .entry(version)
@@ -171,8 +174,20 @@ fn receive_params(
             },
             shards: vec![None; shards],
             received: 0,
+            late: Vec::new(),
         });
+    // A shard that arrives while a unit computes waited behind it here, not
+    // in a link; only what an idle worker receives is timed.
+    let now_us = idle.then(|| state.cx.now_us());
     for msg in data.drain(..) {
+        if let (Some(now_us), true) = (
+            now_us,
+            msg.sent_us > 0 && !state.cx.same_host(msg.shard, index),
+        ) {
+            entry
+                .late
+                .push((msg.shard, now_us.saturating_sub(msg.sent_us)));
+        }
         if let Some(end) = msg.stop_at {
             super::agree_to_stop(&state.cx, sink, end);
         }

@@ -2,6 +2,7 @@
 //! ([`ProgressTracker`]) and hands each closed iteration's records and
 //! laggard report to the sink.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;
 
 use timely::dataflow::channels::pact::Exchange;
@@ -27,6 +28,9 @@ pub(super) fn build<'s>(
     let sink = sink.clone();
     let mut tracker = ProgressTracker::new(cx.plan.workers, cx.plan.laggard_threshold);
     let cx = std::sync::Arc::clone(cx);
+    // (iteration, shard owner) → the longest transit of the owner's version
+    // after that iteration to a worker on another host.
+    let mut params_late: BTreeMap<(u64, u32), u64> = BTreeMap::new();
     builder.build(move |_caps| {
         move |_frontiers| {
             progress_in.for_each(|_cap, data| {
@@ -36,7 +40,7 @@ pub(super) fn build<'s>(
                         // owner (this worker) fixes where
                         cx.stop.ask();
                     }
-                    on_progress(&mut tracker, &sink, message, &transit);
+                    on_progress(&mut tracker, &sink, message, (&transit, &mut params_late));
                 }
             });
         }
@@ -48,7 +52,7 @@ fn on_progress(
     tracker: &mut ProgressTracker,
     sink: &Sender<SinkEvent>,
     message: Progress,
-    transit: &super::Transit,
+    (transit, params_late): (&super::Transit, &mut BTreeMap<(u64, u32), u64>),
 ) {
     match message {
         Progress::Finished(record) => {
@@ -73,8 +77,23 @@ fn on_progress(
                 let mut t = transit.borrow_mut();
                 for r in &mut workers {
                     r.transit_us = t.remove(&(r.iteration, r.worker)).unwrap_or(0);
+                    let key = (r.iteration, r.worker);
+                    r.params_transit_us = params_late.remove(&key).unwrap_or(0);
+                }
+                // reports of versions some worker skipped (under slack)
+                if let Some(closed) = workers.iter().map(|r| r.iteration).max() {
+                    params_late.retain(|&(i, _), _| i > closed);
                 }
                 let _ = sink.send(SinkEvent::Iteration { workers, report });
+            }
+        }
+        Progress::ParamsIn { version, late, .. } => {
+            let Some(after) = version.checked_sub(1) else {
+                return;
+            };
+            for (shard, us) in late {
+                let at = params_late.entry((after, shard)).or_default();
+                *at = (*at).max(us);
             }
         }
     }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
@@ -15,6 +16,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::{Scope, Stream};
 
 use super::Builder;
+use crate::inject::StragglerSchedule;
 use crate::policy::PolicyPlan;
 use crate::run::context::JobContext;
 use crate::run::messages::{DropDecision, GradSlice, ShardParams};
@@ -43,6 +45,7 @@ pub(super) fn build<'s>(
     let mut reducer = shard_reducer(cx, index);
     let reduce_cx = Arc::clone(cx);
     let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
+    let activator = scope.activator_for(std::rc::Rc::clone(&builder.operator_info().address));
     let mut grads_in = builder.new_input(grads, Exchange::new(|g: &GradSlice| g.owner as u64));
     let (params_out, next_params) = builder.new_output::<Vec<ShardParams>>();
     let (decisions_out, decisions) = builder.new_output::<Vec<DropDecision>>();
@@ -58,6 +61,8 @@ pub(super) fn build<'s>(
     let sink = sink.clone();
     builder.build(move |_caps| {
         let mut open: BTreeMap<u64, ReduceCaps> = BTreeMap::new();
+        // Versions a slow link holds: (when they leave, capability, copies).
+        let mut held: Vec<(Instant, Capability<u64>, Vec<ShardParams>)> = Vec::new();
         move |_frontiers| {
             grads_in.for_each(|cap, data| {
                 let now_us = (index == 0).then(|| reduce_cx.now_us());
@@ -106,6 +111,10 @@ pub(super) fn build<'s>(
                 }
             }
             let mut out = params_out.activate();
+            let now = Instant::now();
+            for (_, cap, copies) in held.extract_if(.., |(due, _, _)| *due <= now) {
+                out.session(&cap).give_iterator(copies.into_iter());
+            }
             while let Some((&t, _)) = open.first_key_value() {
                 let Some(reduced) = reducer.try_reduce(t) else {
                     break;
@@ -127,16 +136,26 @@ pub(super) fn build<'s>(
                     let state = reducer.checkpoint_state(t + 1, index);
                     let _ = sink.send(SinkEvent::Shard(state));
                 }
-                let mut session = out.session(&caps.params);
                 let stop_at = reduce_cx.stop.at();
-                for target in 0..workers {
-                    session.give(ShardParams {
+                let sent_us = reduce_cx.now_us();
+                let copies: Vec<ShardParams> = (0..workers)
+                    .map(|target| ShardParams {
                         target,
                         version: t + 1,
                         shard: index,
                         values: reduced.values.clone(),
                         stop_at,
-                    });
+                        sent_us,
+                    })
+                    .collect();
+                // A slow link out of this owner's host (emulated) holds the
+                // version for as long as its copies for other hosts take.
+                let hold = link_hold(&reduce_cx, index, t, reduced.values.len());
+                if hold.is_zero() {
+                    out.session(&caps.params).give_iterator(copies.into_iter());
+                } else {
+                    activator.activate_after(hold);
+                    held.push((Instant::now() + hold, caps.params, copies));
                 }
                 let substituted = reducer.take_substituted(t);
                 if index == 0 && !substituted.is_empty() {
@@ -155,6 +174,19 @@ pub(super) fn build<'s>(
         }
     });
     next_params
+}
+
+/// How long shard `index`'s version after iteration `t` (`len`
+/// coordinates) is held by an emulated slow link out of its owner's host:
+/// the time its copies for the workers on other hosts take through it.
+fn link_hold(cx: &JobContext, index: u32, t: u64, len: usize) -> Duration {
+    let Some(mbps) = cx.emulated_link(index, t) else {
+        return Duration::ZERO;
+    };
+    let away = (0..cx.plan.workers)
+        .filter(|&w| !cx.same_host(w, index))
+        .count() as u64;
+    StragglerSchedule::over_link(away * ShardParams::wire_bytes(len), mbps)
 }
 
 /// The reducer of shard `index` (none past the last shard: nothing is sent

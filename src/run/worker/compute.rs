@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::epoch::{Epoch, NextUnit, Running};
 use super::lazy::{Lazy, Work};
 use crate::data::LocalRows;
-use crate::inject::Stretch;
+use crate::inject::{StragglerSchedule, Stretch};
 use crate::run::context::JobContext;
 use crate::run::messages::{Carry, GradSlice};
 use crate::trace::UnitRecord;
@@ -80,14 +80,12 @@ pub(super) fn start_unit(
     // long as its bytes take to leave.
     // (`disruptor = "tc"`: the host's interface is limited instead, by the
     // draw of its first worker)
-    let emulated = cx.plan.disruptor != crate::spec::DisruptorMode::Tc;
     let link_mbps = cx
         .schedule
         .link_mbps(cx.host_worker(worker), next.unit.iteration);
-    let send = match link_mbps {
-        Some(mbps) if emulated => link_time(cx, worker, &slices, mbps),
-        _ => Duration::ZERO,
-    };
+    let send = cx
+        .emulated_link(worker, next.unit.iteration)
+        .map_or(Duration::ZERO, |mbps| link_time(cx, worker, &slices, mbps));
     // A timer fires late by tens of µs; the next unit of the iteration
     // absorbs the previous overshoot, so it does not pile up over many units.
     let deadline = started + target.saturating_sub(epoch.oversleep).max(compute) + send;
@@ -127,7 +125,7 @@ fn link_time(cx: &JobContext, worker: u32, slices: &[GradSlice], mbps: f64) -> D
             .map(GradSlice::wire_bytes)
             .sum()
     };
-    Duration::from_secs_f64(bytes as f64 * 8.0 / (mbps * 1e6))
+    StragglerSchedule::over_link(bytes, mbps)
 }
 
 /// `gradient`, the sums of `next`'s unit computed by `worker`, cut into the

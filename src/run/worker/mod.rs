@@ -67,6 +67,8 @@ pub struct PendingVersion {
     pub shards: Vec<Option<Vec<f64>>>,
     /// How many.
     pub received: usize,
+    /// (shard, µs) for the shards from other hosts: their transit.
+    pub late: Vec<(u32, u64)>,
 }
 
 /// The compute operator's state on one worker.
@@ -199,7 +201,7 @@ impl ComputeState {
         for message in self.release(control) {
             self.on_control(message, emit);
         }
-        self.assemble_versions();
+        self.assemble_versions(emit);
         self.abandon_closed_iteration();
         if self.can_begin() {
             self.begin(emit);
@@ -397,7 +399,9 @@ impl ComputeState {
 
     /// Takes every parameter version whose shards are all here, in order; the
     /// newest becomes `latest` (dropping the capabilities of the one before).
-    fn assemble_versions(&mut self) {
+    /// Each version from other hosts is reported to worker 0 with its
+    /// shards' transit (`workers.params_transit_us` of their owners).
+    fn assemble_versions(&mut self, emit: &mut Emit<'_>) {
         if let Some(caps) = self.initial.take() {
             // Version 0, or the checkpoint's version when the run resumes.
             let first = self.cx.first_iteration();
@@ -413,6 +417,14 @@ impl ComputeState {
                 break;
             }
             let p = self.pending.remove(&v).expect("present");
+            if !p.late.is_empty() {
+                let report = Progress::ParamsIn {
+                    worker: self.worker,
+                    version: v,
+                    late: p.late,
+                };
+                (emit.progress)(&p.caps.progress, report);
+            }
             let mut params = Vec::with_capacity(self.cx.dims);
             for shard in p.shards.into_iter().flatten() {
                 params.extend_from_slice(&shard);
@@ -435,10 +447,16 @@ impl ComputeState {
         });
     }
 
+    /// Whether this worker has no unit of an iteration left: a message that
+    /// reaches it now was not kept waiting behind a unit's compute.
+    pub fn idle(&self) -> bool {
+        self.epoch.as_ref().is_none_or(|e| !e.has_units())
+    }
+
     /// Whether the next iteration may begin: the current one has nothing left
     /// and the newest parameters are at most `slack` versions behind it.
     fn can_begin(&self) -> bool {
-        let idle = self.epoch.as_ref().is_none_or(|e| !e.has_units());
+        let idle = self.idle();
         let Some(latest) = &self.latest else {
             return false;
         };
@@ -626,6 +644,7 @@ impl ComputeState {
             wasted_us: epoch.wasted_us,
             // worker 0 fills it in when the iteration closes
             transit_us: 0,
+            params_transit_us: 0,
             params_version: epoch.params_version,
             predicted_unit_us: epoch.predicted_unit_us,
             // A worker that computed nothing (it gave its units away) records

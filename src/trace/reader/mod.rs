@@ -601,6 +601,11 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
     } else {
         None
     };
+    let params_transit = if c.version >= 8 {
+        Some(c.u64(crate::trace::schema::PARAMS_TRANSIT_COLUMN)?)
+    } else {
+        None
+    };
     let params_version = c.u64("params_version")?;
     let predicted = c.opt_f64("predicted_unit_us")?;
     let gt_slowdown = c.f64("gt_slowdown")?;
@@ -626,6 +631,7 @@ fn decode_workers(c: &Columns<'_>) -> Result<Vec<WorkerRecord>> {
             units_cancelled: units_cancelled.value(i),
             wasted_us: wasted.map_or(0, |w| w.value(i)),
             transit_us: transit.map_or(0, |t| t.value(i)),
+            params_transit_us: params_transit.map_or(0, |t| t.value(i)),
             params_version: params_version.value(i),
             predicted_unit_us: predicted.is_valid(i).then(|| predicted.value(i)),
             gt_slowdown: gt_slowdown.value(i),
