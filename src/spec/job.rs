@@ -143,7 +143,8 @@ pub struct WorkersSection {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StragglerSection {
-    /// none, slow-worker, disrupted-machine, power-law, persistent.
+    /// none, slow-worker, disrupted-machine, power-law, persistent,
+    /// slow-link.
     pub pattern: Option<String>,
     /// slow-worker, disrupted-machine: probability of a slowdown.
     pub probability: Option<f64>,

@@ -21,7 +21,7 @@ pub struct Overrides {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Straggler pattern: none, slow-worker, disrupted-machine, power-law,
-    /// persistent. Changing the pattern drops the file's knobs of the old one.
+    /// persistent, slow-link. Changing the pattern drops the file's knobs of the old one.
     #[arg(long)]
     pub pattern: Option<String>,
     /// Injected delay in percent (slow-worker, disrupted-machine).
