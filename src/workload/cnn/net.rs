@@ -60,6 +60,9 @@ thread_local! {
     static BUILT: RefCell<Vec<Built>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The net's convolutions (each with its pooling and dropout).
+const CONVOLUTIONS: usize = 3;
+
 /// Keys the initial parameters' generator.
 const INIT_STREAM: u64 = 0x434E_4E49; // "CNNI"
 
@@ -215,57 +218,56 @@ impl Net {
         config: &CnnConfig,
         dropout: Option<&Dropout>,
     ) -> (Tensor<2>, usize) {
-        let [batch, _, side, _] = images.dims();
-        let device = images.device();
-        let gathers = Gathers::of(config, batch, &device);
+        let [batch, ..] = images.dims();
+        let gathers = Gathers::of(config, batch, &images.device());
+        let mut x = first_rows(images, &gathers, config);
+        let mut s = config.side;
+        for layer in 0..CONVOLUTIONS {
+            (x, s) = self.convolve(layer, x, s, (&gathers, config, dropout));
+        }
+        (x, s * s)
+    }
+
+    /// Convolution `layer` (0, 1 or 2) of [`Net::features`] on `x`, the
+    /// rows of the map before it (of side `s`; for the first, the gathered
+    /// matrix of [`first_rows`]), with its pool and dropout: the rows of
+    /// its map, and that map's side.
+    fn convolve(
+        &self,
+        layer: usize,
+        x: Tensor<2>,
+        s: usize,
+        (gathers, config, dropout): (&Gathers, &CnnConfig, Option<&Dropout>),
+    ) -> (Tensor<2>, usize) {
+        let device = x.device();
         let taps = config.kernel * config.kernel;
-        // The first convolution's gathered matrix, as data: the images carry
-        // no gradient.
-        let pixels = images.into_data().convert::<f32>();
-        let pixels = pixels.as_slice::<f32>().expect("converted to f32");
-        let map = side * side;
-        let mut gathered = Vec::with_capacity(gathers.first.len() * batch);
-        for reads in gathers.first.chunks_exact(taps) {
-            for image in pixels.chunks_exact(map) {
-                // past the image: the zero row
-                gathered.extend(
-                    reads
-                        .iter()
-                        .map(|&p| image.get(p as usize).copied().unwrap_or(0.0)),
+        let conv = [&self.conv1, &self.conv2, &self.conv3][layer];
+        let channels = conv.weight.dims()[1];
+        let pool = config.pool_after[layer];
+        let mut x = x;
+        let batch = gathers.batch;
+        if layer > 0 {
+            let padded = Tensor::cat(vec![x, Tensor::<2>::zeros([1, channels], &device)], 0);
+            let index = gathers.rest[layer - 1].clone();
+            let [len] = index.dims();
+            x = padded
+                .select(0, index)
+                .reshape([len / taps, taps * channels]); // [positions · batch, (di, dj, c)]
+        }
+        x = conv_rows(conv, x, channels, pool);
+        let channels = conv.weight.dims()[0];
+        let mut s = s;
+        if pool {
+            s /= 2;
+            if let Some(d) = dropout.filter(|d| d.rate > 0.0) {
+                let mask = d.mask(layer, s * s, channels);
+                x = x * Tensor::<2>::from_data(
+                    TensorData::new(mask, [s * s * batch, channels]),
+                    &device,
                 );
             }
         }
-        let len = gathered.len();
-        let mut x = Tensor::<2>::from_data(TensorData::new(gathered, [len / taps, taps]), &device);
-        let mut channels = 1;
-        let mut s = side;
-        for (layer, (conv, &pool)) in [&self.conv1, &self.conv2, &self.conv3]
-            .into_iter()
-            .zip(&config.pool_after)
-            .enumerate()
-        {
-            if layer > 0 {
-                let padded = Tensor::cat(vec![x, Tensor::<2>::zeros([1, channels], &device)], 0);
-                let index = gathers.rest[layer - 1].clone();
-                let [len] = index.dims();
-                x = padded
-                    .select(0, index)
-                    .reshape([len / taps, taps * channels]); // [positions · batch, (di, dj, c)]
-            }
-            x = conv_rows(conv, x, channels, pool);
-            channels = conv.weight.dims()[0];
-            if pool {
-                s /= 2;
-                if let Some(d) = dropout.filter(|d| d.rate > 0.0) {
-                    let mask = d.mask(layer, s * s, channels);
-                    x = x * Tensor::<2>::from_data(
-                        TensorData::new(mask, [s * s * batch, channels]),
-                        &device,
-                    );
-                }
-            }
-        }
-        (x, s * s)
+        (x, s)
     }
 
     /// [`Net::forward`] through burn's own [`Conv2d`] and
@@ -337,6 +339,30 @@ impl Net {
         .unsqueeze_dim::<2>(0); // [1, 4 · hidden]
         (seq.matmul(w_x) + b, w_h)
     }
+}
+
+/// The first convolution's gathered matrix `[positions · batch, kernel²]`
+/// of `images`, as data: the images carry no gradient.
+fn first_rows(images: Tensor<4>, gathers: &Gathers, config: &CnnConfig) -> Tensor<2> {
+    let [_, _, side, _] = images.dims();
+    let device = images.device();
+    let taps = config.kernel * config.kernel;
+    let pixels = images.into_data().convert::<f32>();
+    let pixels = pixels.as_slice::<f32>().expect("converted to f32");
+    let map = side * side;
+    let mut gathered = Vec::with_capacity(gathers.first.len() * gathers.batch);
+    for reads in gathers.first.chunks_exact(taps) {
+        for image in pixels.chunks_exact(map) {
+            // past the image: the zero row
+            gathered.extend(
+                reads
+                    .iter()
+                    .map(|&p| image.get(p as usize).copied().unwrap_or(0.0)),
+            );
+        }
+    }
+    let len = gathered.len();
+    Tensor::<2>::from_data(TensorData::new(gathered, [len / taps, taps]), &device)
 }
 
 /// The LSTM's hidden state after the last step, from [`Net::lstm_input`]:
@@ -819,5 +845,6 @@ impl CnnNet {
 
 mod conv;
 mod lstm;
+pub mod stages;
 #[cfg(test)]
 mod tests;

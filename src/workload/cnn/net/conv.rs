@@ -20,7 +20,7 @@ const KEPT_GATHERS: usize = 8;
 /// it.
 pub(super) struct Gathers {
     config: CnnConfig,
-    batch: usize,
+    pub(super) batch: usize,
     autodiff: bool,
     /// The first convolution's [`conv_rows_index`] of one image (the zero
     /// row is `side²`), repeated over the images by a gather in plain Rust:
