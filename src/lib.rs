@@ -21,23 +21,25 @@
 //!    step.
 //! 9. [`predict`]: straggler predictors over worker histories, and their scores.
 //! 10. [`policy`]: mitigation policies as pure decisions over what is known.
-//! 11. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
+//! 11. [`pipeline`]: model-parallel schedules (GPipe, 1F1B), their bubble
+//!     and the best cut of the layers into stages, as pure functions.
+//! 12. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
 //!     `JobPlan` with every default applied and every path resolved.
-//! 12. [`checkpoint`]: what a job needs to continue from an iteration.
-//! 13. [`run`]: the timely dataflow. One training iteration is one timely
+//! 13. [`checkpoint`]: what a job needs to continue from an iteration.
+//! 14. [`run`]: the timely dataflow. One training iteration is one timely
 //!     epoch; compute operators process one unit per activation, gradients
 //!     travel to parameter-shard owners that reduce them in partition order.
-//! 14. [`ops`]: operation-level traces and their what-if replay.
-//! 15. [`import`]: real public traces turned into the trace schema.
-//! 16. [`analyze`]: offline trace analysis, which worker is slow, when and why.
-//! 17. [`whatif`]: the policies' agents replayed over recorded timings.
-//! 18. [`report`]: summaries for people (text, HTML) and machines (JSON lines).
-//! 19. [`bench`](mod@bench): benchmark pipelines: sweeps of jobs, raw results in Parquet,
+//! 15. [`ops`]: operation-level traces and their what-if replay.
+//! 16. [`import`]: real public traces turned into the trace schema.
+//! 17. [`analyze`]: offline trace analysis, which worker is slow, when and why.
+//! 18. [`whatif`]: the policies' agents replayed over recorded timings.
+//! 19. [`report`]: summaries for people (text, HTML) and machines (JSON lines).
+//! 20. [`bench`](mod@bench): benchmark pipelines: sweeps of jobs, raw results in Parquet,
 //!     and a report that records the command, git revision and machine.
-//! 20. [`runs`]: the runs and benches under a directory, listed and compared.
-//! 21. [`tune`]: configurations of a job raced as ordinary runs (successive
+//! 21. [`runs`]: the runs and benches under a directory, listed and compared.
+//! 22. [`tune`]: configurations of a job raced as ordinary runs (successive
 //!     halving on a validation slice), ranked and reported.
-//! 22. [`cli`]: the `forestall` command line.
+//! 23. [`cli`]: the `forestall` command line.
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -51,6 +53,7 @@ pub mod fsutil;
 pub mod import;
 pub mod inject;
 pub mod ops;
+pub mod pipeline;
 pub mod policy;
 pub mod predict;
 pub mod report;

@@ -1,0 +1,161 @@
+//! The pipeline's bound: the best cut of the layers into stages for the
+//! stage workers' measured speeds, and what the schedule's bubble leaves
+//! of it ([`best_cut`]). A cut is a list of contiguous, non-empty layer
+//! ranges covering the layers in order, one per stage.
+
+use std::ops::Range;
+
+use super::schedule::{timeline, Schedule, ScheduleError, StageCost, Timeline};
+
+/// The cut of `layers` (each layer's cost per micro-batch at full speed)
+/// into `slowdowns.len()` stages, stage s on a worker `slowdowns[s]` times
+/// slower, whose iteration of `micro` micro-batches under `schedule` (with
+/// `transfer` s per crossing) is shortest, and that iteration. Ties go to
+/// the cut whose earlier cuts come first.
+pub fn best_cut(
+    layers: &[StageCost],
+    slowdowns: &[f64],
+    schedule: Schedule,
+    (micro, transfer): (u32, f64),
+) -> Result<(Vec<Range<usize>>, Timeline), ScheduleError> {
+    let stages = slowdowns.len();
+    if stages == 0 || stages > layers.len() {
+        return Err(ScheduleError::Layers {
+            stages: u32::try_from(stages).unwrap_or(u32::MAX),
+            layers: layers.len(),
+        });
+    }
+    if let Some((stage, &value)) =
+        (slowdowns.iter().enumerate()).find(|(_, &f)| !f.is_finite() || f <= 0.0)
+    {
+        return Err(ScheduleError::Cost { stage, value });
+    }
+    let mut best: Option<(Vec<Range<usize>>, Timeline)> = None;
+    for cut in cuts(layers.len(), stages) {
+        let costs: Vec<StageCost> = cut
+            .iter()
+            .zip(slowdowns)
+            .map(|(range, &f)| StageCost {
+                forward: f * layers[range.clone()].iter().map(|c| c.forward).sum::<f64>(),
+                backward: f * layers[range.clone()]
+                    .iter()
+                    .map(|c| c.backward)
+                    .sum::<f64>(),
+            })
+            .collect();
+        let tl = timeline(schedule, &costs, micro, transfer)?;
+        if best.as_ref().is_none_or(|(_, b)| tl.makespan < b.makespan) {
+            best = Some((cut, tl));
+        }
+    }
+    Ok(best.expect("at least one cut"))
+}
+
+/// Every cut of `layers` layers into `stages` non-empty contiguous ranges,
+/// in the order of their cut points.
+pub fn cuts(layers: usize, stages: usize) -> Vec<Vec<Range<usize>>> {
+    fn go(
+        from: usize,
+        layers: usize,
+        left: usize,
+        acc: &mut Vec<Range<usize>>,
+        out: &mut Vec<Vec<Range<usize>>>,
+    ) {
+        if left == 1 {
+            acc.push(from..layers);
+            out.push(acc.clone());
+            acc.pop();
+            return;
+        }
+        for end in from + 1..=layers - (left - 1) {
+            acc.push(from..end);
+            go(end, layers, left - 1, acc, out);
+            acc.pop();
+        }
+    }
+    let mut out = Vec::new();
+    if stages >= 1 && stages <= layers {
+        go(0, layers, stages, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pneumonia CNN's layers as `benches/cnn_layers.rs` measured them
+    /// (ms per image, forward and backward: conv1, conv2, conv3, lstm, head).
+    fn measured() -> Vec<StageCost> {
+        [
+            (0.238, 0.088),
+            (0.528, 1.123),
+            (0.425, 0.844),
+            (0.333, 0.301),
+            (0.013, 0.012),
+        ]
+        .iter()
+        .map(|&(forward, backward)| StageCost { forward, backward })
+        .collect()
+    }
+
+    #[test]
+    fn cuts_are_every_composition_in_order() {
+        assert_eq!(cuts(3, 2), vec![vec![0..1, 1..3], vec![0..2, 2..3]]);
+        assert_eq!(cuts(5, 1), vec![vec![0..5]]);
+        assert_eq!(cuts(5, 5).len(), 1);
+        // C(4, 1) = 4, C(4, 2) = 6
+        assert_eq!(cuts(5, 2).len(), 4);
+        assert_eq!(cuts(5, 3).len(), 6);
+        assert!(cuts(2, 3).is_empty() && cuts(2, 0).is_empty());
+    }
+
+    #[test]
+    fn two_even_stages_cut_after_the_second_convolution() {
+        let (cut, tl) = best_cut(&measured(), &[1.0, 1.0], Schedule::OneFOneB, (8, 0.0)).unwrap();
+        assert_eq!(cut, vec![0..2, 2..5]);
+        assert!(tl.bubble.iter().all(|&b| b < 0.25), "{:?}", tl.bubble);
+    }
+
+    #[test]
+    fn a_slow_stage_worker_gets_fewer_layers() {
+        // the first stage's worker 2× slow: the convolutions move off it
+        let (even, _) = best_cut(&measured(), &[1.0, 1.0], Schedule::OneFOneB, (8, 0.0)).unwrap();
+        let (slow, tl) = best_cut(&measured(), &[2.0, 1.0], Schedule::OneFOneB, (8, 0.0)).unwrap();
+        assert!(slow[0].end < even[0].end, "{slow:?}");
+        // and no other cut is faster
+        for cut in cuts(5, 2) {
+            let costs: Vec<StageCost> = cut
+                .iter()
+                .zip([2.0, 1.0])
+                .map(|(r, f)| StageCost {
+                    forward: f * measured()[r.clone()].iter().map(|c| c.forward).sum::<f64>(),
+                    backward: f * measured()[r.clone()]
+                        .iter()
+                        .map(|c| c.backward)
+                        .sum::<f64>(),
+                })
+                .collect();
+            let other = timeline(Schedule::OneFOneB, &costs, 8, 0.0).unwrap();
+            assert!(other.makespan >= tl.makespan - 1e-12, "{cut:?}");
+        }
+    }
+
+    #[test]
+    fn impossible_cuts_are_refused() {
+        let err = best_cut(&measured(), &[1.0; 6], Schedule::GPipe, (8, 0.0)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "6 stages for a net of 5 layers: a stage holds at least one layer"
+        );
+        assert!(best_cut(&measured(), &[], Schedule::GPipe, (8, 0.0)).is_err());
+        assert!(matches!(
+            best_cut(&measured(), &[1.0, 0.0], Schedule::GPipe, (8, 0.0)),
+            Err(ScheduleError::Cost { stage: 1, .. })
+        ));
+        assert!(matches!(
+            best_cut(&measured(), &[1.0, 1.0], Schedule::OneFOneB, (1, 0.0)),
+            Err(ScheduleError::TooFewMicroBatches { .. })
+        ));
+    }
+}
