@@ -51,6 +51,80 @@ pub fn best_cut(
     Ok(best.expect("at least one cut"))
 }
 
+/// One replica's part of the hybrid pipeline's bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaPlan {
+    /// The micro-batches it computes.
+    pub micro: u32,
+    /// Its best cut for them.
+    pub cut: Vec<Range<usize>>,
+    /// Its iteration.
+    pub timeline: Timeline,
+}
+
+/// The hybrid pipeline's bound: `micro` micro-batches shared among
+/// replicas, replica r's stage s on a worker `slowdowns[r][s]` times slower.
+/// Each replica takes its best cut ([`best_cut`]) for the micro-batches it
+/// gets, and the shares are chosen so that the slowest replica's iteration
+/// is shortest (every replica gets at least as many micro-batches as the
+/// schedule needs). Returns each replica's share, cut and iteration.
+pub fn best_split(
+    layers: &[StageCost],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, transfer): (u32, f64),
+) -> Result<Vec<ReplicaPlan>, ScheduleError> {
+    let replicas = u32::try_from(slowdowns.len()).unwrap_or(u32::MAX);
+    let stages = slowdowns.first().map_or(0, Vec::len);
+    let least = match schedule {
+        Schedule::OneFOneB => u32::try_from(stages).unwrap_or(u32::MAX),
+        Schedule::GPipe => 1,
+    };
+    if replicas == 0 || micro < least.saturating_mul(replicas) {
+        return Err(ScheduleError::TooFewMicroBatches {
+            micro,
+            stages: least.saturating_mul(replicas.max(1)),
+        });
+    }
+    // each replica's best iteration for every share it could get
+    let most = micro - least * (replicas - 1);
+    let mut table: Vec<Vec<(Vec<Range<usize>>, Timeline)>> = Vec::new();
+    for speeds in slowdowns {
+        if speeds.len() != stages {
+            return Err(ScheduleError::Layers {
+                stages: u32::try_from(speeds.len()).unwrap_or(u32::MAX),
+                layers: layers.len(),
+            });
+        }
+        table.push(
+            (least..=most)
+                .map(|m| best_cut(layers, speeds, schedule, (m, transfer)))
+                .collect::<Result<_, _>>()?,
+        );
+    }
+    // give each next micro-batch to the replica whose iteration grows least
+    let time = |r: usize, m: u32| table[r][(m - least) as usize].1.makespan;
+    let mut shares = vec![least; replicas as usize];
+    for _ in 0..micro - least * replicas {
+        let r = (0..shares.len())
+            .min_by(|&a, &b| time(a, shares[a] + 1).total_cmp(&time(b, shares[b] + 1)))
+            .expect("at least one replica");
+        shares[r] += 1;
+    }
+    Ok(shares
+        .iter()
+        .enumerate()
+        .map(|(r, &m)| {
+            let (cut, timeline) = table[r][(m - least) as usize].clone();
+            ReplicaPlan {
+                micro: m,
+                cut,
+                timeline,
+            }
+        })
+        .collect())
+}
+
 /// Every cut of `layers` layers into `stages` non-empty contiguous ranges,
 /// in the order of their cut points.
 pub fn cuts(layers: usize, stages: usize) -> Vec<Vec<Range<usize>>> {
@@ -139,6 +213,53 @@ mod tests {
             let other = timeline(Schedule::OneFOneB, &costs, 8, 0.0).unwrap();
             assert!(other.makespan >= tl.makespan - 1e-12, "{cut:?}");
         }
+    }
+
+    #[test]
+    fn a_slow_replica_gets_fewer_micro_batches_and_the_split_is_best() {
+        let layers = measured();
+        let even = best_split(
+            &layers,
+            &vec![vec![1.0, 1.0]; 2],
+            Schedule::OneFOneB,
+            (16, 0.0),
+        )
+        .unwrap();
+        assert_eq!(even.iter().map(|r| r.micro).collect::<Vec<_>>(), [8, 8]);
+        // replica 1's second stage 2× slow: a re-cut moves layers off it, and
+        // what a cut cannot even out moves as data share
+        let slowed = [vec![1.0, 1.0], vec![1.0, 2.0]];
+        let split = best_split(&layers, &slowed, Schedule::OneFOneB, (16, 0.0)).unwrap();
+        let shares: Vec<u32> = split.iter().map(|r| r.micro).collect();
+        assert_eq!(shares.iter().sum::<u32>(), 16);
+        assert!(shares[1] < shares[0], "{shares:?}");
+        assert!(
+            split[1].cut[1].len() < split[0].cut[1].len(),
+            "{:?}",
+            split[1].cut
+        );
+        let worst = split
+            .iter()
+            .map(|r| r.timeline.makespan)
+            .fold(0.0, f64::max);
+        // no other split of 16 (each at its best cut) is faster
+        for m0 in 2..=14 {
+            let a = best_cut(&layers, &slowed[0], Schedule::OneFOneB, (m0, 0.0))
+                .unwrap()
+                .1;
+            let b = best_cut(&layers, &slowed[1], Schedule::OneFOneB, (16 - m0, 0.0))
+                .unwrap()
+                .1;
+            assert!(a.makespan.max(b.makespan) >= worst - 1e-12, "{m0}");
+        }
+        // 1F1B needs S micro-batches a replica
+        assert!(matches!(
+            best_split(&layers, &slowed, Schedule::OneFOneB, (3, 0.0)),
+            Err(ScheduleError::TooFewMicroBatches {
+                micro: 3,
+                stages: 4
+            })
+        ));
     }
 
     #[test]

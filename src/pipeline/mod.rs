@@ -10,5 +10,5 @@
 pub mod bound;
 pub mod schedule;
 
-pub use bound::{best_cut, cuts};
+pub use bound::{best_cut, best_split, cuts, ReplicaPlan};
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};
