@@ -5,7 +5,8 @@
 //! does. Process 0's directory then holds the whole run, read back as a
 //! launched run's is; the row adds the slowest handshake (the clock
 //! exchange included) and the gather's time, from the processes' `-v`
-//! lines.
+//! lines. Once process 0's directory is read back, the other hosts'
+//! directories and the token are removed: process 0 holds every part.
 
 use std::path::Path;
 use std::process::Child;
@@ -132,6 +133,19 @@ pub fn run_hosted(
         .and_then(|e| e.lines().find(|l| l.contains("trace gathered")))
         .and_then(|l| number_after(l, "gather_s="));
     let output = read_back(out_dir).map_err(fail)?;
+    // Process 0 holds the whole trace now; the other hosts' own directories
+    // (their copies of their parts) and the token are spent. Left behind,
+    // the peers' partial traces would be found by `analyze` on the bench.
+    for spent in [out_dir.join("peers"), out_dir.join("token")] {
+        let gone = match std::fs::metadata(&spent) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&spent),
+            Ok(_) => std::fs::remove_file(&spent),
+            Err(_) => Ok(()),
+        };
+        if let Err(e) = gone {
+            tracing::warn!("could not remove {}: {e}", spent.display());
+        }
+    }
     Ok(Hosted {
         output,
         start_ms,

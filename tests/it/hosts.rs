@@ -644,3 +644,41 @@ fn a_link_limited_with_tc_shows_as_transit_and_is_named_by_analyze() {
         assert!(!shown.contains("tbf"), "host {i} keeps a limit: {shown}");
     }
 }
+
+/// A bench sweep on namespaced hosts: its row has the threads run's
+/// parameters and the start and gather costs, and its run directory holds
+/// the gathered trace alone (the other hosts' own copies and the token are
+/// removed), so `analyze` reads the bench's traces.
+#[test]
+#[ignore = "needs root (network namespaces)"]
+fn a_bench_on_namespaced_hosts_keeps_the_gathered_trace_alone() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    std::fs::write(
+        dir.join("h.toml"),
+        "[bench]\nname = \"h\"\nabout = \"threads and hosts\"\n\n\
+         [[sweep]]\nname = \"threads\"\njob = \"job.toml\"\npolicies = [\"bsp\"]\nseeds = [1]\niterations = 4\n\n\
+         [[sweep]]\nname = \"hosts\"\njob = \"job.toml\"\nhosts = [2]\npolicies = [\"bsp\"]\nseeds = [1]\niterations = 4\nrelative_to = \"threads\"\n",
+    )
+    .expect("pipeline");
+    let o = crate::common::forestall_in(dir, &["-q", "bench", "h.toml", "--out", "res"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = crate::bench::rows_of(&dir.join("res/raw.parquet"));
+    assert_eq!(rows.len(), 2);
+    let (threads, hosts) = (&rows[0], &rows[1]);
+    assert_eq!(hosts.sweep, "hosts");
+    assert_eq!(hosts.params_sha256, threads.params_sha256);
+    assert!(hosts.start_ms.is_some_and(|ms| ms > 0.0), "{hosts:?}");
+    assert!(hosts.gather_s.is_some_and(|s| s > 0.0), "{hosts:?}");
+    let mut runs: Vec<_> = std::fs::read_dir(dir.join("res/traces/hosts"))
+        .expect("the hosts sweep's runs")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = runs.pop().expect("one run");
+    assert!(run.join("trace").is_dir(), "process 0's trace");
+    assert!(!run.join("peers").exists() && !run.join("token").exists());
+    let o = crate::common::forestall_in(dir, &["analyze", "res/traces"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
