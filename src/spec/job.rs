@@ -40,6 +40,10 @@ pub struct JobSpec {
     /// `[cluster]`: processes (the command line's flags win).
     #[serde(default)]
     pub cluster: ClusterSection,
+    /// `[parallel]`: model-parallel training, not built yet; any key is
+    /// refused with a pointer to `docs/model-parallel.md`.
+    #[serde(default)]
+    pub parallel: Option<toml::Table>,
 }
 
 /// `[job]`.

@@ -85,6 +85,7 @@ pub fn validate_with(
         .map(Path::to_owned)
         .unwrap_or_default();
     let (name, iterations) = check_job(&cx, spec, path)?;
+    check_parallel(&cx, spec)?;
     let (model, defaults) = check_model(&cx, spec)?;
     let data = check_data(&cx, spec, &model, &defaults, &base_dir)?;
     let (optimizer, eval_every) = check_optimizer(&cx, spec, &defaults)?;
@@ -155,6 +156,19 @@ fn check_job(cx: &Context<'_>, spec: &JobSpec, path: Option<&Path>) -> Result<(S
         ));
     }
     Ok((name, iterations))
+}
+
+/// `[parallel]`: not built yet (forestall trains data-parallel only).
+fn check_parallel(cx: &Context<'_>, spec: &JobSpec) -> Result<()> {
+    let Some(table) = &spec.parallel else {
+        return Ok(());
+    };
+    let key = table.keys().next().map_or("stages", String::as_str);
+    Err(cx.invalid(
+        "parallel",
+        key,
+        "model-parallel (pipeline) training is not built yet: forestall trains data-parallel only; what exists of it is in docs/model-parallel.md",
+    ))
 }
 
 /// What `[data]` resolves to before the workers are known.

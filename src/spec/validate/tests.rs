@@ -26,6 +26,8 @@ macro_rules! rejects {
 }
 
 rejects! {
+    model_parallel_is_not_built: "[parallel]\nstages = 2\n" =>
+        "job.toml:2: [parallel] stages: model-parallel (pipeline) training is not built yet: forestall trains data-parallel only; what exists of it is in docs/model-parallel.md";
     zero_workers: "[workers]\ncount = 0\n" => "job.toml:2: [workers] count: must be at least 1 (got 0)";
     more_workers_than_partitions: "[data]\npartitions = 2\n[workers]\ncount = 3\n" =>
         "job.toml:4: [workers] count: 3 workers but only 2 partitions: every worker needs at least one partition; lower the count or raise [data] partitions";
