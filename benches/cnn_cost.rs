@@ -31,46 +31,14 @@
 
 #![allow(missing_docs)]
 
-use std::path::PathBuf;
+mod cpu;
+
+use cpu::{env_or, load_cnn, median, thread_cpu_ms};
 use std::time::Instant;
 
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
-use forestall::workload::cnn::CnnClassifier;
-use forestall::workload::{ClassWeighting, Workload};
-
-/// This thread's CPU time, ms: what the call cost, whatever else the cores
-/// ran meanwhile.
-fn thread_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
-}
-
-fn env_or(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
+use forestall::workload::Workload;
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -105,10 +73,7 @@ struct Row {
 }
 
 fn main() {
-    let data = std::env::var("DATA").map_or_else(
-        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/pneumoniamnist.npz"),
-        PathBuf::from,
-    );
+    let (cnn, data) = load_cnn("cnn_cost");
     let sizes: Vec<usize> = std::env::var("SIZES")
         .ok()
         .map(|s| {
@@ -127,15 +92,6 @@ fn main() {
     );
     let rounds = env_or("ROUNDS", 5);
     let images = env_or("IMAGES", 128);
-    let cnn = match CnnClassifier::load(&data, ClassWeighting::Balanced) {
-        Ok(cnn) => cnn,
-        Err(e) => {
-            eprintln!(
-                "cnn_cost: {e}\n(import the images first: `forestall data fetch pneumonia`, or set DATA)"
-            );
-            std::process::exit(2);
-        }
-    };
     let train = cnn.data().train.clone();
     let source = cnn.data().source();
     let mut timings: Vec<Timings> = sizes.iter().map(|_| Timings::default()).collect();

@@ -20,59 +20,20 @@
 
 #![allow(missing_docs)]
 
-use std::path::PathBuf;
+mod cpu;
+
+use cpu::{env_or, load_cnn, median, thread_cpu_ms};
 
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
 use forestall::workload::cnn::net::stages::{Activation, StageInput, LAYERS};
-use forestall::workload::cnn::CnnClassifier;
-use forestall::workload::{ClassWeighting, Workload};
-
-/// This thread's CPU time, ms.
-fn thread_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
-}
-
-fn env_or(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
+use forestall::workload::Workload;
 
 fn main() {
-    let data = std::env::var("DATA").map_or_else(
-        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/pneumoniamnist.npz"),
-        PathBuf::from,
-    );
+    let (cnn, data) = load_cnn("cnn_layers");
     let m = env_or("M", 32).max(1);
     let rounds = env_or("ROUNDS", 5);
     let batches = env_or("BATCHES", 4).max(2);
-    let cnn = match CnnClassifier::load(&data, ClassWeighting::Balanced) {
-        Ok(cnn) => cnn,
-        Err(e) => {
-            eprintln!(
-                "cnn_layers: {e}\n(import the images first: `forestall data fetch pneumonia`, or set DATA)"
-            );
-            std::process::exit(2);
-        }
-    };
     let net = cnn.net();
     let train = cnn.data().train.clone();
     let source = cnn.data().source();

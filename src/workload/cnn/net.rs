@@ -493,6 +493,20 @@ struct Reader {
     count: usize,
 }
 
+impl Reader {
+    /// A reader of values (`grads` None) or of the gradients in `grads`,
+    /// with room for `capacity` of them.
+    fn new(grads: Option<GradientsParams>, capacity: usize) -> Self {
+        Self {
+            path: Vec::new(),
+            slots: Vec::new(),
+            values: Vec::with_capacity(capacity),
+            grads,
+            count: 0,
+        }
+    }
+}
+
 impl ModuleVisitor for Reader {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
         self.path.push(name.to_owned());
@@ -565,13 +579,7 @@ impl CnnNet {
     /// The net of `config`.
     pub fn new(config: CnnConfig) -> Self {
         let net = Net::zeros(&config, &Device::flex());
-        let mut reader = Reader {
-            path: Vec::new(),
-            slots: Vec::new(),
-            values: Vec::new(),
-            grads: None,
-            count: 0,
-        };
+        let mut reader = Reader::new(None, 0);
         net.visit(&mut reader);
         Self {
             config,
@@ -796,13 +804,7 @@ impl CnnNet {
                 + (head_w * Tensor::from_inner(d_head_w)).sum()
                 + (head_b * Tensor::from_inner(d_head_b)).sum();
             let grads = GradientsParams::from_grads(surrogate.backward(), net);
-            let mut reader = Reader {
-                path: Vec::new(),
-                slots: Vec::new(),
-                values: Vec::with_capacity(self.count),
-                grads: Some(grads),
-                count: 0,
-            };
+            let mut reader = Reader::new(Some(grads), self.count);
             net.visit(&mut reader);
             BatchGradient {
                 grad: reader.values,
@@ -813,13 +815,7 @@ impl CnnNet {
 
     /// Parameters of a burn module in layout order.
     pub(super) fn flatten(&self, net: &Net) -> Vec<f64> {
-        let mut reader = Reader {
-            path: Vec::new(),
-            slots: Vec::new(),
-            values: Vec::with_capacity(self.count),
-            grads: None,
-            count: 0,
-        };
+        let mut reader = Reader::new(None, self.count);
         net.visit(&mut reader);
         reader.values
     }

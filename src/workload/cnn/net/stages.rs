@@ -420,13 +420,7 @@ impl CnnNet {
             d_input = leaf.grad_remove(&mut grads).map(|g| Activation::of(&g));
         }
         let grads = GradientsParams::from_grads(grads, &t.net);
-        let mut reader = Reader {
-            path: Vec::new(),
-            slots: Vec::new(),
-            values: Vec::with_capacity(self.count),
-            grads: Some(grads),
-            count: 0,
-        };
+        let mut reader = Reader::new(Some(grads), self.count);
         burn::module::Module::visit(&t.net, &mut reader);
         let range = self.layer_params(a..b);
         Ok(StageGradient {
@@ -450,27 +444,8 @@ fn head_params(net: &Net) -> (Tensor<2>, Tensor<1>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{batch, tiny};
     use super::*;
-    use crate::workload::cnn::CnnConfig;
-
-    fn tiny() -> CnnNet {
-        CnnNet::new(CnnConfig {
-            side: 8,
-            kernel: 3,
-            filters: [2, 3, 4],
-            pool_after: [true, true, false],
-            lstm_hidden: 3,
-        })
-    }
-
-    fn batch(n: usize, side: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let pixels = (0..n * side * side)
-            .map(|i| ((i * 37 % 101) as f32) / 101.0)
-            .collect();
-        let labels = (0..n).map(|i| (i % 2) as f32).collect();
-        let weights = (0..n).map(|i| 1.0 + i as f32 * 0.5).collect();
-        (pixels, labels, weights)
-    }
 
     /// Every way to cut the 5 layers into stages (each a list of ranges).
     fn cuts() -> Vec<Vec<Range<usize>>> {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn tiny() -> CnnNet {
+pub(super) fn tiny() -> CnnNet {
     CnnNet::new(CnnConfig {
         side: 8,
         kernel: 3,
@@ -13,7 +13,7 @@ fn tiny() -> CnnNet {
     })
 }
 
-fn batch(n: usize, side: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(super) fn batch(n: usize, side: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let pixels = (0..n * side * side)
         .map(|i| ((i * 37 % 101) as f32) / 101.0)
         .collect();
