@@ -115,6 +115,10 @@ pub(super) fn build<'s>(
             for (_, cap, copies) in held.extract_if(.., |(due, _, _)| *due <= now) {
                 out.session(&cap).give_iterator(copies.into_iter());
             }
+            // (woken early, or by another input: wake again when the next is due)
+            if let Some(next) = held.iter().map(|(due, _, _)| *due).min() {
+                activator.activate_after(next.saturating_duration_since(now));
+            }
             while let Some((&t, _)) = open.first_key_value() {
                 let Some(reduced) = reducer.try_reduce(t) else {
                     break;
