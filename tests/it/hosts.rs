@@ -75,6 +75,35 @@ fn port(base: u16) -> u16 {
 }
 
 /// Waits for processes 0 and 1, which must both succeed; process 0's
+/// `forestall run JOB` as process `process` of the namespaced hosts in
+/// `dir/hosts`: 2 threads, remote peers allowed, `dir/token`, waiting
+/// `timeout` s to connect, then `rest` (its output: `--out DIR`, or
+/// `--resume DIR`).
+fn host_args<'a>(
+    job: &'a str,
+    process: &'a str,
+    timeout: &'a str,
+    rest: [&'a str; 2],
+) -> Vec<&'a str> {
+    vec![
+        "run",
+        job,
+        "--hostfile",
+        "hosts",
+        "--process",
+        process,
+        "--threads",
+        "2",
+        "--allow-remote",
+        "--token-file",
+        "token",
+        "--connect-timeout",
+        timeout,
+        rest[0],
+        rest[1],
+    ]
+}
+
 /// parameter digest.
 fn joined_digest(zero: Child, one: Child) -> String {
     let (zero, one) = (ended(zero), ended(one));
@@ -158,27 +187,9 @@ fn hosts_match_threads(
         );
         let out = format!("h-{policy}");
         let args = |i: &'static str| {
-            [
-                "--json",
-                "run",
-                job,
-                "--policy",
-                policy,
-                "--hostfile",
-                "hosts",
-                "--process",
-                i,
-                "--threads",
-                "2",
-                "--allow-remote",
-                "--token-file",
-                "token",
-                "--connect-timeout",
-                "60",
-                "--out",
-                &out,
-            ]
-            .to_vec()
+            let mut args = host_args(job, i, "60", ["--out", &out]);
+            args.extend(["--json", "--policy", policy]);
+            args
         };
         let zero = hosts.forestall(0, dir, &args("0"));
         let mut other = alongside.map(|start| start());
@@ -313,26 +324,10 @@ fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
     let hosts = Hosts::new(2);
     let port = port(30_100);
     hosts.write_hostfile(dir, 2, port);
-    let common = [
-        "run",
-        "job.toml",
-        "--hostfile",
-        "hosts",
-        "--threads",
-        "2",
-        "--allow-remote",
-        "--token-file",
-        "token",
-        "--connect-timeout",
-        "30",
-    ];
     let first = |i: &'static str| {
-        [
-            &["--json"][..],
-            &common[..],
-            &["--process", i, "--out", "o"],
-        ]
-        .concat()
+        let mut args = host_args("job.toml", i, "30", ["--out", "o"]);
+        args.push("--json");
+        args
     };
     let zero = hosts.forestall(0, dir, &first("0"));
     let one = hosts.forestall(1, dir, &first("1"));
@@ -363,12 +358,9 @@ fn a_host_killed_mid_run_stops_the_job_and_it_resumes_bit_identically() {
     );
     assert!(!dir.join("o/summary.json").exists());
     let again = |i: &'static str| {
-        [
-            &["--json"][..],
-            &common[..],
-            &["--process", i, "--resume", "o"],
-        ]
-        .concat()
+        let mut args = host_args("job.toml", i, "30", ["--resume", "o"]);
+        args.push("--json");
+        args
     };
     let zero = hosts.forestall(0, dir, &again("0"));
     let one = hosts.forestall(1, dir, &again("1"));
@@ -479,25 +471,7 @@ fn a_hostfile_address_that_no_host_holds_is_named() {
         format!("{}:{port}\n{nowhere}:{port}\n", hosts.addresses()[0]),
     )
     .expect("hosts");
-    let args = |i: &'static str| {
-        vec![
-            "run",
-            "job.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            i,
-            "--threads",
-            "2",
-            "--allow-remote",
-            "--token-file",
-            "token",
-            "--connect-timeout",
-            "3",
-            "--out",
-            "o",
-        ]
-    };
+    let args = |i: &'static str| host_args("job.toml", i, "3", ["--out", "o"]);
     let started = std::time::Instant::now();
     let zero = hosts.forestall(0, dir, &args("0"));
     let one = hosts.forestall(1, dir, &args("1"));
@@ -561,24 +535,9 @@ fn a_link_limited_with_tc_shows_as_transit_and_is_named_by_analyze() {
     let port = port(30_900);
     hosts.write_hostfile(dir, 2, port);
     let args = |i: &'static str| {
-        vec![
-            "--json",
-            "run",
-            "tc.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            i,
-            "--threads",
-            "2",
-            "--allow-remote",
-            "--token-file",
-            "token",
-            "--connect-timeout",
-            "30",
-            "--out",
-            "o",
-        ]
+        let mut args = host_args("tc.toml", i, "30", ["--out", "o"]);
+        args.push("--json");
+        args
     };
     let zero = hosts.forestall(0, dir, &args("0"));
     let one = hosts.forestall(1, dir, &args("1"));
