@@ -50,18 +50,9 @@ fn by_hand(dir: &Path) -> impl Fn(&str, &[&str], &[(&str, &str)]) -> std::proces
     let addresses = forestall::run::cluster::free_loopback_addresses(2).expect("ports");
     std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
     move |process: &str, extra: &[&str], env: &[(&str, &str)]| {
-        let base = [
-            "run",
-            "job.toml",
-            "--hostfile",
-            "hosts",
-            "--process",
-            process,
-            "--threads",
-            "2",
-        ];
         // the program's own flags (`--json`, `-v`) are global: they may follow `run`
-        let args = [&base[..], extra].concat();
+        let mut args = crate::common::hostfile_args("job.toml", process);
+        args.extend_from_slice(extra);
         crate::common::spawn_in(dir, &args, env.iter().copied())
     }
 }
@@ -174,21 +165,9 @@ fn bad_hostfiles_and_process_indices_are_refused() {
     ];
     for (hosts, process, needle) in cases {
         std::fs::write(dir.join("hosts"), hosts).expect("hosts");
-        let o = forestall(
-            dir,
-            &[
-                "run",
-                "job.toml",
-                "--hostfile",
-                "hosts",
-                "--process",
-                process,
-                "--threads",
-                "2",
-                "--out",
-                "x",
-            ],
-        );
+        let mut args = crate::common::hostfile_args("job.toml", process);
+        args.extend(["--out", "x"]);
+        let o = forestall(dir, &args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{needle}: {err}");
         assert!(err.contains(needle), "expected {needle:?} in {err}");

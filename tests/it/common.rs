@@ -271,3 +271,18 @@ pub fn same_digest_under_moving_policies(
     }
     runs
 }
+
+/// `forestall run JOB` as process `process` of the job in `dir/hosts`,
+/// with 2 threads: the start of every hand-started process's arguments.
+pub fn hostfile_args<'a>(job: &'a str, process: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        job,
+        "--hostfile",
+        "hosts",
+        "--process",
+        process,
+        "--threads",
+        "2",
+    ]
+}

@@ -85,15 +85,8 @@ fn host_args<'a>(
     timeout: &'a str,
     rest: [&'a str; 2],
 ) -> Vec<&'a str> {
-    vec![
-        "run",
-        job,
-        "--hostfile",
-        "hosts",
-        "--process",
-        process,
-        "--threads",
-        "2",
+    let mut args = crate::common::hostfile_args(job, process);
+    args.extend([
         "--allow-remote",
         "--token-file",
         "token",
@@ -101,7 +94,8 @@ fn host_args<'a>(
         timeout,
         rest[0],
         rest[1],
-    ]
+    ]);
+    args
 }
 
 /// parameter digest.
