@@ -229,6 +229,7 @@ pub(super) fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
         units_reassigned: count(UnitAction::Reassigned) as u64,
         units_cloned: count(UnitAction::Clone) as u64,
         checkpoints: Vec::new(),
+        stage_memory: Default::default(),
         first_iteration: 0,
         iterations: trace.iterations,
     })

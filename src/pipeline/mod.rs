@@ -8,7 +8,9 @@
 //! orders; see `docs/model-parallel.md` for where that stands.
 
 pub mod bound;
+pub mod layout;
 pub mod schedule;
 
 pub use bound::{best_cut, best_split, cuts, ReplicaPlan};
+pub use layout::StageLayout;
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};

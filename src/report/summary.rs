@@ -87,6 +87,46 @@ pub struct RunSummary {
     /// top words), a line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
+    /// A pipeline run's stages (`[parallel]`); None for data-parallel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineSummary>,
+}
+
+/// A pipeline run's layout and each stage's activation memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PipelineSummary {
+    /// Stages S.
+    pub stages: u32,
+    /// Replicas R.
+    pub replicas: u32,
+    /// The schedule's name.
+    pub schedule: String,
+    /// Each stage's layers, by name, joined with `+`.
+    pub layers: Vec<String>,
+    /// Each stage's most activations one of its workers kept at once.
+    pub activations_kept: Vec<u32>,
+    /// Their bytes, MB.
+    pub activation_mb: Vec<f64>,
+}
+
+impl PipelineSummary {
+    fn new(plan: &JobPlan, out: &RunOutput) -> Option<Self> {
+        let layout = plan.parallel.as_ref()?;
+        let names = crate::workload::cnn::net::stages::LAYERS;
+        let memory = |s: u32| out.stage_memory.get(&s).copied().unwrap_or((0, 0));
+        Some(Self {
+            stages: layout.stages,
+            replicas: layout.replicas,
+            schedule: layout.schedule.to_string(),
+            layers: (0..layout.stages)
+                .map(|s| names[layout.layers(s)].join("+"))
+                .collect(),
+            activations_kept: (0..layout.stages).map(|s| memory(s).0).collect(),
+            activation_mb: (0..layout.stages)
+                .map(|s| memory(s).1 as f64 / 1e6)
+                .collect(),
+        })
+    }
 }
 
 /// FlexRR's stopping rule: the first iteration `t ≥ window` whose training loss
@@ -162,6 +202,7 @@ impl RunSummary {
             resumed_from: (out.first_iteration > 0).then_some(out.first_iteration),
             dataset: plan.data.checksums.clone(),
             details: Vec::new(),
+            pipeline: PipelineSummary::new(plan, out),
         }
     }
 
@@ -195,12 +236,37 @@ impl RunSummary {
         } else {
             "n/a".to_owned()
         };
-        let _ = writeln!(
-            s,
-            "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
-            self.ideal_iteration_s, self.iteration_s
-        );
-        if self.bound_iteration_s > 0.0 && self.bsp_semantics {
+        // (a pipeline's stages wait on each other: a delay on one shows on
+        // all, so what an iteration would take without it is a run under
+        // `ideal`, not an estimate from the rows)
+        if self.pipeline.is_none() {
+            let _ = writeln!(
+                s,
+                "ideal        {:.2} s of iteration time without the injected delays, against {:.2} s: stragglers cost {cost}",
+                self.ideal_iteration_s, self.iteration_s
+            );
+        }
+        if let Some(p) = &self.pipeline {
+            let _ = writeln!(
+                s,
+                "pipeline     {} stages × {} replicas, {}: {}",
+                p.stages,
+                p.replicas,
+                p.schedule,
+                p.layers.join(" | ")
+            );
+            let memory: Vec<String> = (p.activations_kept.iter().zip(&p.activation_mb))
+                .enumerate()
+                .map(|(i, (n, mb))| format!("stage {i} {n} ({mb:.2} MB)"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "activations  kept at most, per worker: {}",
+                memory.join(", ")
+            );
+        }
+        // (a pipeline's bound is its own; the data-parallel one does not apply)
+        if self.bound_iteration_s > 0.0 && self.bsp_semantics && self.pipeline.is_none() {
             let _ = writeln!(
                 s,
                 "bound        {:.2} s with the work spread in proportion to the workers' speed: this run took {:.3}× the bound",

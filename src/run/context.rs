@@ -131,23 +131,28 @@ impl JobContext {
         };
         let schedule = StragglerSchedule::new(plan.seed, pattern, workers);
         let weights = schedule.work_weights();
-        let owners = place_partitions(plan.partitions, workers, weights.as_deref());
+        let dims = workload.param_count();
+        let (owners, holders, shards) = match &plan.parallel {
+            None => {
+                let owners = place_partitions(plan.partitions, workers, weights.as_deref());
+                let holders = owners
+                    .iter()
+                    .map(|&o| {
+                        let mut h = vec![o];
+                        // the owner's first helper-group peers (other processes first)
+                        h.extend(helper_group(o, workers, workers, plan.replicas));
+                        h
+                    })
+                    .collect();
+                (owners, holders, even_shards(dims, plan.shards_for(dims)))
+            }
+            Some(layout) => pipeline_layout(layout, plan.partitions, workload.as_ref()),
+        };
         let mut assignments = vec![Vec::new(); workers as usize];
         for (p, &w) in owners.iter().enumerate() {
             assignments[w as usize].push(p as u32);
         }
-        let holders = owners
-            .iter()
-            .map(|&o| {
-                let mut h = vec![o];
-                // the owner's first helper-group peers (other processes first)
-                h.extend(helper_group(o, workers, workers, plan.replicas));
-                h
-            })
-            .collect();
-        let dims = workload.param_count();
         let initial_params = Arc::new(workload.init_params(plan.seed));
-        let shards = even_shards(dims, plan.shards_for(dims));
         Self {
             threads_per_process: workers,
             holders,
@@ -267,6 +272,22 @@ impl JobContext {
         &self.assignments[worker as usize]
     }
 
+    /// Partitions whose micro-batches `worker` passes through its stage:
+    /// those of its replica (held by the replica's first stage). Without
+    /// a pipeline, its [`Self::assignment`].
+    pub fn replica_partitions(&self, worker: u32) -> &[u32] {
+        match &self.plan.parallel {
+            Some(layout) => self.assignment(layout.worker(layout.place(worker).0, 0)),
+            None => self.assignment(worker),
+        }
+    }
+
+    /// Whether `worker` is sent shard `shard`'s versions: every shard, or,
+    /// in a pipeline, those of its stage (and worker 0 every one).
+    pub fn reads_shard(&self, worker: u32, shard: u32) -> bool {
+        (self.plan.parallel.as_ref()).is_none_or(|l| l.reads_shard(worker, shard))
+    }
+
     /// The rows of one unit of iteration `t`.
     pub fn unit_rows(&self, iteration: u64, key: UnitKey) -> UnitRows {
         let mut units = self.partitioning.units(iteration, key.partition);
@@ -297,6 +318,26 @@ impl JobContext {
     pub fn us_since_start(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.start).as_micros() as u64
     }
+}
+
+/// A pipeline's partition owners (each replica's first stage worker),
+/// their holders (the owners alone: a pipeline moves no partition) and its
+/// shards, cut at the stages' boundaries.
+fn pipeline_layout(
+    layout: &crate::pipeline::StageLayout,
+    partitions: u32,
+    workload: &dyn Workload,
+) -> (Vec<u32>, Vec<Vec<u32>>, Vec<Range<usize>>) {
+    let owners: Vec<u32> = place_partitions(partitions, layout.replicas, None)
+        .into_iter()
+        .map(|replica| layout.worker(replica, 0))
+        .collect();
+    let holders = owners.iter().map(|&o| vec![o]).collect();
+    let staged = workload
+        .staged()
+        .expect("validation admits [parallel] only for a model with layers");
+    let shards = layout.shards(|layers| staged.layer_params(layers));
+    (owners, holders, shards)
 }
 
 /// `count` shards of `dims` coordinates, in order.

@@ -21,6 +21,7 @@
 mod compute;
 mod detect;
 mod reduce;
+mod stage;
 
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -59,7 +60,11 @@ pub fn build_training_dataflow(worker: &mut Worker, cx: Arc<JobContext>, sink: S
     let index = worker.index() as u32;
     worker.dataflow::<u64, _, _>(|scope| {
         let (loop_handle, params) = scope.feedback::<Vec<ShardParams>>(1);
-        let (grads, progress) = compute::build(scope, &cx, index, &sink, clock, params);
+        // a pipeline's stage workers, or data-parallel workers
+        let (grads, progress) = match &cx.plan.parallel {
+            Some(_) => stage::build(scope, &cx, index, &sink, params),
+            None => compute::build(scope, &cx, index, &sink, clock, params),
+        };
         // shard 0's owner measures how long each worker's gradients took to
         // arrive; worker 0's detect puts that into the worker rows (both
         // operators run on worker 0's thread)

@@ -65,7 +65,11 @@ pub(super) fn context_for(
                 workers: plan.workers,
             });
         }
-        context.shards = context::even_shards(context.dims, plan.workers);
+        // (a pipeline's shards are one per worker already, cut at its
+        // stages' boundaries)
+        if plan.parallel.is_none() {
+            context.shards = context::even_shards(context.dims, plan.workers);
+        }
         context.threads_per_process = c.threads;
         if let Some(epoch) = c.epoch_us {
             // One job clock for all processes: the launcher's origin, read
@@ -338,5 +342,6 @@ pub(super) fn output(
         units_total: sink.units_total,
         units_reassigned: sink.units_reassigned,
         units_cloned: sink.units_cloned,
+        stage_memory: sink.stage_memory,
     })
 }

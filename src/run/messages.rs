@@ -185,3 +185,32 @@ pub struct DropDecision {
     /// Dropped partitions, ascending.
     pub partitions: Vec<u32>,
 }
+
+/// A micro-batch's activation (forward, to the next stage) or activation
+/// gradient (backward, to the stage before) between two stage workers of
+/// one pipeline replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageTraffic {
+    /// Receiver (the exchange key).
+    pub to: u32,
+    /// Iteration.
+    pub iteration: u64,
+    /// Micro-batch, within the replica's iteration.
+    pub micro: u32,
+    /// An activation (true) or its gradient (false).
+    pub forward: bool,
+    /// The values, row-major.
+    pub values: Vec<f32>,
+    /// Rows × columns.
+    pub shape: [usize; 2],
+    /// With a gradient: the micro-batch's loss sum (from the last stage),
+    /// passed back to the first, which carries it to shard 0's owner.
+    pub loss_sum: f64,
+}
+
+impl StageTraffic {
+    /// Bytes it puts on the wire (values and header, approximately).
+    pub fn wire_bytes(&self) -> u64 {
+        4 * self.values.len() as u64 + 48
+    }
+}

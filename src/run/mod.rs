@@ -24,6 +24,7 @@ pub mod prepare;
 pub mod reduce;
 pub mod scheduler;
 pub mod sink;
+pub mod stage;
 pub mod stop;
 pub mod token;
 pub mod wallclock;
@@ -164,6 +165,9 @@ pub struct RunOutput {
     pub units_cloned: u64,
     /// Checkpoints completed (their versions).
     pub checkpoints: Vec<u64>,
+    /// A pipeline's activation memory by stage (this process's workers):
+    /// the most activations a worker kept at once, and their bytes.
+    pub stage_memory: std::collections::BTreeMap<u32, (u32, u64)>,
     /// The iteration this run started at (a resumed run's checkpoint), whose
     /// earlier rows `iterations` holds from the trace.
     pub first_iteration: u64,

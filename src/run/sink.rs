@@ -82,6 +82,18 @@ pub enum SinkEvent {
         /// The final version.
         end: u64,
     },
+    /// A pipeline stage worker's iteration kept at most `activations`
+    /// micro-batches' activations for their backwards, of `bytes`.
+    StageMemory {
+        /// The worker.
+        worker: u32,
+        /// Its stage.
+        stage: u32,
+        /// Activations kept at once, at most.
+        activations: u32,
+        /// Their bytes, at most.
+        bytes: u64,
+    },
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
         /// Version.
@@ -136,6 +148,9 @@ pub struct SinkOutput {
     pub diverged: Option<(u64, String)>,
     /// Checkpoints completed by this process (their versions).
     pub checkpoints: Vec<u64>,
+    /// A pipeline's activation memory by stage: the most activations one
+    /// of its workers kept at once in an iteration, and their bytes.
+    pub stage_memory: BTreeMap<u32, (u32, u64)>,
 }
 
 /// Why the sink stopped the run.
@@ -422,6 +437,7 @@ impl<'a> Sink<'a> {
                 units_total: 0,
                 units_reassigned: 0,
                 units_cloned: 0,
+                stage_memory: BTreeMap::new(),
                 diverged: None,
                 checkpoints: Vec::new(),
             },
@@ -486,6 +502,15 @@ impl<'a> Sink<'a> {
                 if let Some(cuts) = self.cuts.as_mut() {
                     cuts.stop_at(end);
                 }
+            }
+            SinkEvent::StageMemory {
+                stage,
+                activations,
+                bytes,
+                ..
+            } => {
+                let at = self.out.stage_memory.entry(stage).or_default();
+                *at = (at.0.max(activations), at.1.max(bytes));
             }
             SinkEvent::Params { version, values } => {
                 if version >= self.config.iterations {

@@ -40,10 +40,24 @@ pub struct JobSpec {
     /// `[cluster]`: processes (the command line's flags win).
     #[serde(default)]
     pub cluster: ClusterSection,
-    /// `[parallel]`: model-parallel training, not built yet; any key is
-    /// refused with a pointer to `docs/model-parallel.md`.
+    /// `[parallel]`: model-parallel (pipeline) training of the CNN.
     #[serde(default)]
-    pub parallel: Option<toml::Table>,
+    pub parallel: Option<ParallelSection>,
+}
+
+/// `[parallel]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelSection {
+    /// Pipeline stages S (the workers are S × R).
+    pub stages: Option<u32>,
+    /// Replicas R; if given, it must be the worker count over `stages`.
+    pub replicas: Option<u32>,
+    /// The layer each stage after the first begins at (S − 1 names, in
+    /// order; unset: the best cut for the layers' measured costs).
+    pub cut: Option<Vec<String>>,
+    /// `gpipe` or `1f1b`.
+    pub schedule: Option<String>,
 }
 
 /// `[job]`.

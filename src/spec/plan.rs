@@ -255,6 +255,11 @@ pub struct JobPlan {
     pub out: Option<PathBuf>,
     /// The job file the plan came from.
     pub source: Option<PathBuf>,
+    /// Model-parallel training: the CNN's layers cut into pipeline stages
+    /// (`[parallel]`); None for data-parallel (left out of the plan's JSON,
+    /// and hash, then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<crate::pipeline::StageLayout>,
 }
 
 impl JobPlan {
@@ -287,6 +292,8 @@ impl JobPlan {
         plan.checkpoint_every = 0;
         plan.eval_every = 1;
         plan.predictor = None;
+        // a pipeline trains the parameters of data-parallel training
+        plan.parallel = None;
         plan.hash()
     }
 

@@ -18,6 +18,7 @@ pub mod mf;
 pub mod micro;
 pub mod optim;
 pub mod softmax;
+pub mod staged;
 pub mod update;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 pub use logistic::{evaluate, unit_gradient, LogisticRegression};
 pub use micro::{micro_batched_gradient, MicroBatches};
 pub use optim::{write_into, written, Optimizer, OptimizerConfig, OptimizerKind};
+pub use staged::{StageBatch, Staged};
 pub use update::Update;
 
 use serde::Serialize;
@@ -123,6 +125,12 @@ pub trait Workload: Send + Sync + Debug {
     fn describe(&self, params: &[f64]) -> Vec<String> {
         let _ = params;
         Vec::new()
+    }
+
+    /// The model as layers a pipeline cuts into stages (`[parallel]`);
+    /// None for a model without layers (the default).
+    fn staged(&self) -> Option<&dyn Staged> {
+        None
     }
 
     /// Quality of `params` on the test rows.

@@ -143,6 +143,7 @@ pub(super) fn build<'s>(
                 let stop_at = reduce_cx.stop.at();
                 let sent_us = reduce_cx.now_us();
                 let copies: Vec<ShardParams> = (0..workers)
+                    .filter(|&target| reduce_cx.reads_shard(target, index))
                     .map(|target| ShardParams {
                         target,
                         version: t + 1,

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 mod context;
 mod model;
+mod parallel;
 mod policy;
 mod units;
 
@@ -85,13 +86,13 @@ pub fn validate_with(
         .map(Path::to_owned)
         .unwrap_or_default();
     let (name, iterations) = check_job(&cx, spec, path)?;
-    check_parallel(&cx, spec)?;
     let (model, defaults) = check_model(&cx, spec)?;
     let data = check_data(&cx, spec, &model, &defaults, &base_dir)?;
     let (optimizer, eval_every) = check_optimizer(&cx, spec, &defaults)?;
     let workers = check_workers(&cx, spec, data.partitions)?;
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers.count)?;
     let policy = validate_policy(&cx, &spec.policy, workers.count)?;
+    let parallel = parallel::check_parallel(&cx, spec, (&model, workers.count, &policy))?;
     let (model, optimizer) = lda_updates(model, optimizer, &policy);
     let respond = check_respond(&cx, spec)?;
     let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;
@@ -128,6 +129,7 @@ pub fn validate_with(
         checkpoint_every: spec.checkpoint.every.unwrap_or(DEFAULT_CHECKPOINT_EVERY),
         out: spec.job.out.as_ref().map(PathBuf::from),
         source: path.map(Path::to_owned),
+        parallel,
     })
 }
 
@@ -156,19 +158,6 @@ fn check_job(cx: &Context<'_>, spec: &JobSpec, path: Option<&Path>) -> Result<(S
         ));
     }
     Ok((name, iterations))
-}
-
-/// `[parallel]`: not built yet (forestall trains data-parallel only).
-fn check_parallel(cx: &Context<'_>, spec: &JobSpec) -> Result<()> {
-    let Some(table) = &spec.parallel else {
-        return Ok(());
-    };
-    let key = table.keys().next().map_or("stages", String::as_str);
-    Err(cx.invalid(
-        "parallel",
-        key,
-        "model-parallel (pipeline) training is not built yet: forestall trains data-parallel only; what exists of it is in docs/model-parallel.md",
-    ))
 }
 
 /// What `[data]` resolves to before the workers are known.
@@ -320,13 +309,26 @@ fn check_workers(cx: &Context<'_>, spec: &JobSpec, partitions: u32) -> Result<Ch
     if workers == 0 {
         return Err(cx.invalid("workers", "count", "must be at least 1 (got 0)"));
     }
-    if workers > partitions {
+    // a pipeline's replicas hold the data, each over its stages' workers
+    let stages = parallel::stages_asked(spec);
+    let holders = if stages > 0 && workers % stages == 0 {
+        workers / stages
+    } else {
+        workers
+    };
+    if holders > partitions {
+        let who = if stages > 1 {
+            format!("{holders} replicas of {stages} stages")
+        } else {
+            format!("{workers} workers")
+        };
         return Err(cx.invalid(
             "workers",
             "count",
             format!(
-                "{workers} workers but only {partitions} partitions: every worker needs at \
-                 least one partition; lower the count or raise [data] partitions"
+                "{who} but only {partitions} partitions: every {} needs at \
+                 least one partition; lower the count or raise [data] partitions",
+                if stages > 1 { "replica" } else { "worker" }
             ),
         ));
     }

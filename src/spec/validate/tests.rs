@@ -26,8 +26,22 @@ macro_rules! rejects {
 }
 
 rejects! {
-    model_parallel_is_not_built: "[parallel]\nstages = 2\n" =>
-        "job.toml:2: [parallel] stages: model-parallel (pipeline) training is not built yet: forestall trains data-parallel only; what exists of it is in docs/model-parallel.md";
+    pipeline_of_a_model_without_layers: "[parallel]\nstages = 2\n" =>
+        "job.toml:2: [parallel] stages: pipeline stages cut the CNN's layers, and [model] kind = \"logistic\" has none to cut; use kind = \"cnn\" or drop [parallel]";
+    more_stages_than_layers: "[model]\nkind = \"cnn\"\n[workers]\ncount = 6\n[parallel]\nstages = 6\n" =>
+        "job.toml:6: [parallel] stages: must be in 1..=5, one layer at least a stage (the net's layers: conv1, conv2, conv3, lstm, head; got 6)";
+    more_stages_than_workers: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[parallel]\nstages = 3\n" =>
+        "job.toml:6: [parallel] stages: 3 stages need at least 3 workers, one a stage ([workers] count is 2)";
+    workers_not_divisible_by_stages: "[model]\nkind = \"cnn\"\n[workers]\ncount = 5\n[parallel]\nstages = 2\n" =>
+        "job.toml:6: [parallel] stages: [workers] count 5 is not divisible by 2 stages: the workers are stages × replicas";
+    replicas_that_do_not_multiply: "[model]\nkind = \"cnn\"\n[workers]\ncount = 4\n[parallel]\nstages = 2\nreplicas = 3\n" =>
+        "job.toml:7: [parallel] replicas: 4 workers in 2 stages make 2 replicas, not 3";
+    cut_naming_no_layer: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[parallel]\ncut = [\"pool2\"]\n" =>
+        "job.toml:6: [parallel] cut: 'pool2' names no layer; the net's layers are conv1, conv2, conv3, lstm, head";
+    unknown_schedule: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[parallel]\nschedule = \"zigzag\"\n" =>
+        "job.toml:6: [parallel] schedule: unknown pipeline schedule 'zigzag'; accepted: gpipe, 1f1b";
+    pipeline_under_a_moving_policy: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[policy]\nname = \"rapid-reassign\"\n[parallel]\nstages = 2\n" =>
+        "job.toml:6: [policy] name: 'rapid-reassign' moves data-parallel units between workers; a pipeline runs under bsp or ideal only";
     zero_workers: "[workers]\ncount = 0\n" => "job.toml:2: [workers] count: must be at least 1 (got 0)";
     more_workers_than_partitions: "[data]\npartitions = 2\n[workers]\ncount = 3\n" =>
         "job.toml:4: [workers] count: 3 workers but only 2 partitions: every worker needs at least one partition; lower the count or raise [data] partitions";

@@ -24,6 +24,9 @@ pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecE
     if let Some(column) = &plan.partition_by {
         check_groups(plan, dataset, column)?;
     }
+    if let Some(layout) = &plan.parallel {
+        check_pipeline_micro(plan, dataset, layout)?;
+    }
     if plan.micro_batch == 0 {
         return Ok(());
     }
@@ -58,6 +61,48 @@ pub fn check_against_data(plan: &JobPlan, dataset: &Dataset) -> Result<(), SpecE
                  rows); sizes that divide every unit: {}",
                 listed(),
                 divisors.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A pipeline's schedule against its replicas' micro-batches: `1f1b`
+/// needs at least as many in each replica's iteration as there are stages.
+fn check_pipeline_micro(
+    plan: &JobPlan,
+    dataset: &Dataset,
+    layout: &crate::pipeline::StageLayout,
+) -> Result<(), SpecError> {
+    let partitioning = partitioning_for(plan, dataset);
+    let n = plan.units_per_partition as usize;
+    let micro_of = |size: usize| match plan.micro_batch as usize {
+        0 => 1,
+        m => size.div_ceil(m),
+    };
+    // a replica holds the partitions p ≡ r (mod R)
+    let fewest = (0..layout.replicas)
+        .map(|r| {
+            (r..plan.partitions)
+                .step_by(layout.replicas as usize)
+                .map(|p| {
+                    let sampled = partitioning.sample_size(partitioning.partition_rows(p).len());
+                    (0..n)
+                        .map(|u| micro_of(crate::data::partition::even_range(sampled, n, u).len()))
+                        .sum::<usize>()
+                })
+                .sum::<usize>()
+        })
+        .min()
+        .unwrap_or(0);
+    if let Err(e) = layout.schedule.check(layout.stages, fewest as u32) {
+        return Err(SpecError::in_plan(
+            plan,
+            "parallel",
+            "schedule",
+            format!(
+                "{e}; a replica's iteration here has {fewest} (raise [data] \
+                 units_per_partition or lower micro_batch)"
             ),
         ));
     }

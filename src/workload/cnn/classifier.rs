@@ -96,6 +96,19 @@ impl CnnClassifier {
         }
     }
 
+    /// The dropout masks' keys of `rows` in `draws`' iteration (None without
+    /// dropout): one key per image, so its mask is the same whoever
+    /// computes it, in whichever unit, micro-batch or stage.
+    pub fn dropout_for(&self, draws: Draws, rows: &[u32]) -> Option<Dropout> {
+        (self.dropout > 0.0).then(|| Dropout {
+            rate: self.dropout,
+            keys: rows
+                .iter()
+                .map(|&r| hash_words(&[draws.seed, DROPOUT_STREAM, draws.iteration, u64::from(r)]))
+                .collect(),
+        })
+    }
+
     /// The same net trained with dropout `rate` after each max-pooling.
     pub fn with_dropout(mut self, rate: f64) -> Self {
         self.dropout = rate;
@@ -184,19 +197,12 @@ impl Workload for CnnClassifier {
         params: &[f64],
         rows: &[u32],
     ) -> UnitGradient {
-        if self.dropout == 0.0 {
-            return self.unit_gradient(source, params, rows);
-        }
-        // One key per image: its mask is the same whoever computes it, in
-        // whichever unit or micro-batch.
-        let dropout = Dropout {
-            rate: self.dropout,
-            keys: rows
-                .iter()
-                .map(|&r| hash_words(&[draws.seed, DROPOUT_STREAM, draws.iteration, u64::from(r)]))
-                .collect(),
-        };
-        self.gradient(source, params, rows, Some(&dropout))
+        let dropout = self.dropout_for(draws, rows);
+        self.gradient(source, params, rows, dropout.as_ref())
+    }
+
+    fn staged(&self) -> Option<&dyn crate::workload::Staged> {
+        Some(self)
     }
 
     fn evaluate(&self, params: &[f64]) -> Evaluation {

@@ -6,6 +6,7 @@
 pub mod classifier;
 pub mod net;
 pub mod peer;
+mod staged;
 
 pub use classifier::CnnClassifier;
 pub use net::{CnnConfig, CnnNet};

@@ -29,6 +29,18 @@ use super::{first_rows, weighted_bce_sum, CnnError, CnnNet, Dropout, Net, Reader
 /// layout use.
 pub const LAYERS: [&str; 5] = ["conv1", "conv2", "conv3", "lstm", "head"];
 
+/// Each layer's forward and backward cost, ms per image, as
+/// `benches/cnn_layers.rs` measured them on one core (run
+/// `2026-11-27-vm-cnn-layers`): what the default cut into stages evens out.
+/// Only their ratios matter.
+pub const LAYER_COSTS: [(f64, f64); 5] = [
+    (0.2383, 0.0878),
+    (0.5279, 1.1234),
+    (0.4245, 0.8439),
+    (0.3325, 0.3012),
+    (0.0126, 0.0118),
+];
+
 /// The LSTM's index in [`LAYERS`].
 const LSTM: usize = CONVOLUTIONS;
 /// The head's index in [`LAYERS`].

@@ -1,0 +1,669 @@
+//! One worker's side of a pipeline iteration (`[parallel]`): the state
+//! behind the stage operator.
+//!
+//! Worker `w` is stage `s` of replica `r` ([`StageLayout::place`]). It
+//! holds iteration `t`'s capabilities from the moment it has every shard
+//! of its stage in version `t` until its schedule's passes of `t` are all
+//! run. It runs one pass per activation, in [`Schedule::order`]: a forward
+//! waits for its micro-batch's activation from stage `s − 1` (the first
+//! stage reads the rows), a backward for the activation gradient from
+//! stage `s + 1` (the last stage starts from the loss). Each pass's
+//! output leaves when the pass is over: after its compute, stretched by
+//! the injected slowdown (and, paced, to its nominal time). A unit's
+//! gradient on the stage's coordinates is the in-order fold of its
+//! micro-batches' and goes to the stage's shard owners at its last
+//! micro-batch's backward; the first stage carries the unit's loss (passed
+//! back with the gradients) on shard 0.
+//!
+//! [`Schedule::order`]: crate::pipeline::Schedule::order
+
+mod epoch;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use timely::dataflow::operators::Capability;
+
+pub use self::epoch::StageCaps;
+use self::epoch::{micro_batches, StageEpoch, UnitFold};
+use super::context::JobContext;
+use super::messages::{GradSlice, Progress, StageTraffic};
+use super::sink::SinkEvent;
+use crate::inject::Stretch;
+use crate::pipeline::{Pass, StageLayout};
+use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
+use crate::workload::staged::{Activation, StageBatch, Staged};
+use crate::workload::{Draws, Update};
+
+/// Where the stage operator's output goes.
+pub struct StageEmit<'a> {
+    /// Gradient slices, to the shard owners.
+    pub grads: &'a mut dyn FnMut(&Capability<u64>, Vec<GradSlice>),
+    /// Progress, to worker 0.
+    pub progress: &'a mut dyn FnMut(&Capability<u64>, Progress),
+    /// Activations and their gradients, to the neighbour stages.
+    pub traffic: &'a mut dyn FnMut(&Capability<u64>, StageTraffic),
+}
+
+/// A parameter version whose shards are arriving.
+struct Pending {
+    caps: StageCaps,
+    shards: BTreeMap<u32, Vec<f64>>,
+}
+
+/// A pass computed whose output waits for the pass's stretched end.
+struct Due {
+    at: Instant,
+    traffic: Option<StageTraffic>,
+    slices: Vec<GradSlice>,
+}
+
+/// The stage operator's state on one worker.
+pub struct StageWorker {
+    worker: u32,
+    replica: u32,
+    stage: u32,
+    layout: StageLayout,
+    /// The job.
+    pub cx: Arc<JobContext>,
+    sink: Sender<SinkEvent>,
+    /// The coordinates this stage's layers hold.
+    coords: Range<usize>,
+    /// The shards this worker is sent.
+    reads: Vec<u32>,
+    /// Capabilities for the first iteration, from the operator's construction.
+    pub initial: Option<StageCaps>,
+    pending: BTreeMap<u64, Pending>,
+    latest: Option<(u64, StageCaps, Arc<Vec<f64>>)>,
+    next_iteration: u64,
+    epoch: Option<StageEpoch>,
+    due: Option<Due>,
+    /// Activations and their gradients that arrived, by (iteration,
+    /// micro-batch, forward).
+    inbox: BTreeMap<(u64, u32, bool), StageTraffic>,
+    finished: bool,
+}
+
+impl StageWorker {
+    /// The state of `worker` in the job's pipeline.
+    pub fn new(worker: u32, cx: Arc<JobContext>, sink: Sender<SinkEvent>) -> Self {
+        let layout = cx
+            .plan
+            .parallel
+            .clone()
+            .expect("a stage worker runs a pipeline's job");
+        let (replica, stage) = layout.place(worker);
+        let coords = staged(&cx).layer_params(layout.layers(stage));
+        let reads = (0..cx.shards.len() as u32)
+            .filter(|&k| cx.reads_shard(worker, k))
+            .collect();
+        Self {
+            worker,
+            replica,
+            stage,
+            layout,
+            coords,
+            reads,
+            sink,
+            initial: None,
+            pending: BTreeMap::new(),
+            latest: None,
+            next_iteration: cx.first_iteration(),
+            epoch: None,
+            due: None,
+            inbox: BTreeMap::new(),
+            finished: false,
+            cx,
+        }
+    }
+
+    /// Files a shard of version `version` (its capabilities from `caps`).
+    pub fn on_shard(
+        &mut self,
+        version: u64,
+        shard: u32,
+        values: Vec<f64>,
+        caps: impl FnOnce() -> StageCaps,
+    ) {
+        let entry = self.pending.entry(version).or_insert_with(|| Pending {
+            caps: caps(),
+            shards: BTreeMap::new(),
+        });
+        entry.shards.insert(shard, values);
+    }
+
+    /// Files an activation or its gradient from a neighbour stage.
+    pub fn on_traffic(&mut self, message: StageTraffic) {
+        let key = (message.iteration, message.micro, message.forward);
+        self.inbox.insert(key, message);
+    }
+
+    /// Runs what can run now: complete versions, the pass whose output is
+    /// due, the next pass whose input is here, the next iteration.
+    pub fn step(&mut self, emit: &mut StageEmit<'_>) {
+        self.assemble_versions();
+        loop {
+            if let Some(due) = self.due.take() {
+                if due.at > Instant::now() {
+                    self.due = Some(due);
+                    return;
+                }
+                self.release(due, emit);
+            }
+            if let Some(epoch) = &self.epoch {
+                if epoch.passes.is_empty() {
+                    self.report(emit);
+                    continue;
+                }
+                if !self.run_pass() {
+                    return; // waiting for a neighbour
+                }
+                continue;
+            }
+            if !self.try_begin(emit) {
+                return;
+            }
+        }
+    }
+
+    /// How long until the operator should run again without new input.
+    pub fn wake_in(&self) -> Option<Duration> {
+        self.due
+            .as_ref()
+            .map(|d| d.at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Every version whose shards this worker reads are all here, in
+    /// order; the newest becomes `latest`.
+    fn assemble_versions(&mut self) {
+        if let Some(caps) = self.initial.take() {
+            let first = self.cx.first_iteration();
+            let caps = if first == 0 {
+                caps
+            } else {
+                caps.delayed(first)
+            };
+            self.install(first, caps, Arc::clone(&self.cx.initial_params));
+        }
+        while let Some((&v, p)) = self.pending.first_key_value() {
+            if p.shards.len() < self.reads.len() {
+                break;
+            }
+            let p = self.pending.remove(&v).expect("present");
+            let mut params = vec![0.0; self.cx.dims];
+            for (k, values) in p.shards {
+                params[self.cx.shards[k as usize].clone()].copy_from_slice(&values);
+            }
+            self.install(v, p.caps, Arc::new(params));
+        }
+    }
+
+    fn install(&mut self, version: u64, caps: StageCaps, params: Arc<Vec<f64>>) {
+        if self.worker == 0 {
+            let _ = self.sink.send(SinkEvent::Params {
+                version,
+                values: Arc::clone(&params),
+            });
+        }
+        self.latest = Some((version, caps, params));
+    }
+
+    /// Begins the next iteration if its version is here (or ends the run
+    /// at the final version); whether it did either.
+    fn try_begin(&mut self, emit: &mut StageEmit<'_>) -> bool {
+        if self.finished {
+            return false;
+        }
+        let Some((version, _, _)) = &self.latest else {
+            return false;
+        };
+        let end = self.cx.end_version();
+        if *version >= end {
+            self.finish(emit);
+            return true;
+        }
+        if *version < self.next_iteration {
+            return false;
+        }
+        let (version, caps, params) = self.latest.take().expect("checked above");
+        let t = version;
+        self.next_iteration = t + 1;
+        if self.cx.host_worker(self.worker) == self.worker {
+            self.cx
+                .iteration_now
+                .store(t, std::sync::atomic::Ordering::Relaxed);
+        }
+        let ready_us = self.cx.now_us();
+        self.began(t, ready_us);
+        (emit.progress)(
+            &caps.progress,
+            Progress::Ready {
+                worker: self.worker,
+                iteration: t,
+                ready_us,
+                stop: self.cx.stop.asked() && self.cx.stop.at().is_none(),
+            },
+        );
+        let units: Vec<_> = self
+            .cx
+            .replica_partitions(self.worker)
+            .iter()
+            .flat_map(|&p| self.cx.partitioning.units(t, p))
+            .collect();
+        let micro = micro_batches(&units, self.cx.plan.micro_batch as usize);
+        let passes = self
+            .layout
+            .schedule
+            .order(self.layout.stages, self.stage, micro.len() as u32)
+            .expect("validation checks the schedule against the micro-batches");
+        self.epoch = Some(StageEpoch {
+            iteration: t,
+            params: Arc::clone(&params),
+            folds: (0..units.len()).map(|_| None).collect(),
+            units,
+            micro,
+            passes: passes.into(),
+            tapes: BTreeMap::new(),
+            held: BTreeMap::new(),
+            losses: BTreeMap::new(),
+            records: Vec::new(),
+            ready_us,
+            last_end_us: ready_us,
+            compute_us: 0,
+            delay_us: 0,
+            max_slowdown: 1.0,
+            bytes_sent: 0,
+            kept: (0, 0),
+            caps: caps.delayed(t),
+        });
+        // keep the version for the run's end (its capabilities too)
+        self.latest = Some((version, caps, params));
+        true
+    }
+
+    /// Tells the sink this worker began `t` (at a checkpoint iteration,
+    /// with the partitions it holds).
+    fn began(&self, t: u64, job_us: u64) {
+        let placement = self.cx.is_checkpoint(t).then(|| {
+            (0..self.cx.plan.partitions)
+                .filter(|&p| self.cx.owners[p as usize] == self.worker)
+                .map(|p| (p, self.worker))
+                .collect()
+        });
+        let _ = self.sink.send(SinkEvent::Began {
+            worker: self.worker,
+            iteration: t,
+            job_us,
+            history: None,
+            placement,
+        });
+    }
+
+    /// The final version is here: every iteration is reduced.
+    fn finish(&mut self, emit: &mut StageEmit<'_>) {
+        let Some((_, caps, _)) = self.latest.take() else {
+            return;
+        };
+        let ready_us = self.cx.now_us();
+        let end = self.cx.end_version();
+        if self.cx.is_checkpoint(end) {
+            self.began(end, ready_us);
+        }
+        (emit.progress)(
+            &caps.progress,
+            Progress::Ready {
+                worker: self.worker,
+                iteration: end,
+                ready_us,
+                stop: false,
+            },
+        );
+        self.finished = true;
+        self.pending.clear();
+        self.inbox.clear();
+    }
+
+    /// Runs the next pass if its input is here; whether it ran.
+    fn run_pass(&mut self) -> bool {
+        let epoch = self.epoch.as_mut().expect("called within an iteration");
+        let t = epoch.iteration;
+        let pass = *epoch.passes.front().expect("checked by the caller");
+        let last = self.layout.is_last(self.stage);
+        let (m, forward) = match pass {
+            Pass::Forward(m) => (m, true),
+            Pass::Backward(m) => (m, false),
+        };
+        // the first stage's forward reads rows; the last's backward the loss
+        let needs_input = if forward { self.stage > 0 } else { !last };
+        let input = match needs_input {
+            true => match self.inbox.remove(&(t, m, forward)) {
+                Some(message) => Some(message),
+                None => return false,
+            },
+            false => None,
+        };
+        epoch.passes.pop_front();
+        let due = if forward {
+            self.forward(m, input)
+        } else {
+            self.backward(m, input)
+        };
+        let epoch = self.epoch.as_mut().expect("still within the iteration");
+        if let Some(traffic) = &due.traffic {
+            epoch.bytes_sent += traffic.wire_bytes();
+        }
+        epoch.bytes_sent += due.slices.iter().map(GradSlice::wire_bytes).sum::<u64>();
+        self.due = Some(due);
+        true
+    }
+
+    /// The forward of micro-batch `m` from `input` (None: the rows).
+    fn forward(&mut self, m: u32, input: Option<StageTraffic>) -> Due {
+        let cx = Arc::clone(&self.cx);
+        let layers = self.layout.layers(self.stage);
+        let epoch = self.epoch.as_mut().expect("within an iteration");
+        let batch = &epoch.micro[m as usize];
+        let source = cx.workload.data().source();
+        let activation = input.map(|msg| Activation {
+            values: msg.values,
+            shape: msg.shape,
+        });
+        // what it keeps at its boundaries: the input it got (the first
+        // stage: the images, as f32) and the output it sends
+        let input_bytes = activation.as_ref().map_or(
+            (batch.rows.len() * cx.workload.data().feature_names.len() * 4) as u64,
+            |a| a.bytes() as u64,
+        );
+        let (started, start_us) = (Instant::now(), cx.now_us());
+        let unit = batch.unit;
+        let rows = batch.rows.len();
+        let forward = staged(&cx)
+            .stage_forward(
+                &epoch.params,
+                layers,
+                activation.as_ref(),
+                StageBatch {
+                    source: &source,
+                    rows: &batch.rows,
+                    draws: Draws {
+                        seed: cx.plan.seed,
+                        iteration: epoch.iteration,
+                    },
+                },
+            )
+            .expect("a stage's input has the cut's shape (the stage before runs the same layout)");
+        let compute = started.elapsed();
+        let traffic = forward.output.as_ref().map(|out| StageTraffic {
+            to: self.layout.worker(self.replica, self.stage + 1),
+            iteration: epoch.iteration,
+            micro: m,
+            forward: true,
+            values: out.values.clone(),
+            shape: out.shape,
+            loss_sum: 0.0,
+        });
+        if let Some(loss) = forward.loss_sum {
+            epoch.losses.insert(m, loss);
+        }
+        let output_bytes = forward.output.as_ref().map_or(0, |a| a.bytes() as u64);
+        epoch.keep(m, forward, input_bytes + output_bytes);
+        let mut fold = epoch.folds[unit]
+            .take()
+            .unwrap_or_else(|| UnitFold::new(start_us));
+        let stretch = self.stretch((start_us, compute), rows, Pass::Forward(m), &mut fold);
+        self.pass_over(started, compute, stretch);
+        self.epoch.as_mut().expect("within an iteration").folds[unit] = Some(fold);
+        Due {
+            at: started + stretch.span.max(compute),
+            traffic,
+            slices: Vec::new(),
+        }
+    }
+
+    /// The backward of micro-batch `m` from `input` (None: the loss).
+    fn backward(&mut self, m: u32, input: Option<StageTraffic>) -> Due {
+        let cx = Arc::clone(&self.cx);
+        let epoch = self.epoch.as_mut().expect("within an iteration");
+        let forward = epoch
+            .take(m)
+            .expect("a schedule runs a micro-batch's forward before its backward");
+        let (loss_sum, d_output) = match input {
+            Some(msg) => (
+                msg.loss_sum,
+                Some(Activation {
+                    values: msg.values,
+                    shape: msg.shape,
+                }),
+            ),
+            None => (epoch.losses.remove(&m).unwrap_or(0.0), None),
+        };
+        let (started, start_us) = (Instant::now(), cx.now_us());
+        let gradient = staged(&cx)
+            .stage_backward(forward, d_output.as_ref())
+            .expect("an activation gradient has its activation's shape");
+        let compute = started.elapsed();
+        let traffic = gradient.d_input.map(|d| StageTraffic {
+            to: self.layout.worker(self.replica, self.stage - 1),
+            iteration: epoch.iteration,
+            micro: m,
+            forward: false,
+            values: d.values,
+            shape: d.shape,
+            loss_sum,
+        });
+        let batch = &epoch.micro[m as usize];
+        let (unit, rows, closes) = (batch.unit, batch.rows.len(), batch.closes_unit);
+        let dims = self.coords.len();
+        let mut fold = epoch.folds[unit]
+            .take()
+            .expect("the unit's forward began it");
+        fold.grad.add(&Update::Dense(gradient.grad), dims);
+        fold.loss_sum += loss_sum;
+        fold.rows += rows as u32;
+        fold.micro += 1;
+        let stretch = self.stretch((start_us, compute), rows, Pass::Backward(m), &mut fold);
+        let at = started + stretch.span.max(compute);
+        self.pass_over(started, compute, stretch);
+        let epoch = self.epoch.as_mut().expect("within an iteration");
+        let slices = if closes {
+            let end_us = cx.us_since_start(at);
+            let slices = self.unit_slices(unit, &fold);
+            self.record_unit(unit, &fold, end_us, &slices);
+            slices
+        } else {
+            epoch.folds[unit] = Some(fold);
+            Vec::new()
+        };
+        Due {
+            at,
+            traffic,
+            slices,
+        }
+    }
+
+    /// How long a pass of `rows` rows that computed for `compute` from
+    /// `start_us` lasts: its compute (paced: its share of the nominal time
+    /// per row) stretched by the injected slowdown; counted into `fold`.
+    fn stretch(
+        &self,
+        (start_us, compute): (u64, Duration),
+        rows: usize,
+        pass: Pass,
+        fold: &mut UnitFold,
+    ) -> Stretch {
+        let base = match self.cx.plan.pace_ns_per_row {
+            0 => compute,
+            ns => {
+                let share = pass_share(staged(&self.cx), self.layout.layers(self.stage), pass);
+                Duration::from_nanos((ns as f64 * rows as f64 * share) as u64)
+            }
+        };
+        let epoch = self.epoch.as_ref().expect("within an iteration");
+        let stretch = self
+            .cx
+            .schedule
+            .stretch(self.worker, epoch.iteration, start_us, base);
+        fold.compute_us += compute.as_micros() as u64;
+        fold.delay_us += stretch.span.saturating_sub(compute).as_micros() as u64;
+        fold.slowdown = fold.slowdown.max(stretch.slowdown);
+        stretch
+    }
+
+    /// Counts a pass that began at `started` into the iteration.
+    fn pass_over(&mut self, started: Instant, compute: Duration, stretch: Stretch) {
+        let end = started + stretch.span.max(compute);
+        let end_us = self.cx.us_since_start(end);
+        let epoch = self.epoch.as_mut().expect("within an iteration");
+        epoch.compute_us += compute.as_micros() as u64;
+        epoch.delay_us += stretch.span.saturating_sub(compute).as_micros() as u64;
+        epoch.max_slowdown = epoch.max_slowdown.max(stretch.slowdown);
+        epoch.last_end_us = epoch.last_end_us.max(end_us);
+    }
+
+    /// A unit's gradient on this stage's coordinates, cut into its shards'
+    /// slices (the first stage's slice of shard 0 carries the loss).
+    fn unit_slices(&self, unit: usize, fold: &UnitFold) -> Vec<GradSlice> {
+        let epoch = self.epoch.as_ref().expect("within an iteration");
+        let key = epoch.units[unit].key;
+        self.layout
+            .stage_shards(self.stage)
+            .map(|k| {
+                let range = &self.cx.shards[k as usize];
+                let local = range.start - self.coords.start..range.end - self.coords.start;
+                GradSlice {
+                    owner: k,
+                    iteration: epoch.iteration,
+                    partition: key.partition,
+                    unit: key.unit,
+                    executor: self.worker,
+                    rows: fold.rows,
+                    loss_sum: if k == 0 { fold.loss_sum } else { 0.0 },
+                    update: fold.grad.slice(local),
+                    substitute: false,
+                    stop_at: self.cx.stop.at(),
+                    sent_us: 0,
+                }
+            })
+            .collect()
+    }
+
+    /// The unit's row of this stage: the first stage's counts the unit
+    /// (`assigned`); the other stages' hold their part (`split`).
+    fn record_unit(&mut self, unit: usize, fold: &UnitFold, end_us: u64, slices: &[GradSlice]) {
+        let process = self.cx.process_of(self.worker);
+        let epoch = self.epoch.as_mut().expect("within an iteration");
+        let key = epoch.units[unit].key;
+        let owner = self.cx.owners[key.partition as usize];
+        epoch.records.push(UnitRecord {
+            iteration: epoch.iteration,
+            worker: self.worker,
+            process,
+            partition: key.partition,
+            unit: key.unit,
+            owner,
+            executor: self.worker,
+            start_us: fold.start_us,
+            end_us,
+            compute_us: fold.compute_us,
+            wait_us: 0,
+            rows: fold.rows,
+            bytes_sent: slices.iter().map(GradSlice::wire_bytes).sum(),
+            action: if self.stage == 0 {
+                UnitAction::Assigned
+            } else {
+                UnitAction::Split
+            },
+            gt_slowdown: fold.slowdown,
+            gt_delay_us: fold.delay_us,
+            micro_batches: fold.micro,
+            send_us: 0,
+            gt_link_mbps: 0.0,
+        });
+    }
+
+    /// Sends a pass's output, its stretched end reached.
+    fn release(&mut self, due: Due, emit: &mut StageEmit<'_>) {
+        let Some(epoch) = &self.epoch else {
+            return;
+        };
+        if let Some(traffic) = due.traffic {
+            (emit.traffic)(&epoch.caps.traffic, traffic);
+        }
+        if !due.slices.is_empty() {
+            (emit.grads)(&epoch.caps.grads, due.slices);
+        }
+    }
+
+    /// Every pass of the iteration has run: reports to worker 0 and hands
+    /// the unit rows to the sink; the iteration's capabilities drop.
+    fn report(&mut self, emit: &mut StageEmit<'_>) {
+        let epoch = self.epoch.take().expect("called within an iteration");
+        let units = epoch.records.len() as u32;
+        let record = WorkerRecord {
+            iteration: epoch.iteration,
+            worker: self.worker,
+            process: self.cx.process_of(self.worker),
+            units,
+            rows: epoch.micro.iter().map(|b| b.rows.len() as u64).sum(),
+            ready_us: epoch.ready_us,
+            finish_us: epoch.last_end_us,
+            compute_us: epoch.compute_us,
+            busy_us: epoch.last_end_us.saturating_sub(epoch.ready_us),
+            barrier_wait_us: 0,
+            operator_us: 0,
+            bytes_sent: epoch.bytes_sent,
+            bytes_moved: 0,
+            units_given: 0,
+            control_sent: 0,
+            control_bytes: 0,
+            units_cancelled: 0,
+            wasted_us: 0,
+            transit_us: 0,
+            params_transit_us: 0,
+            params_version: epoch.iteration,
+            predicted_unit_us: None,
+            gt_slowdown: epoch.max_slowdown,
+            gt_delay_us: epoch.delay_us,
+        };
+        let _ = self.sink.send(SinkEvent::StageMemory {
+            worker: self.worker,
+            stage: self.stage,
+            activations: epoch.kept.0 as u32,
+            bytes: epoch.kept.1,
+        });
+        (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
+        let _ = self.sink.send(SinkEvent::Units(epoch.records));
+    }
+}
+
+/// The model's stages (validation admits `[parallel]` only for one).
+fn staged(cx: &JobContext) -> &dyn Staged {
+    cx.workload
+        .staged()
+        .expect("validation admits [parallel] only for a model with layers")
+}
+
+/// The share of the whole model's forward and backward that `pass` of
+/// `layers` stands for, by the layers' measured costs.
+fn pass_share(staged: &dyn Staged, layers: Range<usize>, pass: Pass) -> f64 {
+    let costs = staged.layer_costs();
+    let total: f64 = costs.iter().map(|(f, b)| f + b).sum();
+    let part: f64 = costs[layers]
+        .iter()
+        .map(|&(f, b)| {
+            if matches!(pass, Pass::Forward(_)) {
+                f
+            } else {
+                b
+            }
+        })
+        .sum();
+    if total > 0.0 {
+        part / total
+    } else {
+        0.0
+    }
+}
