@@ -18,6 +18,7 @@ mod layout;
 mod lda;
 mod links;
 mod mf;
+mod pipeline;
 mod policies;
 mod predictor;
 mod preempt;

@@ -1,0 +1,257 @@
+//! Model-parallel training (`[parallel]`): the CNN cut into pipeline
+//! stages over W = S × R workers trains the parameters of data-parallel
+//! training over the same micro-batches, bit for bit, under both
+//! schedules, any cut, a straggling stage, dropout and across processes;
+//! its trace reads like any other; bad layouts are refused by name.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use forestall::spec::{check_against_data, load_workload};
+use forestall::trace::{read_trace_dir, UnitAction};
+use forestall::workload::Workload;
+
+use crate::common::{forestall_in, plan, refused_in, run_workload_in, summary_digest};
+
+/// The PneumoniaMNIST copy committed under `data/`.
+fn npz() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/pneumoniamnist.npz")
+}
+
+/// 8 partitions of one unit of 8 images in micro-batches of 4, 3
+/// iterations, on `workers` workers, then `tail` (more sections).
+fn job(workers: u32, tail: &str) -> String {
+    format!(
+        r#"
+[job]
+name = "pipe"
+iterations = 3
+seed = 5
+[data]
+path = "{}"
+partitions = 8
+units_per_partition = 1
+micro_batch = 4
+batch_fraction = 0.0165
+[model]
+kind = "cnn"
+eval_every = 100
+[workers]
+count = {workers}
+{tail}
+"#,
+        npz().display()
+    )
+}
+
+/// The CNN on the committed images, loaded once.
+fn cnn() -> Arc<dyn Workload> {
+    static CNN: OnceLock<Arc<dyn Workload>> = OnceLock::new();
+    Arc::clone(CNN.get_or_init(|| load_workload(&plan(&job(1, ""))).expect("the images load")))
+}
+
+/// Trains `text`; its digest, and the trace directory.
+fn train(text: &str) -> (String, tempfile::TempDir) {
+    train_on(text, cnn())
+}
+
+/// Trains `text` on `workload`.
+fn train_on(text: &str, workload: Arc<dyn Workload>) -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    let p = plan(text);
+    check_against_data(&p, workload.data()).expect("the layout fits the data");
+    let out = run_workload_in(&p, workload, dir.path());
+    (out.digest, dir)
+}
+
+#[test]
+fn stages_train_the_parameters_of_data_parallel_training() {
+    let (reference, _) = train(&job(1, ""));
+    let slow = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0";
+    for (workers, parallel) in [
+        (1, "stages = 1"),
+        (2, "stages = 2"),
+        (2, "stages = 2\nschedule = \"gpipe\""),
+        (2, "stages = 2\ncut = [\"lstm\"]"),
+        (3, "stages = 3\ncut = [\"conv2\", \"lstm\"]"),
+        (4, "stages = 2\nschedule = \"gpipe\""),
+        (5, "stages = 5"),
+        (6, "stages = 3\nreplicas = 2"),
+    ] {
+        let slow = if workers > 1 { slow } else { "" };
+        let (digest, _) = train(&job(workers, &format!("[parallel]\n{parallel}\n{slow}")));
+        assert_eq!(digest, reference, "W = {workers}, {parallel}");
+    }
+    // the micro-batch is part of the math, as in data-parallel training
+    let whole = job(1, "").replace("micro_batch = 4\n", "");
+    let (whole_dp, _) = train(&whole);
+    assert_ne!(whole_dp, reference);
+    let (whole_pipe, _) =
+        train(&whole.replace("count = 1", "count = 2\n[parallel]\nschedule = \"gpipe\""));
+    assert_eq!(whole_pipe, whole_dp, "units whole, one micro-batch each");
+}
+
+#[test]
+fn dropout_through_the_stages_keeps_the_bits() {
+    let with = |text: String| text.replace("eval_every", "dropout = 0.3\neval_every");
+    let dropping = load_workload(&plan(&with(job(1, "")))).expect("the images load");
+    let (reference, _) = train_on(&with(job(1, "")), Arc::clone(&dropping));
+    let (plain, _) = train(&job(1, ""));
+    assert_ne!(reference, plain, "dropout changes the training");
+    let (digest, _) = train_on(&with(job(4, "[parallel]\nstages = 2")), dropping);
+    assert_eq!(digest, reference);
+}
+
+#[test]
+fn a_pipeline_trace_has_every_stage_and_counts_each_unit_once() {
+    let (_, dir) = train(&job(4, "[parallel]\nstages = 2"));
+    let trace = read_trace_dir(dir.path()).expect("the trace reads");
+    assert_eq!(trace.iterations.len(), 3);
+    assert_eq!(
+        trace.workers.len(),
+        3 * 4,
+        "a row per iteration and stage worker"
+    );
+    for t in 0..3 {
+        let of = |action: UnitAction| {
+            trace
+                .units
+                .iter()
+                .filter(|u| u.iteration == t && u.action == action)
+                .collect::<Vec<_>>()
+        };
+        // the first stage's rows count the units, the second's hold their part
+        let assigned = of(UnitAction::Assigned);
+        let split = of(UnitAction::Split);
+        assert_eq!(assigned.len(), 8, "iteration {t}");
+        assert_eq!(split.len(), 8, "iteration {t}");
+        assert!(assigned
+            .iter()
+            .all(|u| u.executor % 2 == 0 && u.micro_batches == 2));
+        assert!(split.iter().all(|u| u.executor % 2 == 1 && u.rows == 8));
+        // replica r holds the partitions p ≡ r (mod 2), on its first stage
+        assert!(assigned.iter().all(|u| u.owner == 2 * (u.partition % 2)));
+        assert!(assigned.iter().all(|u| u.executor == u.owner));
+    }
+    let o = forestall_in(dir.path(), &["analyze", "."]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_pipeline_across_processes_trains_the_same_parameters() {
+    let dir = tempfile::tempdir().expect("dir");
+    let text = job(4, "[parallel]\nstages = 2");
+    std::fs::write(dir.path().join("job.toml"), &text).expect("job");
+    let threads = forestall_in(
+        dir.path(),
+        &["run", "job.toml", "--out", "threads", "--json"],
+    );
+    assert!(
+        threads.status.success(),
+        "{}",
+        String::from_utf8_lossy(&threads.stderr)
+    );
+    let processes = forestall_in(
+        dir.path(),
+        &[
+            "run",
+            "job.toml",
+            "--out",
+            "procs",
+            "--json",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+        ],
+    );
+    assert!(
+        processes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&processes.stderr)
+    );
+    assert_eq!(summary_digest(&processes), summary_digest(&threads));
+    let (reference, _) = train(&job(1, ""));
+    assert_eq!(summary_digest(&threads), reference);
+    // the summary reports each stage's activation memory
+    let stdout = String::from_utf8_lossy(&threads.stdout);
+    let summary: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("a summary");
+    let pipeline = &summary["data"]["pipeline"];
+    assert_eq!(
+        pipeline["layers"],
+        serde_json::json!(["conv1+conv2", "conv3+lstm+head"])
+    );
+    assert_eq!(pipeline["schedule"], "1f1b");
+    // 1f1b: stage s of S keeps at most S − s micro-batches' activations
+    assert_eq!(pipeline["activations_kept"], serde_json::json!([2, 1]));
+    assert!(pipeline["activation_mb"][0].as_f64().expect("MB") > 0.0);
+}
+
+#[test]
+fn a_stopped_pipeline_resumes_to_the_same_parameters() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path().join("job.toml"),
+        job(2, "[parallel]\nstages = 2"),
+    )
+    .expect("job");
+    let whole = forestall_in(dir.path(), &["run", "job.toml", "--out", "whole", "--json"]);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    let first = forestall_in(
+        dir.path(),
+        &["run", "job.toml", "--out", "cut", "--stop-after", "2"],
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let rest = forestall_in(
+        dir.path(),
+        &["run", "job.toml", "--resume", "cut", "--json"],
+    );
+    assert!(
+        rest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rest.stderr)
+    );
+    assert_eq!(summary_digest(&rest), summary_digest(&whole));
+    // the layout is part of the plan: another cut does not resume it
+    let other = job(2, "[parallel]\nstages = 2\ncut = [\"lstm\"]");
+    std::fs::write(dir.path().join("job.toml"), other).expect("job");
+    let refused = forestall_in(dir.path(), &["run", "job.toml", "--resume", "cut"]);
+    assert!(!refused.status.success());
+}
+
+#[test]
+fn a_schedule_without_enough_micro_batches_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 2 replicas of 4 partitions × 1 unit, whole: 4 micro-batches for 5 stages
+    let text = job(10, "[parallel]\nstages = 5").replace("micro_batch = 4\n", "");
+    refused_in(
+        dir.path(),
+        &text,
+        &[],
+        "[parallel] schedule: the 1f1b schedule needs at least as many micro-batches as stages: 4 micro-batches for 5 stages",
+    );
+    refused_in(
+        dir.path(),
+        &job(4, "[parallel]\nstages = 2\ncut = [\"conv1\"]"),
+        &[],
+        "[parallel] cut: 'conv1' does not begin a stage after the one before",
+    );
+    refused_in(
+        dir.path(),
+        &job(4, "[parallel]\nstages = 2\nlayers = 3"),
+        &[],
+        "layers",
+    );
+}
