@@ -230,6 +230,7 @@ pub(super) fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
         units_cloned: count(UnitAction::Clone) as u64,
         checkpoints: Vec::new(),
         stage_memory: Default::default(),
+        stage_bubble: Default::default(),
         first_iteration: 0,
         iterations: trace.iterations,
     })

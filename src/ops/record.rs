@@ -18,7 +18,9 @@ use parquet::arrow::ArrowWriter;
 
 /// What an operation does, in Megatron-LM's pipeline × data-parallel training
 /// as the ByteDance traces record it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum OpKind {
     /// A micro-batch's forward pass on one stage.
     ForwardCompute,

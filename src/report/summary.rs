@@ -107,6 +107,10 @@ pub struct PipelineSummary {
     pub activations_kept: Vec<u32>,
     /// Their bytes, MB.
     pub activation_mb: Vec<f64>,
+    /// Each stage's bubble: the share of the iterations' time its workers
+    /// spent outside their passes (waiting for a neighbour stage or the
+    /// next version).
+    pub bubble: Vec<f64>,
 }
 
 impl PipelineSummary {
@@ -124,6 +128,12 @@ impl PipelineSummary {
             activations_kept: (0..layout.stages).map(|s| memory(s).0).collect(),
             activation_mb: (0..layout.stages)
                 .map(|s| memory(s).1 as f64 / 1e6)
+                .collect(),
+            bubble: (0..layout.stages)
+                .map(|s| {
+                    let (idle, wall) = out.stage_bubble.get(&s).copied().unwrap_or((0, 0));
+                    idle as f64 / (wall.max(1)) as f64
+                })
                 .collect(),
         })
     }
@@ -263,6 +273,14 @@ impl RunSummary {
                 s,
                 "activations  kept at most, per worker: {}",
                 memory.join(", ")
+            );
+            let bubble: Vec<String> = (p.bubble.iter().enumerate())
+                .map(|(i, b)| format!("stage {i} {:.1} %", b * 100.0))
+                .collect();
+            let _ = writeln!(
+                s,
+                "bubble       of the iteration time outside the passes: {}",
+                bubble.join(", ")
             );
         }
         // (a pipeline's bound is its own; the data-parallel one does not apply)

@@ -126,6 +126,7 @@ pub(super) fn sink_config(
         first_iteration: cx.first_iteration(),
         pace_ns_per_row: plan.pace_ns_per_row,
         job_start: cx.start,
+        stages: plan.parallel.as_ref().map(|l| l.stages),
         checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
             out,
             every: cx.checkpoint_every(),
@@ -343,5 +344,6 @@ pub(super) fn output(
         units_reassigned: sink.units_reassigned,
         units_cloned: sink.units_cloned,
         stage_memory: sink.stage_memory,
+        stage_bubble: sink.stage_bubble,
     })
 }

@@ -96,6 +96,9 @@ pub enum Progress {
         /// The worker's process was asked to stop ([`crate::run::stop`]).
         stop: bool,
     },
+    /// A pipeline stage worker's operations of an iteration (its passes,
+    /// sends and receives), for the run's operation trace.
+    Ops(Vec<StageOp>),
     /// Every shard of parameter version `version` reached `worker`; `late`
     /// holds, for each shard whose owner is on another host, how long it
     /// took (shard, µs).
@@ -213,4 +216,28 @@ impl StageTraffic {
     pub fn wire_bytes(&self) -> u64 {
         4 * self.values.len() as u64 + 48
     }
+}
+
+/// One operation of a pipeline stage worker, on the job clock: a row of
+/// the operation trace (`ops.parquet`, the ByteDance importer's schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageOp {
+    /// Iteration (the trace's step).
+    pub iteration: u64,
+    /// Replica (the trace's data-parallel rank).
+    pub replica: u32,
+    /// Stage.
+    pub stage: u32,
+    /// Worker (the trace's global rank).
+    pub worker: u32,
+    /// What it was.
+    pub kind: crate::ops::OpKind,
+    /// Its index among its kind's on its worker in its iteration.
+    pub seq_id: u32,
+    /// Micro-batch.
+    pub micro: u32,
+    /// Start, µs on the job clock.
+    pub start_us: u64,
+    /// Duration, µs.
+    pub duration_us: u64,
 }

@@ -99,6 +99,9 @@ pub enum RunError {
     /// A checkpoint could not be written.
     #[error(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    /// A pipeline's operation trace could not be written.
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
 }
 
 impl From<sink::SinkError> for RunError {
@@ -106,6 +109,7 @@ impl From<sink::SinkError> for RunError {
         match e {
             sink::SinkError::Trace(e) => RunError::Trace(e),
             sink::SinkError::Checkpoint(e) => RunError::Checkpoint(e),
+            sink::SinkError::Ops(e) => RunError::Ops(e),
         }
     }
 }
@@ -168,6 +172,9 @@ pub struct RunOutput {
     /// A pipeline's activation memory by stage (this process's workers):
     /// the most activations a worker kept at once, and their bytes.
     pub stage_memory: std::collections::BTreeMap<u32, (u32, u64)>,
+    /// A pipeline's bubble by stage (this process's workers): Σ of the time
+    /// outside the passes, and Σ of the iterations' wall times, µs.
+    pub stage_bubble: std::collections::BTreeMap<u32, (u64, u64)>,
     /// The iteration this run started at (a resumed run's checkpoint), whose
     /// earlier rows `iterations` holds from the trace.
     pub first_iteration: u64,

@@ -94,6 +94,9 @@ pub enum SinkEvent {
         /// Their bytes, at most.
         bytes: u64,
     },
+    /// A pipeline stage worker's operations of an iteration (worker 0's
+    /// sink writes them all to `ops.parquet`).
+    Ops(Vec<crate::run::messages::StageOp>),
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
         /// Version.
@@ -151,6 +154,10 @@ pub struct SinkOutput {
     /// A pipeline's activation memory by stage: the most activations one
     /// of its workers kept at once in an iteration, and their bytes.
     pub stage_memory: BTreeMap<u32, (u32, u64)>,
+    /// A pipeline's bubble by stage: Σ over its workers and the iterations
+    /// of the time outside its passes (the iteration's wall time less the
+    /// worker's compute and injected delay), and Σ of the wall times, µs.
+    pub stage_bubble: BTreeMap<u32, (u64, u64)>,
 }
 
 /// Why the sink stopped the run.
@@ -162,6 +169,9 @@ pub enum SinkError {
     /// A checkpoint file could not be written.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The operation trace could not be written.
+    #[error(transparent)]
+    Ops(#[from] crate::ops::OpsError),
 }
 
 #[derive(Debug, Default)]
@@ -190,6 +200,9 @@ pub struct SinkConfig {
     pub pace_ns_per_row: u64,
     /// The job clock's origin.
     pub job_start: std::time::Instant,
+    /// A pipeline's stages (worker `w` is stage `w mod S`); None for
+    /// data-parallel training.
+    pub stages: Option<u32>,
     /// Checkpoints, if the job writes them.
     pub checkpoints: Option<Checkpointing>,
 }
@@ -397,6 +410,8 @@ struct Sink<'a> {
     pending: BTreeMap<u64, Pending>,
     /// Records not yet in a part.
     units: Vec<UnitRecord>,
+    /// A pipeline's operations (worker 0's sink), written at the end.
+    ops: Vec<crate::run::messages::StageOp>,
     workers: Vec<WorkerRecord>,
     /// `out.iterations[written..]` are the rows not yet in a part.
     written: usize,
@@ -438,12 +453,14 @@ impl<'a> Sink<'a> {
                 units_reassigned: 0,
                 units_cloned: 0,
                 stage_memory: BTreeMap::new(),
+                stage_bubble: BTreeMap::new(),
                 diverged: None,
                 checkpoints: Vec::new(),
             },
             cuts,
             pending: BTreeMap::new(),
             units: Vec::new(),
+            ops: Vec::new(),
             workers: Vec::new(),
             written: 0,
             next_row: first,
@@ -503,6 +520,7 @@ impl<'a> Sink<'a> {
                     cuts.stop_at(end);
                 }
             }
+            SinkEvent::Ops(mut ops) => self.ops.append(&mut ops),
             SinkEvent::StageMemory {
                 stage,
                 activations,
@@ -554,6 +572,14 @@ impl<'a> Sink<'a> {
             crate::run::bound::iteration_bounds(&w, report.start_us, self.config.pace_ns_per_row);
         self.out.bound_us += bound.fluid_us;
         self.out.unit_bound_us += bound.units_us;
+        if let Some(stages) = self.config.stages {
+            let wall = report.end_us.saturating_sub(report.start_us);
+            for r in &w {
+                let at = self.out.stage_bubble.entry(r.worker % stages).or_default();
+                at.0 += wall.saturating_sub(r.compute_us + r.gt_delay_us);
+                at.1 += wall;
+            }
+        }
         self.workers.append(&mut w);
         self.pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
         if let Some(observer) = self.observer.as_mut() {
@@ -641,6 +667,13 @@ impl<'a> Sink<'a> {
     /// complete once every record is committed, if the run got that far.
     fn finish(mut self) -> Result<SinkOutput, SinkError> {
         self.flush(u64::MAX)?;
+        if !self.ops.is_empty() {
+            crate::run::stage::ops_file::write_stage_ops(
+                self.writer.dir(),
+                &self.ops,
+                self.config.first_iteration,
+            )?;
+        }
         if let Some(cuts) = self.cuts.as_mut().filter(|_| self.out.diverged.is_none()) {
             let local = cuts.cfg.local_shards();
             while let Some(c) = cuts.next {

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use forestall::ops::{read_ops, OpKind};
 use forestall::spec::{check_against_data, load_workload};
 use forestall::trace::{read_trace_dir, UnitAction};
 use forestall::workload::Workload;
@@ -104,7 +105,9 @@ fn dropout_through_the_stages_keeps_the_bits() {
 
 #[test]
 fn a_pipeline_trace_has_every_stage_and_counts_each_unit_once() {
-    let (_, dir) = train(&job(4, "[parallel]\nstages = 2"));
+    // stage 1 of replica 0 (worker 1) 3× slower throughout
+    let slow = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0";
+    let (_, dir) = train(&job(4, &format!("[parallel]\nstages = 2\n{slow}")));
     let trace = read_trace_dir(dir.path()).expect("the trace reads");
     assert_eq!(trace.iterations.len(), 3);
     assert_eq!(
@@ -133,8 +136,60 @@ fn a_pipeline_trace_has_every_stage_and_counts_each_unit_once() {
         assert!(assigned.iter().all(|u| u.owner == 2 * (u.partition % 2)));
         assert!(assigned.iter().all(|u| u.executor == u.owner));
     }
-    let o = forestall_in(dir.path(), &["analyze", "."]);
+    // the operation trace: every pass, send and receive of every stage worker
+    let ops = read_ops(&dir.path().join("ops.parquet")).expect("ops.parquet reads");
+    let count = |worker: u32, kind: OpKind| {
+        ops.iter()
+            .filter(|o| o.rank == worker && o.kind == kind)
+            .count()
+    };
+    // each replica: 4 partitions × 2 micro-batches, 3 iterations
+    for worker in 0..4 {
+        assert_eq!(count(worker, OpKind::ForwardCompute), 24, "worker {worker}");
+        assert_eq!(
+            count(worker, OpKind::BackwardCompute),
+            24,
+            "worker {worker}"
+        );
+        let first = worker % 2 == 0;
+        assert_eq!(
+            count(worker, OpKind::ForwardSend),
+            if first { 24 } else { 0 }
+        );
+        assert_eq!(
+            count(worker, OpKind::BackwardRecv),
+            if first { 24 } else { 0 }
+        );
+        assert_eq!(
+            count(worker, OpKind::ForwardRecv),
+            if first { 0 } else { 24 }
+        );
+        assert_eq!(
+            count(worker, OpKind::BackwardSend),
+            if first { 0 } else { 24 }
+        );
+    }
+    assert!(ops
+        .iter()
+        .all(|o| o.dp_rank == o.rank / 2 && o.stage == o.rank % 2));
+    // analyze replays its dependencies and finds the slow stage worker
+    let o = forestall_in(dir.path(), &["analyze", ".", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let analysis = &crate::common::json_data(&o.stdout)[0];
+    assert_eq!(analysis["method"], "operations");
+    assert_eq!(analysis["workers"], 4);
+    let replay_error = analysis["operations"]["replay_error"]
+        .as_f64()
+        .expect("error");
+    assert!(
+        replay_error < 0.1,
+        "the replay follows the run: {replay_error}"
+    );
+    let worst = &analysis["operations"]["worst_workers"][0];
+    assert_eq!(
+        (worst["rank"].as_u64(), worst["stage"].as_u64()),
+        (Some(1), Some(1))
+    );
 }
 
 #[test]
@@ -189,6 +244,11 @@ fn a_pipeline_across_processes_trains_the_same_parameters() {
     // 1f1b: stage s of S keeps at most S − s micro-batches' activations
     assert_eq!(pipeline["activations_kept"], serde_json::json!([2, 1]));
     assert!(pipeline["activation_mb"][0].as_f64().expect("MB") > 0.0);
+    let bubble = pipeline["bubble"].as_array().expect("a bubble per stage");
+    assert_eq!(bubble.len(), 2);
+    assert!(bubble
+        .iter()
+        .all(|b| (0.0..1.0).contains(&b.as_f64().expect("share"))));
 }
 
 #[test]
@@ -224,6 +284,16 @@ fn a_stopped_pipeline_resumes_to_the_same_parameters() {
         String::from_utf8_lossy(&rest.stderr)
     );
     assert_eq!(summary_digest(&rest), summary_digest(&whole));
+    // the resumed run's operation trace keeps the first run's iterations
+    let ops = read_ops(&dir.path().join("cut/trace/ops.parquet")).expect("ops");
+    let steps: std::collections::BTreeSet<i64> = ops.iter().map(|o| o.step).collect();
+    assert_eq!(steps.into_iter().collect::<Vec<_>>(), [0, 1, 2]);
+    let analyzed = forestall_in(dir.path(), &["analyze", "cut"]);
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
     // the layout is part of the plan: another cut does not resume it
     let other = job(2, "[parallel]\nstages = 2\ncut = [\"lstm\"]");
     std::fs::write(dir.path().join("job.toml"), other).expect("job");

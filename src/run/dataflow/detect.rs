@@ -87,6 +87,9 @@ fn on_progress(
                 let _ = sink.send(SinkEvent::Iteration { workers, report });
             }
         }
+        Progress::Ops(ops) => {
+            let _ = sink.send(SinkEvent::Ops(ops));
+        }
         Progress::ParamsIn { version, late, .. } => {
             let Some(after) = version.checked_sub(1) else {
                 return;

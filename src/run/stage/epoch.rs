@@ -9,7 +9,9 @@ use std::sync::Arc;
 use timely::dataflow::operators::Capability;
 
 use crate::data::UnitRows;
+use crate::ops::OpKind;
 use crate::pipeline::Pass;
+use crate::run::messages::StageOp;
 use crate::trace::UnitRecord;
 use crate::workload::staged::StageForward;
 use crate::workload::Update;
@@ -147,6 +149,13 @@ pub struct StageEpoch {
     pub bytes_sent: u64,
     /// Activations this stage keeps at most at once, and their bytes.
     pub kept: (usize, u64),
+    /// Its operations so far (the operation trace's rows).
+    pub ops: Vec<StageOp>,
+    /// When its previous pass ended (or its parameters were ready), job
+    /// clock: a receive is issued then.
+    pub free_us: u64,
+    /// When the pass running now began, job clock.
+    pub pass_began_us: u64,
 }
 
 impl StageEpoch {
@@ -157,6 +166,29 @@ impl StageEpoch {
         self.held.insert(m, bytes);
         let now: u64 = self.held.values().sum();
         self.kept = (self.kept.0.max(self.tapes.len()), self.kept.1.max(now));
+    }
+
+    /// Records an operation of `kind` on micro-batch `micro` from
+    /// `start_us` to `end_us` (job clock), as worker `worker`'s, stage
+    /// `stage` of replica `replica`.
+    pub fn record_op(
+        &mut self,
+        (worker, replica, stage): (u32, u32, u32),
+        (kind, micro): (OpKind, u32),
+        (start_us, end_us): (u64, u64),
+    ) {
+        let seq_id = self.ops.iter().filter(|o| o.kind == kind).count() as u32;
+        self.ops.push(StageOp {
+            iteration: self.iteration,
+            replica,
+            stage,
+            worker,
+            kind,
+            seq_id,
+            micro,
+            start_us,
+            duration_us: end_us.saturating_sub(start_us),
+        });
     }
 
     /// Micro-batch `m`'s forward, for its backward.

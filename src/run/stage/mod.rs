@@ -18,6 +18,7 @@
 //! [`Schedule::order`]: crate::pipeline::Schedule::order
 
 mod epoch;
+pub mod ops_file;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -33,6 +34,7 @@ use super::context::JobContext;
 use super::messages::{GradSlice, Progress, StageTraffic};
 use super::sink::SinkEvent;
 use crate::inject::Stretch;
+use crate::ops::OpKind;
 use crate::pipeline::{Pass, StageLayout};
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 use crate::workload::staged::{Activation, StageBatch, Staged};
@@ -83,7 +85,7 @@ pub struct StageWorker {
     due: Option<Due>,
     /// Activations and their gradients that arrived, by (iteration,
     /// micro-batch, forward).
-    inbox: BTreeMap<(u64, u32, bool), StageTraffic>,
+    inbox: BTreeMap<(u64, u32, bool), (StageTraffic, u64)>,
     finished: bool,
 }
 
@@ -138,7 +140,7 @@ impl StageWorker {
     /// Files an activation or its gradient from a neighbour stage.
     pub fn on_traffic(&mut self, message: StageTraffic) {
         let key = (message.iteration, message.micro, message.forward);
-        self.inbox.insert(key, message);
+        self.inbox.insert(key, (message, self.cx.now_us()));
     }
 
     /// Runs what can run now: complete versions, the pass whose output is
@@ -277,6 +279,9 @@ impl StageWorker {
             max_slowdown: 1.0,
             bytes_sent: 0,
             kept: (0, 0),
+            ops: Vec::new(),
+            free_us: ready_us,
+            pass_began_us: ready_us,
             caps: caps.delayed(t),
         });
         // keep the version for the run's end (its capabilities too)
@@ -340,7 +345,18 @@ impl StageWorker {
         let needs_input = if forward { self.stage > 0 } else { !last };
         let input = match needs_input {
             true => match self.inbox.remove(&(t, m, forward)) {
-                Some(message) => Some(message),
+                Some((message, arrived_us)) => {
+                    // the receive was issued when the worker was free for it
+                    let kind = if forward {
+                        OpKind::ForwardRecv
+                    } else {
+                        OpKind::BackwardRecv
+                    };
+                    let from = epoch.free_us;
+                    let who = (self.worker, self.replica, self.stage);
+                    epoch.record_op(who, (kind, m), (from, arrived_us.max(from)));
+                    Some(message)
+                }
                 None => return false,
             },
             false => None,
@@ -352,9 +368,20 @@ impl StageWorker {
             self.backward(m, input)
         };
         let epoch = self.epoch.as_mut().expect("still within the iteration");
+        let (start_us, end_us) = (epoch.free_us, self.cx.us_since_start(due.at));
+        let who = (self.worker, self.replica, self.stage);
+        let (pass_kind, send_kind) = match forward {
+            true => (OpKind::ForwardCompute, OpKind::ForwardSend),
+            false => (OpKind::BackwardCompute, OpKind::BackwardSend),
+        };
+        let began = epoch.pass_began_us;
+        epoch.record_op(who, (pass_kind, m), (began.max(start_us), end_us));
         if let Some(traffic) = &due.traffic {
+            // handed to the exchange when the pass is over
+            epoch.record_op(who, (send_kind, m), (end_us, end_us));
             epoch.bytes_sent += traffic.wire_bytes();
         }
+        epoch.free_us = end_us;
         epoch.bytes_sent += due.slices.iter().map(GradSlice::wire_bytes).sum::<u64>();
         self.due = Some(due);
         true
@@ -378,6 +405,7 @@ impl StageWorker {
             |a| a.bytes() as u64,
         );
         let (started, start_us) = (Instant::now(), cx.now_us());
+        epoch.pass_began_us = start_us;
         let unit = batch.unit;
         let rows = batch.rows.len();
         let forward = staged(&cx)
@@ -441,6 +469,7 @@ impl StageWorker {
             None => (epoch.losses.remove(&m).unwrap_or(0.0), None),
         };
         let (started, start_us) = (Instant::now(), cx.now_us());
+        epoch.pass_began_us = start_us;
         let gradient = staged(&cx)
             .stage_backward(forward, d_output.as_ref())
             .expect("an activation gradient has its activation's shape");
@@ -634,6 +663,7 @@ impl StageWorker {
             activations: epoch.kept.0 as u32,
             bytes: epoch.kept.1,
         });
+        (emit.progress)(&epoch.caps.progress, Progress::Ops(epoch.ops));
         (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.records));
     }
