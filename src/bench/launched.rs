@@ -231,6 +231,7 @@ pub(super) fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
         checkpoints: Vec::new(),
         stage_memory: Default::default(),
         stage_bubble: Default::default(),
+        recuts: Vec::new(),
         first_iteration: 0,
         iterations: trace.iterations,
     })

@@ -9,8 +9,10 @@
 
 pub mod bound;
 pub mod layout;
+pub mod rebalance;
 pub mod schedule;
 
 pub use bound::{best_cut, best_split, cuts, ReplicaPlan};
 pub use layout::StageLayout;
+pub use rebalance::{rebalance, Measured, Placement};
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};

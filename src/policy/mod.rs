@@ -118,6 +118,11 @@ pub enum PolicyPlan {
     },
     /// No injected slowdown: the reference every policy is compared with.
     Ideal,
+    /// A pipeline (`[parallel]`): between iterations, re-cut each
+    /// replica's layers between its stages and re-share the partitions
+    /// between the replicas as the measured speeds say
+    /// ([`crate::pipeline::rebalance`]).
+    RebalanceStages,
 }
 
 impl PolicyPlan {
@@ -136,6 +141,7 @@ impl PolicyPlan {
             PolicyPlan::Forestall { .. } => "forestall",
             PolicyPlan::ForestallSsp { .. } => "forestall-ssp",
             PolicyPlan::Ideal => "ideal",
+            PolicyPlan::RebalanceStages => "rebalance-stages",
         }
     }
 

@@ -111,6 +111,21 @@ pub struct PipelineSummary {
     /// spent outside their passes (waiting for a neighbour stage or the
     /// next version).
     pub bubble: Vec<f64>,
+    /// `rebalance-stages`: how often the work moved, and the placement it
+    /// ended with (each replica's stages and partitions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recuts: Vec<Recut>,
+}
+
+/// A new placement of a pipeline's work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recut {
+    /// Its first iteration.
+    pub iteration: u64,
+    /// Each replica's stages' layers, joined with `+`.
+    pub layers: Vec<Vec<String>>,
+    /// Each replica's partitions.
+    pub partitions: Vec<u32>,
 }
 
 impl PipelineSummary {
@@ -128,6 +143,21 @@ impl PipelineSummary {
             activations_kept: (0..layout.stages).map(|s| memory(s).0).collect(),
             activation_mb: (0..layout.stages)
                 .map(|s| memory(s).1 as f64 / 1e6)
+                .collect(),
+            recuts: out
+                .recuts
+                .iter()
+                .map(|(iteration, p)| Recut {
+                    iteration: *iteration,
+                    layers: (0..layout.replicas)
+                        .map(|r| {
+                            (0..layout.stages)
+                                .map(|s| names[p.layers(r, s)].join("+"))
+                                .collect()
+                        })
+                        .collect(),
+                    partitions: p.partitions.iter().map(|q| q.len() as u32).collect(),
+                })
                 .collect(),
             bubble: (0..layout.stages)
                 .map(|s| {
@@ -282,6 +312,19 @@ impl RunSummary {
                 "bubble       of the iteration time outside the passes: {}",
                 bubble.join(", ")
             );
+            if let Some(last) = p.recuts.last() {
+                let replicas: Vec<String> = (last.layers.iter().zip(&last.partitions))
+                    .enumerate()
+                    .map(|(r, (l, q))| format!("replica {r} {} on {q} partitions", l.join(" | ")))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "rebalanced   {} times; from iteration {}: {}",
+                    p.recuts.len(),
+                    last.iteration,
+                    replicas.join("; ")
+                );
+            }
         }
         // (a pipeline's bound is its own; the data-parallel one does not apply)
         if self.bound_iteration_s > 0.0 && self.bsp_semantics && self.pipeline.is_none() {

@@ -285,7 +285,9 @@ impl JobContext {
     /// Whether `worker` is sent shard `shard`'s versions: every shard, or,
     /// in a pipeline, those of its stage (and worker 0 every one).
     pub fn reads_shard(&self, worker: u32, shard: u32) -> bool {
-        (self.plan.parallel.as_ref()).is_none_or(|l| l.reads_shard(worker, shard))
+        // (under rebalance-stages a worker's layers change: it reads all)
+        self.plan.policy == crate::policy::PolicyPlan::RebalanceStages
+            || (self.plan.parallel.as_ref()).is_none_or(|l| l.reads_shard(worker, shard))
     }
 
     /// The rows of one unit of iteration `t`.

@@ -345,5 +345,6 @@ pub(super) fn output(
         units_cloned: sink.units_cloned,
         stage_memory: sink.stage_memory,
         stage_bubble: sink.stage_bubble,
+        recuts: sink.recuts,
     })
 }

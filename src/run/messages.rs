@@ -60,6 +60,13 @@ pub struct GradSlice {
     /// When its worker handed it to the exchange, µs on the job clock (0
     /// until then): its owner measures how long it took to arrive.
     pub sent_us: u64,
+    /// A part of the shard only: (first coordinate within the shard,
+    /// coordinates), `update` indexed from that first. A pipeline whose
+    /// layers moved between stages sends a shard's gradient in parts, one
+    /// from each stage worker whose layers it spans; the owner puts them
+    /// together (copies, no arithmetic) before the reduction. None: the
+    /// whole shard.
+    pub span: Option<(u32, u32)>,
 }
 
 impl GradSlice {
@@ -240,4 +247,41 @@ pub struct StageOp {
     pub start_us: u64,
     /// Duration, µs.
     pub duration_us: u64,
+}
+
+/// What a pipeline's stage workers send each other: activations and their
+/// gradients, and (under `rebalance-stages`) what each measured of an
+/// iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StageMessage {
+    /// An activation or its gradient, to a neighbour stage.
+    Traffic(StageTraffic),
+    /// A stage worker's iteration, to every stage worker.
+    Timing(StageTiming),
+}
+
+impl StageMessage {
+    /// Its receiver (the exchange key).
+    pub fn to(&self) -> u32 {
+        match self {
+            Self::Traffic(t) => t.to,
+            Self::Timing(t) => t.to,
+        }
+    }
+}
+
+/// What a stage worker measured of an iteration: every stage worker learns
+/// every one's, so that all compute the same next placement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StageTiming {
+    /// Receiver (the exchange key).
+    pub to: u32,
+    /// Sender.
+    pub from: u32,
+    /// Iteration.
+    pub iteration: u64,
+    /// Its passes' time, compute and injected delay, µs.
+    pub pass_us: u64,
+    /// Images its passes covered.
+    pub rows: u64,
 }

@@ -17,6 +17,7 @@ mod job;
 pub mod messages;
 pub mod oplog;
 pub mod pace;
+pub mod parts;
 pub mod placement;
 pub mod plain;
 pub mod plain_burn;
@@ -175,6 +176,8 @@ pub struct RunOutput {
     /// A pipeline's bubble by stage (this process's workers): Σ of the time
     /// outside the passes, and Σ of the iterations' wall times, µs.
     pub stage_bubble: std::collections::BTreeMap<u32, (u64, u64)>,
+    /// `rebalance-stages`: each new placement, from its first iteration.
+    pub recuts: Vec<(u64, crate::pipeline::Placement)>,
     /// The iteration this run started at (a resumed run's checkpoint), whose
     /// earlier rows `iterations` holds from the trace.
     pub first_iteration: u64,

@@ -374,6 +374,7 @@ mod tests {
             substitute: false,
             stop_at: None,
             sent_us: 0,
+            span: None,
         }
     }
 

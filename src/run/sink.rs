@@ -94,6 +94,13 @@ pub enum SinkEvent {
         /// Their bytes, at most.
         bytes: u64,
     },
+    /// `rebalance-stages` moved work from iteration `iteration` on (worker 0).
+    Recut {
+        /// The first iteration with the new placement.
+        iteration: u64,
+        /// It.
+        placement: crate::pipeline::Placement,
+    },
     /// A pipeline stage worker's operations of an iteration (worker 0's
     /// sink writes them all to `ops.parquet`).
     Ops(Vec<crate::run::messages::StageOp>),
@@ -158,6 +165,8 @@ pub struct SinkOutput {
     /// of the time outside its passes (the iteration's wall time less the
     /// worker's compute and injected delay), and Σ of the wall times, µs.
     pub stage_bubble: BTreeMap<u32, (u64, u64)>,
+    /// `rebalance-stages`: each new placement, from its first iteration.
+    pub recuts: Vec<(u64, crate::pipeline::Placement)>,
 }
 
 /// Why the sink stopped the run.
@@ -454,6 +463,7 @@ impl<'a> Sink<'a> {
                 units_cloned: 0,
                 stage_memory: BTreeMap::new(),
                 stage_bubble: BTreeMap::new(),
+                recuts: Vec::new(),
                 diverged: None,
                 checkpoints: Vec::new(),
             },
@@ -521,6 +531,10 @@ impl<'a> Sink<'a> {
                 }
             }
             SinkEvent::Ops(mut ops) => self.ops.append(&mut ops),
+            SinkEvent::Recut {
+                iteration,
+                placement,
+            } => self.out.recuts.push((iteration, placement)),
             SinkEvent::StageMemory {
                 stage,
                 activations,

@@ -94,6 +94,7 @@ pub const AVAILABLE_POLICIES: &[&str] = &[
     "dpro-substitute",
     "forestall",
     "forestall-ssp",
+    "rebalance-stages",
     "ideal",
 ];
 /// Policy names from the design that are not implemented yet.

@@ -43,6 +43,8 @@ pub(super) fn build<'s>(
     let transit = std::rc::Rc::clone(transit);
     let workers = cx.plan.workers;
     let mut reducer = shard_reducer(cx, index);
+    let mut parts =
+        crate::run::parts::Parts::new(cx.shards.get(index as usize).map_or(0, |r| r.len()));
     let reduce_cx = Arc::clone(cx);
     let mut builder = OperatorBuilder::new("forestall-reduce".to_owned(), scope);
     let activator = scope.activator_for(std::rc::Rc::clone(&builder.operator_info().address));
@@ -67,6 +69,9 @@ pub(super) fn build<'s>(
             grads_in.for_each(|cap, data| {
                 let now_us = (index == 0).then(|| reduce_cx.now_us());
                 for slice in data.drain(..) {
+                    let Some(slice) = parts.add(slice) else {
+                        continue;
+                    };
                     let remote = !reduce_cx.same_host(slice.executor, 0) && slice.sent_us > 0;
                     if let (Some(now_us), true) = (now_us, remote) {
                         let took = now_us.saturating_sub(slice.sent_us);

@@ -14,7 +14,7 @@ use timely::dataflow::{Scope, Stream};
 
 use super::Builder;
 use crate::run::context::JobContext;
-use crate::run::messages::{GradSlice, Progress, ShardParams, StageTraffic};
+use crate::run::messages::{GradSlice, Progress, ShardParams, StageMessage};
 use crate::run::sink::SinkEvent;
 use crate::run::stage::{StageCaps, StageEmit, StageWorker};
 
@@ -36,19 +36,19 @@ pub(super) fn build<'s>(
     let mut params_in = builder.new_input(params, Exchange::new(|m: &ShardParams| m.target as u64));
     let (grads_out, grads) = builder.new_output::<Vec<GradSlice>>();
     let (progress_out, progress) = builder.new_output::<Vec<Progress>>();
-    let (traffic_out, traffic) = builder.new_output::<Vec<StageTraffic>>();
+    let (traffic_out, traffic) = builder.new_output::<Vec<StageMessage>>();
     // Activations and gradients loop back at the same time; like the
     // compute operator's control loop, the input is unconnected to every
     // output, so the loop has no zero-summary cycle: a stage sends with the
     // capabilities it holds for the iteration.
     let mut traffic_in = builder.new_input_connection(
         traffic,
-        Exchange::new(|m: &StageTraffic| m.to as u64),
+        Exchange::new(|m: &StageMessage| u64::from(m.to())),
         std::iter::empty(),
     );
     let mut grads_out = OutputBuilder::<u64, Builder<GradSlice>>::from(grads_out);
     let mut progress_out = OutputBuilder::<u64, Builder<Progress>>::from(progress_out);
-    let mut traffic_out = OutputBuilder::<u64, Builder<StageTraffic>>::from(traffic_out);
+    let mut traffic_out = OutputBuilder::<u64, Builder<StageMessage>>::from(traffic_out);
     let mut state = StageWorker::new(index, Arc::clone(cx), sink.clone());
     let sink = sink.clone();
     builder.build(move |mut caps| {
@@ -78,7 +78,7 @@ pub(super) fn build<'s>(
             });
             traffic_in.for_each(|_cap, data| {
                 for msg in data.drain(..) {
-                    state.on_traffic(msg);
+                    state.on_message(msg);
                 }
             });
             let mut grads = grads_out.activate();

@@ -113,6 +113,10 @@ impl UnitFold {
 pub struct StageEpoch {
     /// The iteration.
     pub iteration: u64,
+    /// The layers this stage worker holds in it.
+    pub layers: std::ops::Range<usize>,
+    /// Their coordinates.
+    pub coords: std::ops::Range<usize>,
     /// Its capabilities.
     pub caps: StageCaps,
     /// The parameters it computes with (the whole vector; this stage's

@@ -31,11 +31,12 @@ use timely::dataflow::operators::Capability;
 pub use self::epoch::StageCaps;
 use self::epoch::{micro_batches, StageEpoch, UnitFold};
 use super::context::JobContext;
-use super::messages::{GradSlice, Progress, StageTraffic};
+use super::messages::{GradSlice, Progress, StageMessage, StageTiming, StageTraffic};
 use super::sink::SinkEvent;
 use crate::inject::Stretch;
 use crate::ops::OpKind;
-use crate::pipeline::{Pass, StageLayout};
+use crate::pipeline::{rebalance, Measured, Pass, Placement, StageLayout};
+use crate::policy::PolicyPlan;
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
 use crate::workload::staged::{Activation, StageBatch, Staged};
 use crate::workload::{Draws, Update};
@@ -47,7 +48,7 @@ pub struct StageEmit<'a> {
     /// Progress, to worker 0.
     pub progress: &'a mut dyn FnMut(&Capability<u64>, Progress),
     /// Activations and their gradients, to the neighbour stages.
-    pub traffic: &'a mut dyn FnMut(&Capability<u64>, StageTraffic),
+    pub traffic: &'a mut dyn FnMut(&Capability<u64>, StageMessage),
 }
 
 /// A parameter version whose shards are arriving.
@@ -72,8 +73,12 @@ pub struct StageWorker {
     /// The job.
     pub cx: Arc<JobContext>,
     sink: Sender<SinkEvent>,
-    /// The coordinates this stage's layers hold.
-    coords: Range<usize>,
+    /// Where each replica's layers and partitions are this iteration.
+    placement: Placement,
+    /// `rebalance-stages`: the placement follows the measured speeds.
+    rebalance: bool,
+    /// Every stage worker's measurements, by iteration and worker.
+    timings: BTreeMap<u64, BTreeMap<u32, Measured>>,
     /// The shards this worker is sent.
     reads: Vec<u32>,
     /// Capabilities for the first iteration, from the operator's construction.
@@ -98,7 +103,7 @@ impl StageWorker {
             .clone()
             .expect("a stage worker runs a pipeline's job");
         let (replica, stage) = layout.place(worker);
-        let coords = staged(&cx).layer_params(layout.layers(stage));
+        let placement = Placement::even(&layout.bounds, layout.replicas, cx.plan.partitions);
         let reads = (0..cx.shards.len() as u32)
             .filter(|&k| cx.reads_shard(worker, k))
             .collect();
@@ -107,7 +112,9 @@ impl StageWorker {
             replica,
             stage,
             layout,
-            coords,
+            placement,
+            rebalance: cx.plan.policy == PolicyPlan::RebalanceStages,
+            timings: BTreeMap::new(),
             reads,
             sink,
             initial: None,
@@ -137,10 +144,68 @@ impl StageWorker {
         entry.shards.insert(shard, values);
     }
 
-    /// Files an activation or its gradient from a neighbour stage.
-    pub fn on_traffic(&mut self, message: StageTraffic) {
-        let key = (message.iteration, message.micro, message.forward);
-        self.inbox.insert(key, (message, self.cx.now_us()));
+    /// Files an activation or its gradient from a neighbour stage, or a
+    /// stage worker's measurements.
+    pub fn on_message(&mut self, message: StageMessage) {
+        match message {
+            StageMessage::Traffic(message) => {
+                let key = (message.iteration, message.micro, message.forward);
+                self.inbox.insert(key, (message, self.cx.now_us()));
+            }
+            StageMessage::Timing(t) => {
+                let measured = Measured {
+                    pass_us: t.pass_us as f64,
+                    rows: t.rows as f64,
+                };
+                self.timings
+                    .entry(t.iteration)
+                    .or_default()
+                    .insert(t.from, measured);
+            }
+        }
+    }
+
+    /// `rebalance-stages`: the placement of iteration `t`, from every stage
+    /// worker's measurements of `t − 1` (false while some are missing).
+    fn place(&mut self, t: u64) -> bool {
+        if !self.rebalance || t <= self.cx.first_iteration() {
+            return true;
+        }
+        let workers = self.cx.plan.workers as usize;
+        if self.timings.get(&(t - 1)).is_none_or(|m| m.len() < workers) {
+            return false;
+        }
+        let of = self.timings.remove(&(t - 1)).expect("checked above");
+        self.timings.retain(|&i, _| i >= t);
+        let l = &self.layout;
+        let measured: Vec<Vec<Measured>> = (0..l.replicas)
+            .map(|r| (0..l.stages).map(|s| of[&l.worker(r, s)]).collect())
+            .collect();
+        let micro = self.micro_per_partition(t);
+        let costs = staged(&self.cx).layer_costs();
+        if let Some(next) = rebalance(&self.placement, &measured, costs, l.schedule, micro) {
+            if self.worker == 0 {
+                tracing::info!(iteration = t, cuts = ?next.cuts, partitions = ?next.partitions, "stages rebalanced");
+                let _ = self.sink.send(SinkEvent::Recut {
+                    iteration: t,
+                    placement: next.clone(),
+                });
+            }
+            self.placement = next;
+        }
+        true
+    }
+
+    /// The fewest micro-batches a partition has in iteration `t`.
+    fn micro_per_partition(&self, t: u64) -> u32 {
+        let size = self.cx.plan.micro_batch as usize;
+        (0..self.cx.plan.partitions)
+            .map(|p| {
+                let units = self.cx.partitioning.units(t, p);
+                micro_batches(&units, size).len() as u32
+            })
+            .min()
+            .unwrap_or(1)
     }
 
     /// Runs what can run now: complete versions, the pass whose output is
@@ -227,7 +292,7 @@ impl StageWorker {
             self.finish(emit);
             return true;
         }
-        if *version < self.next_iteration {
+        if *version < self.next_iteration || !self.place(*version) {
             return false;
         }
         let (version, caps, params) = self.latest.take().expect("checked above");
@@ -249,12 +314,12 @@ impl StageWorker {
                 stop: self.cx.stop.asked() && self.cx.stop.at().is_none(),
             },
         );
-        let units: Vec<_> = self
-            .cx
-            .replica_partitions(self.worker)
+        let units: Vec<_> = self.placement.partitions[self.replica as usize]
             .iter()
             .flat_map(|&p| self.cx.partitioning.units(t, p))
             .collect();
+        let layers = self.placement.layers(self.replica, self.stage);
+        let coords = staged(&self.cx).layer_params(layers.clone());
         let micro = micro_batches(&units, self.cx.plan.micro_batch as usize);
         let passes = self
             .layout
@@ -263,6 +328,8 @@ impl StageWorker {
             .expect("validation checks the schedule against the micro-batches");
         self.epoch = Some(StageEpoch {
             iteration: t,
+            layers,
+            coords,
             params: Arc::clone(&params),
             folds: (0..units.len()).map(|_| None).collect(),
             units,
@@ -390,8 +457,8 @@ impl StageWorker {
     /// The forward of micro-batch `m` from `input` (None: the rows).
     fn forward(&mut self, m: u32, input: Option<StageTraffic>) -> Due {
         let cx = Arc::clone(&self.cx);
-        let layers = self.layout.layers(self.stage);
         let epoch = self.epoch.as_mut().expect("within an iteration");
+        let layers = epoch.layers.clone();
         let batch = &epoch.micro[m as usize];
         let source = cx.workload.data().source();
         let activation = input.map(|msg| Activation {
@@ -485,7 +552,7 @@ impl StageWorker {
         });
         let batch = &epoch.micro[m as usize];
         let (unit, rows, closes) = (batch.unit, batch.rows.len(), batch.closes_unit);
-        let dims = self.coords.len();
+        let dims = epoch.coords.len();
         let mut fold = epoch.folds[unit]
             .take()
             .expect("the unit's forward began it");
@@ -526,7 +593,8 @@ impl StageWorker {
         let base = match self.cx.plan.pace_ns_per_row {
             0 => compute,
             ns => {
-                let share = pass_share(staged(&self.cx), self.layout.layers(self.stage), pass);
+                let layers = self.epoch.as_ref().map_or(0..0, |e| e.layers.clone());
+                let share = pass_share(staged(&self.cx), layers, pass);
                 Duration::from_nanos((ns as f64 * rows as f64 * share) as u64)
             }
         };
@@ -552,29 +620,39 @@ impl StageWorker {
         epoch.last_end_us = epoch.last_end_us.max(end_us);
     }
 
-    /// A unit's gradient on this stage's coordinates, cut into its shards'
-    /// slices (the first stage's slice of shard 0 carries the loss).
+    /// A unit's gradient on this stage's coordinates, cut along the shards
+    /// it meets: whole slices, or parts where its layers hold only some of
+    /// a shard's coordinates (after a re-cut). The first stage's slice of
+    /// shard 0 (which always holds `conv1`'s first coordinates) carries the
+    /// loss.
     fn unit_slices(&self, unit: usize, fold: &UnitFold) -> Vec<GradSlice> {
         let epoch = self.epoch.as_ref().expect("within an iteration");
         let key = epoch.units[unit].key;
-        self.layout
-            .stage_shards(self.stage)
-            .map(|k| {
-                let range = &self.cx.shards[k as usize];
-                let local = range.start - self.coords.start..range.end - self.coords.start;
-                GradSlice {
-                    owner: k,
-                    iteration: epoch.iteration,
-                    partition: key.partition,
-                    unit: key.unit,
-                    executor: self.worker,
-                    rows: fold.rows,
-                    loss_sum: if k == 0 { fold.loss_sum } else { 0.0 },
-                    update: fold.grad.slice(local),
-                    substitute: false,
-                    stop_at: self.cx.stop.at(),
-                    sent_us: 0,
-                }
+        let coords = &epoch.coords;
+        (self.cx.shards.iter().enumerate())
+            .filter_map(|(k, range)| {
+                let (from, to) = (range.start.max(coords.start), range.end.min(coords.end));
+                (from < to).then(|| {
+                    let whole = (from, to) == (range.start, range.end);
+                    GradSlice {
+                        owner: k as u32,
+                        iteration: epoch.iteration,
+                        partition: key.partition,
+                        unit: key.unit,
+                        executor: self.worker,
+                        rows: fold.rows,
+                        loss_sum: if k == 0 && self.stage == 0 {
+                            fold.loss_sum
+                        } else {
+                            0.0
+                        },
+                        update: fold.grad.slice(from - coords.start..to - coords.start),
+                        substitute: false,
+                        stop_at: self.cx.stop.at(),
+                        sent_us: 0,
+                        span: (!whole).then(|| ((from - range.start) as u32, (to - from) as u32)),
+                    }
+                })
             })
             .collect()
     }
@@ -619,7 +697,7 @@ impl StageWorker {
             return;
         };
         if let Some(traffic) = due.traffic {
-            (emit.traffic)(&epoch.caps.traffic, traffic);
+            (emit.traffic)(&epoch.caps.traffic, StageMessage::Traffic(traffic));
         }
         if !due.slices.is_empty() {
             (emit.grads)(&epoch.caps.grads, due.slices);
@@ -663,6 +741,21 @@ impl StageWorker {
             activations: epoch.kept.0 as u32,
             bytes: epoch.kept.1,
         });
+        if self.rebalance {
+            // every stage worker decides the next placement from everyone's
+            let timing = |to| {
+                StageMessage::Timing(StageTiming {
+                    to,
+                    from: self.worker,
+                    iteration: epoch.iteration,
+                    pass_us: epoch.compute_us + epoch.delay_us,
+                    rows: record.rows,
+                })
+            };
+            for to in 0..self.cx.plan.workers {
+                (emit.traffic)(&epoch.caps.traffic, timing(to));
+            }
+        }
         (emit.progress)(&epoch.caps.progress, Progress::Ops(epoch.ops));
         (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.records));

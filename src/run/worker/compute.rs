@@ -152,6 +152,7 @@ fn slices_of(
             substitute: false,
             stop_at: cx.stop.at(),
             sent_us: 0,
+            span: None,
         })
         .collect()
 }

@@ -80,6 +80,7 @@ mod tests {
             substitute: false,
             stop_at: None,
             sent_us: 0,
+            span: None,
         }
     }
 

@@ -110,6 +110,7 @@ fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emi
                 substitute: true,
                 stop_at: cx.stop.at(),
                 sent_us: 0,
+                span: None,
             })
         })
         .collect();

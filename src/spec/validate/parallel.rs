@@ -28,6 +28,14 @@ pub(super) fn check_parallel(
     (model, workers, policy): (&ModelPlan, u32, &PolicyPlan),
 ) -> Result<Option<StageLayout>> {
     let Some(section) = &spec.parallel else {
+        if matches!(policy, PolicyPlan::RebalanceStages) {
+            return Err(cx.invalid(
+                "policy",
+                "name",
+                "'rebalance-stages' moves layers between pipeline stages; add a [parallel] section \
+                 (the CNN cut into stages) or choose a data-parallel policy",
+            ));
+        }
         return Ok(None);
     };
     let invalid = |key: &str, message: String| cx.invalid("parallel", key, message);
@@ -78,12 +86,15 @@ pub(super) fn check_parallel(
         Some(names) => named_cut(names, stages).map_err(|m| invalid("cut", m))?,
         None => default_cut(stages, schedule),
     };
-    if !matches!(policy, PolicyPlan::Bsp | PolicyPlan::Ideal) {
+    if !matches!(
+        policy,
+        PolicyPlan::Bsp | PolicyPlan::Ideal | PolicyPlan::RebalanceStages
+    ) {
         return Err(cx.invalid(
             "policy",
             "name",
             format!(
-                "'{}' moves data-parallel units between workers; a pipeline runs under bsp or ideal only",
+                "'{}' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal",
                 policy.as_str()
             ),
         ));

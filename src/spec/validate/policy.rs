@@ -142,6 +142,7 @@ pub(super) fn validate_policy(
     match name {
         "bsp" => Ok(PolicyPlan::Bsp),
         "ideal" => Ok(PolicyPlan::Ideal),
+        "rebalance-stages" => Ok(PolicyPlan::RebalanceStages),
         "backup-workers" => {
             let backups = s.backups.unwrap_or(1);
             if backups == 0 || backups >= workers {

@@ -41,7 +41,9 @@ rejects! {
     unknown_schedule: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[parallel]\nschedule = \"zigzag\"\n" =>
         "job.toml:6: [parallel] schedule: unknown pipeline schedule 'zigzag'; accepted: gpipe, 1f1b";
     pipeline_under_a_moving_policy: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[policy]\nname = \"rapid-reassign\"\n[parallel]\nstages = 2\n" =>
-        "job.toml:6: [policy] name: 'rapid-reassign' moves data-parallel units between workers; a pipeline runs under bsp or ideal only";
+        "job.toml:6: [policy] name: 'rapid-reassign' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal";
+    rebalance_stages_without_a_pipeline: "[policy]\nname = \"rebalance-stages\"\n" =>
+        "job.toml:2: [policy] name: 'rebalance-stages' moves layers between pipeline stages; add a [parallel] section (the CNN cut into stages) or choose a data-parallel policy";
     zero_workers: "[workers]\ncount = 0\n" => "job.toml:2: [workers] count: must be at least 1 (got 0)";
     more_workers_than_partitions: "[data]\npartitions = 2\n[workers]\ncount = 3\n" =>
         "job.toml:4: [workers] count: 3 workers but only 2 partitions: every worker needs at least one partition; lower the count or raise [data] partitions";
@@ -50,7 +52,7 @@ rejects! {
     unknown_pattern: "[straggler]\npattern = \"slow\"\n" =>
         "job.toml:2: [straggler] pattern: unknown pattern 'slow'; accepted: none, slow-worker, disrupted-machine, power-law, persistent, slow-link";
     unknown_policy: "[policy]\nname = \"fastest\"\n" =>
-        "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, forestall-ssp, ideal";
+        "job.toml:2: [policy] name: unknown policy 'fastest'; accepted: bsp, ssp, rapid-reassign, flexrr, speculate, backup-workers, proactive, proactive-clone, dpro-substitute, forestall, forestall-ssp, rebalance-stages, ideal";
     substitute_threshold: "[policy]\nname = \"dpro-substitute\"\nthreshold = 0.5\n" =>
         "job.toml:3: [policy] threshold: must be a number above 1 (got 0.5)";
     backups_all_workers: "[workers]\ncount = 2\n[policy]\nname = \"backup-workers\"\nbackups = 2\n" =>

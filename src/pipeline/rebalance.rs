@@ -1,0 +1,301 @@
+//! `rebalance-stages`: between iterations, each replica's layers re-cut
+//! between its stage workers and the partitions re-shared between the
+//! replicas, in proportion to the speeds measured in the iteration before
+//! (Malleus's idea at forestall's granularity: whole layers, whole
+//! partitions). A pure function of what every stage worker measured, so
+//! that every worker computes the same placement.
+
+use std::ops::Range;
+
+use serde::Serialize;
+
+use super::bound::best_split;
+use super::schedule::{timeline, Schedule, StageCost};
+
+/// Where a pipeline's work is in one iteration: each replica's cut and
+/// partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Each replica's layer bounds (S + 1 each: stage s holds
+    /// `bounds[s]..bounds[s + 1]`).
+    pub cuts: Vec<Vec<usize>>,
+    /// Each replica's partitions, ascending.
+    pub partitions: Vec<Vec<u32>>,
+}
+
+impl Placement {
+    /// Every replica cut at `bounds`, partition p on replica p mod R.
+    pub fn even(bounds: &[usize], replicas: u32, partitions: u32) -> Self {
+        Self {
+            cuts: vec![bounds.to_vec(); replicas as usize],
+            partitions: (0..replicas)
+                .map(|r| (r..partitions).step_by(replicas as usize).collect())
+                .collect(),
+        }
+    }
+
+    /// The layers stage `stage` of replica `replica` holds.
+    pub fn layers(&self, replica: u32, stage: u32) -> Range<usize> {
+        let b = &self.cuts[replica as usize];
+        b[stage as usize]..b[stage as usize + 1]
+    }
+}
+
+/// What the iteration before showed of one stage worker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// Its passes' time (compute and injected delay), µs.
+    pub pass_us: f64,
+    /// Images its passes covered.
+    pub rows: f64,
+}
+
+/// How much better a new placement must promise to be than the current
+/// one, under the same estimates, before the work moves.
+pub const MIN_GAIN: f64 = 0.05;
+
+/// The placement for the next iteration: each stage worker's slowdown
+/// estimated from `measured[r][s]` against the work its layers
+/// (`layer_costs`, forward and backward per image) held under `current`,
+/// then the replicas' best cuts and shares of the micro-batches
+/// ([`best_split`]), the shares rounded to whole partitions of
+/// `micro_per_partition` micro-batches each. None when the current
+/// placement is as good (within [`MIN_GAIN`]) or nothing was measured.
+pub fn rebalance(
+    current: &Placement,
+    measured: &[Vec<Measured>],
+    layer_costs: &[(f64, f64)],
+    schedule: Schedule,
+    micro_per_partition: u32,
+) -> Option<Placement> {
+    let replicas = current.cuts.len();
+    let stages = current.cuts.first()?.len() - 1;
+    let per_image =
+        |layers: Range<usize>| -> f64 { layer_costs[layers].iter().map(|(f, b)| f + b).sum() };
+    // µs per unit of modelled cost, per stage worker
+    let mut rate = vec![vec![0.0; stages]; replicas];
+    for r in 0..replicas {
+        for s in 0..stages {
+            let m = measured.get(r)?.get(s)?;
+            let work = m.rows * per_image(current.layers(r as u32, s as u32));
+            if !(m.pass_us.is_finite() && m.pass_us > 0.0 && work > 0.0) {
+                return None;
+            }
+            rate[r][s] = m.pass_us / work;
+        }
+    }
+    let mut all: Vec<f64> = rate.iter().flatten().copied().collect();
+    all.sort_by(f64::total_cmp);
+    let typical = all[all.len() / 2];
+    let slowdowns: Vec<Vec<f64>> = rate
+        .iter()
+        .map(|row| row.iter().map(|x| x / typical).collect())
+        .collect();
+    let costs: Vec<StageCost> = layer_costs
+        .iter()
+        .map(|&(forward, backward)| StageCost { forward, backward })
+        .collect();
+    let partitions: u32 = current.partitions.iter().map(|p| p.len() as u32).sum();
+    let micro = partitions * micro_per_partition;
+    // the current placement's iteration under these estimates
+    let now = (0..replicas)
+        .map(|r| {
+            let m = current.partitions[r].len() as u32 * micro_per_partition;
+            makespan(&costs, &slowdowns[r], &current.cuts[r], schedule, m)
+        })
+        .fold(0.0, f64::max);
+    let plans = best_split(&costs, &slowdowns, schedule, (micro, 0.0)).ok()?;
+    let shares = whole_partitions(
+        &plans.iter().map(|p| f64::from(p.micro)).collect::<Vec<_>>(),
+        partitions,
+        least_partitions(schedule, stages as u32, micro_per_partition),
+    );
+    let cuts: Vec<Vec<usize>> = plans
+        .iter()
+        .map(|p| {
+            let mut b: Vec<usize> = p.cut.iter().map(|r| r.start).collect();
+            b.push(layer_costs.len());
+            b
+        })
+        .collect();
+    let next = (0..replicas)
+        .map(|r| {
+            let m = shares[r] * micro_per_partition;
+            makespan(&costs, &slowdowns[r], &cuts[r], schedule, m)
+        })
+        .fold(0.0, f64::max);
+    if next >= (1.0 - MIN_GAIN) * now {
+        return None;
+    }
+    Some(Placement {
+        partitions: deal(&shares, partitions),
+        cuts,
+    })
+}
+
+/// The iteration of one replica of `micro` micro-batches cut at `bounds`,
+/// its stages `slowdowns` times slower.
+fn makespan(
+    costs: &[StageCost],
+    slowdowns: &[f64],
+    bounds: &[usize],
+    schedule: Schedule,
+    micro: u32,
+) -> f64 {
+    let stages: Vec<StageCost> = bounds
+        .windows(2)
+        .zip(slowdowns)
+        .map(|(b, &f)| StageCost {
+            forward: f * costs[b[0]..b[1]].iter().map(|c| c.forward).sum::<f64>(),
+            backward: f * costs[b[0]..b[1]].iter().map(|c| c.backward).sum::<f64>(),
+        })
+        .collect();
+    timeline(schedule, &stages, micro.max(1), 0.0).map_or(f64::INFINITY, |t| t.makespan)
+}
+
+/// The fewest partitions a replica may hold: enough micro-batches for the
+/// schedule, and at least one partition.
+fn least_partitions(schedule: Schedule, stages: u32, micro_per_partition: u32) -> u32 {
+    match schedule {
+        Schedule::OneFOneB => stages.div_ceil(micro_per_partition.max(1)).max(1),
+        Schedule::GPipe => 1,
+    }
+}
+
+/// `partitions` whole partitions shared in proportion to `wanted` (largest
+/// remainders first, ties to the earlier replica), each at least `least`.
+fn whole_partitions(wanted: &[f64], partitions: u32, least: u32) -> Vec<u32> {
+    let total: f64 = wanted.iter().sum();
+    let exact: Vec<f64> = wanted
+        .iter()
+        .map(|w| w / total.max(f64::MIN_POSITIVE) * f64::from(partitions))
+        .collect();
+    let mut shares: Vec<u32> = exact
+        .iter()
+        .map(|e| (e.floor() as u32).max(least))
+        .collect();
+    let mut order: Vec<usize> = (0..wanted.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    while shares.iter().sum::<u32>() < partitions {
+        for &r in &order {
+            if shares.iter().sum::<u32>() < partitions {
+                shares[r] += 1;
+            }
+        }
+    }
+    while shares.iter().sum::<u32>() > partitions {
+        // take from the replica most above its due, never below `least`
+        let r = (0..shares.len())
+            .filter(|&r| shares[r] > least)
+            .max_by(|&a, &b| {
+                (f64::from(shares[a]) - exact[a]).total_cmp(&(f64::from(shares[b]) - exact[b]))
+            })
+            .expect("partitions ≥ least × replicas");
+        shares[r] -= 1;
+    }
+    shares
+}
+
+/// Partitions dealt out by `shares`, round-robin over the replicas that
+/// still have room, so that each replica's partitions spread over the data.
+fn deal(shares: &[u32], partitions: u32) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); shares.len()];
+    let mut r = 0;
+    for p in 0..partitions {
+        while out[r].len() as u32 >= shares[r] {
+            r = (r + 1) % shares.len();
+        }
+        out[r].push(p);
+        r = (r + 1) % shares.len();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COSTS: [(f64, f64); 5] = [
+        (0.24, 0.09),
+        (0.53, 1.12),
+        (0.42, 0.84),
+        (0.33, 0.30),
+        (0.01, 0.01),
+    ];
+
+    /// What a placement's stage workers measure when worker (r, s) is
+    /// `slow[r][s]` times slower, per image of its layers' cost.
+    fn measure(p: &Placement, slow: &[Vec<f64>]) -> Vec<Vec<Measured>> {
+        (0..p.cuts.len())
+            .map(|r| {
+                let rows = p.partitions[r].len() as f64 * 16.0;
+                (0..p.cuts[r].len() - 1)
+                    .map(|s| {
+                        let cost: f64 = COSTS[p.layers(r as u32, s as u32)]
+                            .iter()
+                            .map(|(f, b)| f + b)
+                            .sum();
+                        Measured {
+                            pass_us: 1000.0 * slow[r][s] * rows * cost,
+                            rows,
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn equal_workers_keep_the_even_placement() {
+        let p = Placement::even(&[0, 2, 5], 2, 8);
+        assert_eq!(p.partitions, [vec![0, 2, 4, 6], vec![1, 3, 5, 7]]);
+        let m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
+        assert_eq!(rebalance(&p, &m, &COSTS, Schedule::OneFOneB, 2), None);
+    }
+
+    #[test]
+    fn a_slow_stage_worker_loses_layers_and_its_replica_data() {
+        let p = Placement::even(&[0, 2, 5], 2, 8);
+        // replica 0's first stage 2× slow
+        let slow = [vec![2.0, 1.0], vec![1.0, 1.0]];
+        let next = rebalance(&p, &measure(&p, &slow), &COSTS, Schedule::OneFOneB, 2)
+            .expect("a better placement");
+        assert!(
+            next.cuts[0][1] < 2,
+            "layers move off the slow stage: {:?}",
+            next.cuts
+        );
+        assert!(
+            next.partitions[0].len() < next.partitions[1].len(),
+            "{next:?}"
+        );
+        let mut all: Vec<u32> = next.partitions.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..8).collect::<Vec<_>>(), "every partition once");
+        // measured again under the new placement, it stays
+        let again = measure(&next, &slow);
+        assert_eq!(
+            rebalance(&next, &again, &COSTS, Schedule::OneFOneB, 2),
+            None
+        );
+    }
+
+    #[test]
+    fn shares_are_whole_partitions_with_room_for_the_schedule() {
+        assert_eq!(whole_partitions(&[3.0, 1.0], 8, 1), [6, 2]);
+        assert_eq!(whole_partitions(&[100.0, 0.0], 8, 2), [6, 2]);
+        assert_eq!(whole_partitions(&[1.0, 1.0, 1.0], 8, 1), [3, 3, 2]);
+        assert_eq!(deal(&[3, 1], 4), [vec![0, 2, 3], vec![1]]);
+        assert_eq!(least_partitions(Schedule::OneFOneB, 3, 2), 2);
+        assert_eq!(least_partitions(Schedule::GPipe, 3, 2), 1);
+    }
+
+    #[test]
+    fn nothing_measured_changes_nothing() {
+        let p = Placement::even(&[0, 2, 5], 2, 8);
+        let mut m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
+        m[1][0].pass_us = 0.0;
+        assert_eq!(rebalance(&p, &m, &COSTS, Schedule::OneFOneB, 2), None);
+        assert_eq!(rebalance(&p, &[], &COSTS, Schedule::OneFOneB, 2), None);
+    }
+}
