@@ -125,6 +125,35 @@ pub fn best_split(
         .collect())
 }
 
+/// A paced pipeline iteration's bound, µs: `micro` micro-batches of
+/// `micro_ns` nominal ns each (the whole net's forward and backward, shared
+/// among the layers by `layer_costs`), on stage workers `slowdowns[r][s]`
+/// times slower, at the best cuts and data shares ([`best_split`]): the
+/// slowest replica's iteration. None when no split fits the schedule.
+pub fn paced_bound_us(
+    layer_costs: &[(f64, f64)],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, micro_ns): (u32, f64),
+) -> Option<f64> {
+    let total: f64 = layer_costs.iter().map(|(f, b)| f + b).sum();
+    let scale = micro_ns / total.max(f64::MIN_POSITIVE) / 1e3;
+    let costs: Vec<StageCost> = layer_costs
+        .iter()
+        .map(|&(f, b)| StageCost {
+            forward: f * scale,
+            backward: b * scale,
+        })
+        .collect();
+    let plans = best_split(&costs, slowdowns, schedule, (micro, 0.0)).ok()?;
+    Some(
+        plans
+            .iter()
+            .map(|p| p.timeline.makespan)
+            .fold(0.0, f64::max),
+    )
+}
+
 /// Every cut of `layers` layers into `stages` non-empty contiguous ranges,
 /// in the order of their cut points.
 pub fn cuts(layers: usize, stages: usize) -> Vec<Vec<Range<usize>>> {

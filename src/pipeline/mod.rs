@@ -12,7 +12,7 @@ pub mod layout;
 pub mod rebalance;
 pub mod schedule;
 
-pub use bound::{best_cut, best_split, cuts, ReplicaPlan};
+pub use bound::{best_cut, best_split, cuts, paced_bound_us, ReplicaPlan};
 pub use layout::StageLayout;
 pub use rebalance::{rebalance, Measured, Placement};
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};

@@ -326,7 +326,14 @@ impl RunSummary {
                 );
             }
         }
-        // (a pipeline's bound is its own; the data-parallel one does not apply)
+        if self.bound_iteration_s > 0.0 && self.pipeline.is_some() {
+            let _ = writeln!(
+                s,
+                "bound        {:.2} s at the best cuts and data shares for the stage workers' speeds, the schedule's bubble included: this run took {:.3}× the bound",
+                self.bound_iteration_s,
+                self.iteration_s / self.bound_iteration_s
+            );
+        }
         if self.bound_iteration_s > 0.0 && self.bsp_semantics && self.pipeline.is_none() {
             let _ = writeln!(
                 s,

@@ -126,7 +126,14 @@ pub(super) fn sink_config(
         first_iteration: cx.first_iteration(),
         pace_ns_per_row: plan.pace_ns_per_row,
         job_start: cx.start,
-        stages: plan.parallel.as_ref().map(|l| l.stages),
+        pipeline: plan.parallel.clone().map(|layout| {
+            let units = u64::from(plan.partitions * plan.units_per_partition).max(1);
+            let micro_rows = match plan.micro_batch {
+                0 => cx.partitioning.rows_per_iteration() / units,
+                m => u64::from(m),
+            };
+            (layout, micro_rows as u32)
+        }),
         checkpoints: checkpoint_dir.map(|out| sink::Checkpointing {
             out,
             every: cx.checkpoint_every(),

@@ -209,9 +209,9 @@ pub struct SinkConfig {
     pub pace_ns_per_row: u64,
     /// The job clock's origin.
     pub job_start: std::time::Instant,
-    /// A pipeline's stages (worker `w` is stage `w mod S`); None for
+    /// A pipeline's layout and the rows of its micro-batches; None for
     /// data-parallel training.
-    pub stages: Option<u32>,
+    pub pipeline: Option<(crate::pipeline::StageLayout, u32)>,
     /// Checkpoints, if the job writes them.
     pub checkpoints: Option<Checkpointing>,
 }
@@ -582,16 +582,25 @@ impl<'a> Sink<'a> {
         let t = w.first().map_or(0, |r| r.iteration);
         let barrier_wait_us = w.iter().map(|r| r.barrier_wait_us).sum();
         self.out.ideal_us += crate::run::bound::iteration_ideal_us(&w, report.start_us);
-        let bound =
-            crate::run::bound::iteration_bounds(&w, report.start_us, self.config.pace_ns_per_row);
-        self.out.bound_us += bound.fluid_us;
-        self.out.unit_bound_us += bound.units_us;
-        if let Some(stages) = self.config.stages {
-            let wall = report.end_us.saturating_sub(report.start_us);
-            for r in &w {
-                let at = self.out.stage_bubble.entry(r.worker % stages).or_default();
-                at.0 += wall.saturating_sub(r.compute_us + r.gt_delay_us);
-                at.1 += wall;
+        match &self.config.pipeline {
+            None => {
+                let pace = self.config.pace_ns_per_row;
+                let bound = crate::run::bound::iteration_bounds(&w, report.start_us, pace);
+                self.out.bound_us += bound.fluid_us;
+                self.out.unit_bound_us += bound.units_us;
+            }
+            Some((layout, micro_rows)) => {
+                let wall = report.end_us.saturating_sub(report.start_us);
+                for r in &w {
+                    let at = self
+                        .out
+                        .stage_bubble
+                        .entry(r.worker % layout.stages)
+                        .or_default();
+                    at.0 += wall.saturating_sub(r.compute_us + r.gt_delay_us);
+                    at.1 += wall;
+                }
+                self.out.bound_us += self.pipeline_bound_us(layout, *micro_rows, &w);
             }
         }
         self.workers.append(&mut w);
@@ -599,6 +608,36 @@ impl<'a> Sink<'a> {
         if let Some(observer) = self.observer.as_mut() {
             observer(Progress::Trained { iteration: t });
         }
+    }
+
+    /// A paced pipeline iteration's bound (0 at native speed): the best
+    /// cuts and data shares for the slowdowns its stage workers met.
+    fn pipeline_bound_us(
+        &self,
+        layout: &crate::pipeline::StageLayout,
+        micro_rows: u32,
+        w: &[WorkerRecord],
+    ) -> u64 {
+        let (pace, Some(staged)) = (self.config.pace_ns_per_row, self.workload.staged()) else {
+            return 0;
+        };
+        if pace == 0 || micro_rows == 0 {
+            return 0;
+        }
+        let mut slowdowns = vec![vec![1.0; layout.stages as usize]; layout.replicas as usize];
+        for r in w {
+            let (replica, stage) = layout.place(r.worker);
+            slowdowns[replica as usize][stage as usize] = r.gt_slowdown.max(1.0);
+        }
+        let micro = (self.config.rows_per_iteration / u64::from(micro_rows)) as u32;
+        let micro_ns = pace as f64 * f64::from(micro_rows);
+        crate::pipeline::paced_bound_us(
+            staged.layer_costs(),
+            &slowdowns,
+            layout.schedule,
+            (micro, micro_ns),
+        )
+        .map_or(0, |b| b as u64)
     }
 
     /// Assembles every row that is complete, in order, and writes a part
