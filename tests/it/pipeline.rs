@@ -325,3 +325,40 @@ fn a_schedule_without_enough_micro_batches_is_refused_by_name() {
         "layers",
     );
 }
+
+/// `rebalance-stages` with stage 1 of replica 0 (worker 1) 3× slow, paced:
+/// the work moves off it from the second iteration (layers off its stage,
+/// or partitions off its replica), and the parameters keep their bits, in
+/// one process and across two.
+#[test]
+fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
+    let (reference, _) = train(&job(1, ""));
+    let text = job(
+        4,
+        "pace_ns_per_row = 5000000\n[parallel]\nstages = 2\n\
+         [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0\n\
+         [policy]\nname = \"rebalance-stages\"",
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let out = run_workload_in(&plan(&text), cnn(), dir.path());
+    assert_eq!(out.digest, reference);
+    let (first, placement) = out.recuts.first().expect("the work moved");
+    assert_eq!(*first, 1, "from the iteration after the first measured");
+    let slow_layers = placement.layers(0, 1).len();
+    let slow_share = placement.partitions[0].len();
+    assert!(
+        slow_layers < 3 || slow_share < 4,
+        "layers or data off the slow stage worker: {placement:?}"
+    );
+    let mut all: Vec<u32> = placement.partitions.concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..8).collect::<Vec<_>>());
+    // the same across 2 processes of 2 threads
+    std::fs::write(dir.path().join("job.toml"), &text).expect("job");
+    let o = forestall_in(
+        dir.path(),
+        &["run", "job.toml", "--out", "procs", "--json", "--processes", "2", "--threads", "2"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(summary_digest(&o), reference);
+}
