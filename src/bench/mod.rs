@@ -459,6 +459,14 @@ pub fn run_pipeline(
                 (launched.output, layout, launched.recovery_s, (None, None))
             }
             None => {
+                // The plan beside the trace, as `forestall run` writes it
+                // (`whatif --cut` reads a pipeline's layout from it).
+                std::fs::create_dir_all(&trace_dir)
+                    .and_then(|()| std::fs::write(trace_dir.join("plan.json"), plan.to_json()))
+                    .map_err(|source| BenchError::Write {
+                        path: trace_dir.join("plan.json"),
+                        source,
+                    })?;
                 // The run writes its checkpoints beside its trace, as `forestall
                 // run` does, so their cost is in the figures.
                 let options = RunOptions {

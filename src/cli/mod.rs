@@ -17,6 +17,7 @@ pub mod runs;
 pub mod trace;
 pub mod tune;
 pub mod whatif;
+mod whatif_cut;
 
 use std::process::ExitCode;
 

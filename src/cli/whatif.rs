@@ -54,6 +54,12 @@ pub struct WhatIfArgs {
     /// predictor train`.
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
+    /// A pipeline run (`[parallel]`) replayed with its layers cut
+    /// elsewhere instead of under policies: the layers its stages after the
+    /// first begin at (`conv3`, `conv2,lstm`), or `best` (each iteration's
+    /// best cuts and data shares for its measured stage speeds).
+    #[arg(long, value_name = "LAYER,…|best", conflicts_with_all = ["policies", "split", "micro_batches", "predictor", "model"])]
+    pub cut: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -99,6 +105,9 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             bail!("{} holds no trace", path.display());
         }
         dirs.extend(found);
+    }
+    if let Some(cut) = &args.cut {
+        return super::whatif_cut::run(cut, &dirs, global);
     }
     for dir in &dirs {
         let mut timings = Timings::load(dir)?;

@@ -15,7 +15,7 @@ use super::schedule::Schedule;
 use crate::data::partition::even_range;
 
 /// A job's pipeline (`[parallel]`), validated.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StageLayout {
     /// Stages S.
     pub stages: u32,

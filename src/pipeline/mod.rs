@@ -11,6 +11,7 @@ pub mod bound;
 pub mod layout;
 pub mod rebalance;
 pub mod schedule;
+pub mod whatif;
 
 pub use bound::{best_cut, best_split, cuts, paced_bound_us, ReplicaPlan};
 pub use layout::StageLayout;

@@ -70,31 +70,8 @@ pub fn rebalance(
 ) -> Option<Placement> {
     let replicas = current.cuts.len();
     let stages = current.cuts.first()?.len() - 1;
-    let per_image =
-        |layers: Range<usize>| -> f64 { layer_costs[layers].iter().map(|(f, b)| f + b).sum() };
-    // µs per unit of modelled cost, per stage worker
-    let mut rate = vec![vec![0.0; stages]; replicas];
-    for r in 0..replicas {
-        for s in 0..stages {
-            let m = measured.get(r)?.get(s)?;
-            let work = m.rows * per_image(current.layers(r as u32, s as u32));
-            if !(m.pass_us.is_finite() && m.pass_us > 0.0 && work > 0.0) {
-                return None;
-            }
-            rate[r][s] = m.pass_us / work;
-        }
-    }
-    let mut all: Vec<f64> = rate.iter().flatten().copied().collect();
-    all.sort_by(f64::total_cmp);
-    let typical = all[all.len() / 2];
-    let slowdowns: Vec<Vec<f64>> = rate
-        .iter()
-        .map(|row| row.iter().map(|x| x / typical).collect())
-        .collect();
-    let costs: Vec<StageCost> = layer_costs
-        .iter()
-        .map(|&(forward, backward)| StageCost { forward, backward })
-        .collect();
+    let (slowdowns, _) = slowdowns(current, measured, layer_costs)?;
+    let costs = stage_costs(layer_costs);
     let partitions: u32 = current.partitions.iter().map(|p| p.len() as u32).sum();
     let micro = partitions * micro_per_partition;
     // the current placement's iteration under these estimates
@@ -133,9 +110,52 @@ pub fn rebalance(
     })
 }
 
+/// Each stage worker's slowdown (its time per unit of the layers' modelled
+/// cost over the median worker's) and the median's µs per unit of cost,
+/// from what each measured under `current`. None when something was not
+/// measured.
+pub fn slowdowns(
+    current: &Placement,
+    measured: &[Vec<Measured>],
+    layer_costs: &[(f64, f64)],
+) -> Option<(Vec<Vec<f64>>, f64)> {
+    let replicas = current.cuts.len();
+    let stages = current.cuts.first()?.len() - 1;
+    let per_image =
+        |layers: Range<usize>| -> f64 { layer_costs[layers].iter().map(|(f, b)| f + b).sum() };
+    let rate: Vec<Vec<f64>> = (0..replicas)
+        .map(|r| {
+            (0..stages)
+                .map(|s| {
+                    let m = measured.get(r)?.get(s)?;
+                    let work = m.rows * per_image(current.layers(r as u32, s as u32));
+                    (m.pass_us.is_finite() && m.pass_us > 0.0 && work > 0.0)
+                        .then(|| m.pass_us / work)
+                })
+                .collect::<Option<Vec<f64>>>()
+        })
+        .collect::<Option<_>>()?;
+    let mut all: Vec<f64> = rate.iter().flatten().copied().collect();
+    all.sort_by(f64::total_cmp);
+    let typical = all[all.len() / 2];
+    let slowdowns = rate
+        .iter()
+        .map(|row| row.iter().map(|x| x / typical).collect())
+        .collect();
+    Some((slowdowns, typical))
+}
+
+/// The layers' costs as a schedule's stage costs.
+pub fn stage_costs(layer_costs: &[(f64, f64)]) -> Vec<StageCost> {
+    layer_costs
+        .iter()
+        .map(|&(forward, backward)| StageCost { forward, backward })
+        .collect()
+}
+
 /// The iteration of one replica of `micro` micro-batches cut at `bounds`,
 /// its stages `slowdowns` times slower.
-fn makespan(
+pub fn makespan(
     costs: &[StageCost],
     slowdowns: &[f64],
     bounds: &[usize],

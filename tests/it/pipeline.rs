@@ -353,12 +353,69 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     let mut all: Vec<u32> = placement.partitions.concat();
     all.sort_unstable();
     assert_eq!(all, (0..8).collect::<Vec<_>>());
-    // the same across 2 processes of 2 threads
-    std::fs::write(dir.path().join("job.toml"), &text).expect("job");
+    // the same across 2 processes of 2 threads (at native speed: `run`
+    // refuses a pace shorter than the machine's compute)
+    let native = text.replace("pace_ns_per_row = 5000000\n", "");
+    std::fs::write(dir.path().join("job.toml"), native).expect("job");
     let o = forestall_in(
         dir.path(),
-        &["run", "job.toml", "--out", "procs", "--json", "--processes", "2", "--threads", "2"],
+        &[
+            "run",
+            "job.toml",
+            "--out",
+            "procs",
+            "--json",
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+        ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(summary_digest(&o), reference);
+}
+
+/// `whatif --cut` replays a pipeline run's iterations with its layers cut
+/// elsewhere: moving work off a 3× slow stage worker shortens them, its
+/// own cut predicts what was recorded, and bad cuts or a data-parallel
+/// run are refused by name.
+#[test]
+fn whatif_replays_a_pipeline_run_with_another_cut() {
+    let slow = "[parallel]\nstages = 2\n\
+                [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0";
+    let dir = tempfile::tempdir().expect("dir");
+    let run = |text: &str, out: &str| {
+        std::fs::write(dir.path().join("job.toml"), text).expect("job");
+        let o = forestall_in(dir.path(), &["run", "job.toml", "--out", out]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&job(2, slow), "pipe");
+    let whatif = |cut: &str| forestall_in(dir.path(), &["whatif", "pipe", "--cut", cut, "--json"]);
+    let line = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        crate::common::json_data(&o.stdout)[0].clone()
+    };
+    let own = line(&whatif("conv3"));
+    let ratio = |v: &serde_json::Value| {
+        v["predicted_ms"].as_f64().expect("ms") / v["recorded_ms"].as_f64().expect("ms")
+    };
+    assert!((ratio(&own) - 1.0).abs() < 1e-9, "its own cut: {own}");
+    let best = line(&whatif("best"));
+    assert!(ratio(&best) < 0.9, "layers off the slow stage: {best}");
+    let moved = line(&whatif("lstm"));
+    assert!(ratio(&moved) < 1.0, "conv3 to the fast stage: {moved}");
+    for (cut, expected) in [
+        ("conv1", "'conv1' does not begin a stage"),
+        ("pool", "'pool' names no layer"),
+        ("conv2,lstm", "the run has 2 stages"),
+    ] {
+        let o = whatif(cut);
+        assert!(!o.status.success());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(expected), "{cut}: {stderr}");
+    }
+    run(&job(1, ""), "dp");
+    let o = forestall_in(dir.path(), &["whatif", "dp", "--cut", "best"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("trained data-parallel"));
 }

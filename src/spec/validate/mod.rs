@@ -311,7 +311,7 @@ fn check_workers(cx: &Context<'_>, spec: &JobSpec, partitions: u32) -> Result<Ch
     }
     // a pipeline's replicas hold the data, each over its stages' workers
     let stages = parallel::stages_asked(spec);
-    let holders = if stages > 0 && workers % stages == 0 {
+    let holders = if stages > 0 && workers.is_multiple_of(stages) {
         workers / stages
     } else {
         workers

@@ -63,7 +63,7 @@ pub(super) fn check_parallel(
             format!("{stages} stages need at least {stages} workers, one a stage ([workers] count is {workers})"),
         ));
     }
-    if workers % stages != 0 {
+    if !workers.is_multiple_of(stages) {
         return Err(invalid(
             "stages",
             format!("[workers] count {workers} is not divisible by {stages} stages: the workers are stages × replicas"),
