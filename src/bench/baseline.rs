@@ -306,6 +306,8 @@ mod tests {
             processes: 1,
             checkpoint_every: 0,
             rows_per_s: None,
+            bubble: None,
+            mb_sent_per_iteration: None,
             cpus: String::new(),
             recovery_s: None,
             start_ms: None,

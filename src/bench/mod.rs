@@ -360,6 +360,8 @@ pub fn run_pipeline(
             start_ms: None,
             gather_s: None,
             rows_per_s: None,
+            bubble: None,
+            mb_sent_per_iteration: None,
             cpus: run.cpus.as_deref().map(pin::cpu_list).unwrap_or_default(),
         };
         let key = plan.math_hash();
@@ -513,6 +515,13 @@ pub fn run_pipeline(
             rows_per_s: (span_us > 0).then(|| {
                 out.iterations.iter().map(|i| i.rows).sum::<u64>() as f64 / (span_us as f64 / 1e6)
             }),
+            bubble: summary
+                .pipeline
+                .as_ref()
+                .map(|p| p.bubble.iter().sum::<f64>() / p.bubble.len().max(1) as f64),
+            mb_sent_per_iteration: Some(
+                out.bytes_sent as f64 / 1e6 / out.iterations.len().max(1) as f64,
+            ),
             load_ms: load_us as f64 / 1000.0,
             median_iteration_ms: summary.median_iteration_ms,
             bound_iteration_ms: spanned(summary.bound_iteration_s),

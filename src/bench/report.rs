@@ -324,8 +324,49 @@ pub fn summary(spec: &PipelineSpec, rows: &[BenchRow]) -> String {
         let _ = writeln!(s);
         workload_metrics(&mut s, &groups);
         host_costs(&mut s, &groups);
+        if rows.iter().any(|r| r.bubble.is_some()) {
+            throughput(&mut s, &groups);
+        }
     }
     s
+}
+
+/// A bench with pipeline runs: each group's images per second, bytes sent
+/// per iteration and (pipelines) bubble, mean over its runs.
+fn throughput(s: &mut String, groups: &BTreeMap<GroupKey, Vec<&BenchRow>>) {
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let lines: Vec<String> = groups
+        .iter()
+        .map(|(key, group)| {
+            let images = mean(group.iter().filter_map(|r| r.rows_per_s).collect());
+            let sent = mean(
+                group
+                    .iter()
+                    .filter_map(|r| r.mb_sent_per_iteration)
+                    .collect(),
+            );
+            let bubble = mean(group.iter().filter_map(|r| r.bubble).collect());
+            format!(
+                "- {} {} W = {}: {} images/s, {} MB sent per iteration{}",
+                key.kind,
+                key.label(),
+                key.workers,
+                images.map_or("—".to_owned(), |v| format!("{v:.1}")),
+                sent.map_or("—".to_owned(), |v| format!("{v:.2}")),
+                bubble.map_or(String::new(), |b| format!(", bubble {:.1} %", 100.0 * b))
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "Throughput and traffic (images per second over the iterations' span; bytes the \
+         workers sent: gradient slices, and a pipeline's activations and their gradients, \
+         not the parameter versions; a pipeline's bubble, mean over its stages):\n"
+    );
+    for line in lines {
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(s);
 }
 
 /// Runs on namespaced hosts: the slowest handshake at start and the

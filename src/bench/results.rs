@@ -106,6 +106,13 @@ pub struct BenchRow {
     pub gather_s: Option<f64>,
     /// Training rows (images) per second over the iterations' span.
     pub rows_per_s: Option<f64>,
+    /// A pipeline run's bubble: the mean over its stages of the share of
+    /// the iterations' time outside their passes (None: data-parallel).
+    pub bubble: Option<f64>,
+    /// Bytes the workers sent per iteration, MB: gradient slices, and a
+    /// pipeline's activations and their gradients (not the parameter
+    /// versions).
+    pub mb_sent_per_iteration: Option<f64>,
     /// The CPUs the run was pinned to (`"0"`, `"0,1"`; empty: not pinned).
     pub cpus: String,
     /// The workload's own final metrics on the evaluation rows (e.g. `rmse`),
@@ -195,6 +202,11 @@ pub fn write_rows(path: &Path, rows: &[BenchRow]) -> Result<(), parquet::errors:
         ("start_ms", opt_f64s(|r| r.start_ms)),
         ("gather_s", opt_f64s(|r| r.gather_s)),
         ("rows_per_s", opt_f64s(|r| r.rows_per_s)),
+        ("bubble", opt_f64s(|r| r.bubble)),
+        (
+            "mb_sent_per_iteration",
+            opt_f64s(|r| r.mb_sent_per_iteration),
+        ),
         ("cpus", s(|r| &r.cpus)),
         ("test_metrics", s(|r| &r.test_metrics)),
         ("settings", s(|r| &r.settings)),
@@ -352,6 +364,7 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
     let (start, gather) = (f64s("start_ms")?, f64s("gather_s")?);
     let (bsp, matches) = (bools("bsp_semantics")?, bools("digest_matches")?);
     let (rows_per_s, cpus) = (f64s("rows_per_s")?, opt_string("cpus")?);
+    let (bubble, sent) = (f64s("bubble")?, f64s("mb_sent_per_iteration")?);
     let metrics = opt_string("test_metrics")?;
     let settings = opt_string("settings")?;
     fn get<A: Array, T>(a: Option<&A>, i: usize, f: impl Fn(&A, usize) -> T) -> Option<T> {
@@ -400,6 +413,8 @@ fn decode(batch: &RecordBatch) -> Result<Vec<BenchRow>, String> {
             start_ms: f(start, i),
             gather_s: f(gather, i),
             rows_per_s: f(rows_per_s, i),
+            bubble: f(bubble, i),
+            mb_sent_per_iteration: f(sent, i),
             cpus: get(cpus, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
             test_metrics: get(metrics, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
             settings: get(settings, i, |a, i| a.value(i).to_owned()).unwrap_or_default(),
@@ -451,6 +466,8 @@ mod tests {
             start_ms: None,
             gather_s: None,
             rows_per_s: Some(1234.5),
+            bubble: Some(0.25),
+            mb_sent_per_iteration: Some(1.5),
             cpus: "0".into(),
         }
     }

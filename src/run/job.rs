@@ -353,5 +353,6 @@ pub(super) fn output(
         stage_memory: sink.stage_memory,
         stage_bubble: sink.stage_bubble,
         recuts: sink.recuts,
+        bytes_sent: sink.bytes_sent,
     })
 }

@@ -178,6 +178,10 @@ pub struct RunOutput {
     pub stage_bubble: std::collections::BTreeMap<u32, (u64, u64)>,
     /// `rebalance-stages`: each new placement, from its first iteration.
     pub recuts: Vec<(u64, crate::pipeline::Placement)>,
+    /// Bytes the workers sent (this process's iterations' rows): gradient
+    /// slices, and a pipeline's activations and their gradients; not the
+    /// parameter versions.
+    pub bytes_sent: u64,
     /// The iteration this run started at (a resumed run's checkpoint), whose
     /// earlier rows `iterations` holds from the trace.
     pub first_iteration: u64,

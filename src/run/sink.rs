@@ -167,6 +167,9 @@ pub struct SinkOutput {
     pub stage_bubble: BTreeMap<u32, (u64, u64)>,
     /// `rebalance-stages`: each new placement, from its first iteration.
     pub recuts: Vec<(u64, crate::pipeline::Placement)>,
+    /// Σ over the iterations and workers of the bytes they sent (gradient
+    /// slices; a pipeline's activations and their gradients too).
+    pub bytes_sent: u64,
 }
 
 /// Why the sink stopped the run.
@@ -464,6 +467,7 @@ impl<'a> Sink<'a> {
                 stage_memory: BTreeMap::new(),
                 stage_bubble: BTreeMap::new(),
                 recuts: Vec::new(),
+                bytes_sent: 0,
                 diverged: None,
                 checkpoints: Vec::new(),
             },
@@ -603,6 +607,7 @@ impl<'a> Sink<'a> {
                 self.out.bound_us += self.pipeline_bound_us(layout, *micro_rows, &w);
             }
         }
+        self.out.bytes_sent += w.iter().map(|r| r.bytes_sent).sum::<u64>();
         self.workers.append(&mut w);
         self.pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
         if let Some(observer) = self.observer.as_mut() {

@@ -710,30 +710,19 @@ impl StageWorker {
         let epoch = self.epoch.take().expect("called within an iteration");
         let units = epoch.records.len() as u32;
         let record = WorkerRecord {
-            iteration: epoch.iteration,
-            worker: self.worker,
             process: self.cx.process_of(self.worker),
             units,
             rows: epoch.micro.iter().map(|b| b.rows.len() as u64).sum(),
-            ready_us: epoch.ready_us,
-            finish_us: epoch.last_end_us,
             compute_us: epoch.compute_us,
-            busy_us: epoch.last_end_us.saturating_sub(epoch.ready_us),
-            barrier_wait_us: 0,
-            operator_us: 0,
             bytes_sent: epoch.bytes_sent,
-            bytes_moved: 0,
-            units_given: 0,
-            control_sent: 0,
-            control_bytes: 0,
-            units_cancelled: 0,
-            wasted_us: 0,
-            transit_us: 0,
-            params_transit_us: 0,
-            params_version: epoch.iteration,
-            predicted_unit_us: None,
             gt_slowdown: epoch.max_slowdown,
             gt_delay_us: epoch.delay_us,
+            ..WorkerRecord::single_unit(
+                epoch.iteration,
+                self.worker,
+                epoch.ready_us,
+                epoch.last_end_us,
+            )
         };
         let _ = self.sink.send(SinkEvent::StageMemory {
             worker: self.worker,

@@ -87,12 +87,12 @@ pub fn validate_with(
         .unwrap_or_default();
     let (name, iterations) = check_job(&cx, spec, path)?;
     let (model, defaults) = check_model(&cx, spec)?;
+    let parallel = parallel::check_parallel(&cx, spec, &model)?;
     let data = check_data(&cx, spec, &model, &defaults, &base_dir)?;
     let (optimizer, eval_every) = check_optimizer(&cx, spec, &defaults)?;
     let workers = check_workers(&cx, spec, data.partitions)?;
     let (pattern, disruptor) = validate_pattern(&cx, &spec.straggler, workers.count)?;
     let policy = validate_policy(&cx, &spec.policy, workers.count)?;
-    let parallel = parallel::check_parallel(&cx, spec, (&model, workers.count, &policy))?;
     let (model, optimizer) = lda_updates(model, optimizer, &policy);
     let respond = check_respond(&cx, spec)?;
     let predictor = validate_predictor(&cx, &spec.predictor, &base_dir, &policy)?;

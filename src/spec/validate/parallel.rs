@@ -5,7 +5,7 @@ use super::super::job::JobSpec;
 use super::context::Context;
 use super::Result;
 use crate::pipeline::{best_cut, Schedule, StageCost, StageLayout};
-use crate::policy::PolicyPlan;
+use crate::spec::plan::{AVAILABLE_POLICIES, DEFAULT_WORKERS};
 use crate::workload::cnn::net::stages::{LAYERS, LAYER_COSTS};
 use crate::workload::ModelPlan;
 
@@ -21,14 +21,18 @@ pub(super) fn stages_asked(spec: &JobSpec) -> u32 {
         .map_or(1, |p| p.stages.unwrap_or(DEFAULT_STAGES))
 }
 
-/// Checks `[parallel]` against the model, the worker count and the policy.
+/// Checks `[parallel]` against the model, the worker count and the
+/// policy's name, before the data is looked at (a layout's mistakes are
+/// reported whether or not the dataset is there).
 pub(super) fn check_parallel(
     cx: &Context<'_>,
     spec: &JobSpec,
-    (model, workers, policy): (&ModelPlan, u32, &PolicyPlan),
+    model: &ModelPlan,
 ) -> Result<Option<StageLayout>> {
+    let workers = spec.workers.count.unwrap_or(DEFAULT_WORKERS);
+    let policy = spec.policy.name.as_deref().unwrap_or("bsp");
     let Some(section) = &spec.parallel else {
-        if matches!(policy, PolicyPlan::RebalanceStages) {
+        if policy == "rebalance-stages" {
             return Err(cx.invalid(
                 "policy",
                 "name",
@@ -86,16 +90,14 @@ pub(super) fn check_parallel(
         Some(names) => named_cut(names, stages).map_err(|m| invalid("cut", m))?,
         None => default_cut(stages, schedule),
     };
-    if !matches!(
-        policy,
-        PolicyPlan::Bsp | PolicyPlan::Ideal | PolicyPlan::RebalanceStages
-    ) {
+    // (an unknown name is the policy's own check's to report)
+    let pipelined = ["bsp", "ideal", "rebalance-stages"];
+    if AVAILABLE_POLICIES.contains(&policy) && !pipelined.contains(&policy) {
         return Err(cx.invalid(
             "policy",
             "name",
             format!(
-                "'{}' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal",
-                policy.as_str()
+                "'{policy}' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal"
             ),
         ));
     }
