@@ -21,15 +21,18 @@
 //!    step.
 //! 9. [`predict`]: straggler predictors over worker histories, and their scores.
 //! 10. [`policy`]: mitigation policies as pure decisions over what is known.
-//! 11. [`pipeline`]: model-parallel schedules (GPipe, 1F1B), their bubble
-//!     and the best cut of the layers into stages, as pure functions.
+//! 11. [`pipeline`]: model-parallel training's pure parts: schedules (GPipe,
+//!     1F1B), their bubble, the stage layout, the best cut of the layers
+//!     into stages and `rebalance-stages`' placements.
 //! 12. [`spec`]: a job file as written (`JobSpec`, TOML) validated into a
 //!     `JobPlan` with every default applied and every path resolved.
 //! 13. [`checkpoint`]: what a job needs to continue from an iteration.
-//! 14. [`run`]: the timely dataflow. One training iteration is one timely
-//!     epoch; compute operators process one unit per activation, gradients
-//!     travel to parameter-shard owners that reduce them in partition order.
-//! 15. [`ops`]: operation-level traces and their what-if replay.
+//! 14. [`ops`]: operation-level traces and their what-if replay (also a
+//!     pipeline run's, with its layers cut elsewhere).
+//! 15. [`run`]: the timely dataflow. One training iteration is one timely
+//!     epoch; compute operators process one unit per activation (pipeline
+//!     stage operators one pass), gradients travel to parameter-shard
+//!     owners that reduce them in partition order.
 //! 16. [`import`]: real public traces turned into the trace schema.
 //! 17. [`analyze`]: offline trace analysis, which worker is slow, when and why.
 //! 18. [`whatif`]: the policies' agents replayed over recorded timings.

@@ -1,6 +1,6 @@
 //! `forestall whatif RUN --cut LAYER…|best`: a pipeline run's iterations as
 //! they would have run with its layers cut elsewhere
-//! ([`crate::pipeline::whatif`]), from its operation trace and plan.
+//! ([`crate::ops::recut`]), from its operation trace and plan.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::output::print_stdout;
 use super::GlobalArgs;
 use crate::ops::read_ops;
-use crate::pipeline::whatif::{recut_steps, NewCut, RecutStep};
+use crate::ops::recut::{recut_steps, NewCut, RecutStep};
 use crate::pipeline::StageLayout;
 use crate::report::json;
 use crate::stats::mean;

@@ -22,6 +22,7 @@
 
 pub mod graph;
 pub mod record;
+pub mod recut;
 pub mod simulate;
 
 use std::collections::BTreeMap;

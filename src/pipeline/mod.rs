@@ -1,17 +1,16 @@
 //! Model-parallel (pipeline) training's pure parts: the order in which a
 //! stage runs its micro-batches' passes under a named schedule, what that
-//! order costs when stages wait on each other (the bubble), and the best
-//! cut of the layers into stages for the stage workers' speeds (the
-//! pipeline's bound).
-//!
-//! Not yet here: the stages as timely dataflow, which will run these
-//! orders; see `docs/model-parallel.md` for where that stands.
+//! order costs when stages wait on each other (the bubble), where the
+//! stages run and what they hold (`layout`), the best cut of the layers
+//! into stages for the stage workers' speeds (the pipeline's bound), and
+//! `rebalance-stages`' placements. The stage operators that run these
+//! orders on timely dataflow are in `run::stage`; see
+//! `docs/model-parallel.md`.
 
 pub mod bound;
 pub mod layout;
 pub mod rebalance;
 pub mod schedule;
-pub mod whatif;
 
 pub use bound::{best_cut, best_split, cuts, paced_bound_us, ReplicaPlan};
 pub use layout::StageLayout;

@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::bound::best_split;
-use super::rebalance::{makespan, slowdowns, stage_costs, Measured, Placement};
-use super::StageLayout;
-use crate::ops::{OpKind, OpRecord};
+use super::{OpKind, OpRecord};
+use crate::pipeline::rebalance::{makespan, slowdowns, stage_costs, Measured, Placement};
+use crate::pipeline::{best_split, StageLayout};
 
 /// The cut a what-if asks about.
 #[derive(Debug, Clone, PartialEq)]
