@@ -66,12 +66,6 @@ impl StageLayout {
         shards
     }
 
-    /// The shards stage `stage` reads and writes: those of its replicas'
-    /// workers of the same stage.
-    pub fn stage_shards(&self, stage: u32) -> impl Iterator<Item = u32> + '_ {
-        (0..self.replicas).map(move |r| self.worker(r, stage))
-    }
-
     /// Whether `worker` needs shard `shard`'s versions: its stage's shards,
     /// and worker 0 every shard (it hands each whole version to the sink).
     pub fn reads_shard(&self, worker: u32, shard: u32) -> bool {
@@ -119,7 +113,6 @@ mod tests {
             let coords = params(l.layers(stage));
             assert!(coords.start <= shard.start && shard.end <= coords.end);
         }
-        assert_eq!(l.stage_shards(1).collect::<Vec<_>>(), [1, 3]);
         assert!(l.reads_shard(3, 1) && !l.reads_shard(3, 0) && l.reads_shard(0, 3));
     }
 }

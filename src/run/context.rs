@@ -272,16 +272,6 @@ impl JobContext {
         &self.assignments[worker as usize]
     }
 
-    /// Partitions whose micro-batches `worker` passes through its stage:
-    /// those of its replica (held by the replica's first stage). Without
-    /// a pipeline, its [`Self::assignment`].
-    pub fn replica_partitions(&self, worker: u32) -> &[u32] {
-        match &self.plan.parallel {
-            Some(layout) => self.assignment(layout.worker(layout.place(worker).0, 0)),
-            None => self.assignment(worker),
-        }
-    }
-
     /// Whether `worker` is sent shard `shard`'s versions: every shard, or,
     /// in a pipeline, those of its stage (and worker 0 every one).
     pub fn reads_shard(&self, worker: u32, shard: u32) -> bool {
