@@ -235,15 +235,8 @@ fn processes_with_different_plans_refuse_to_run() {
     std::fs::write(dir.join("hosts"), addresses.join("\n")).expect("hosts");
     let start = |process: &str, iterations: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_forestall"))
+            .args(crate::common::hostfile_args("job.toml", process))
             .args([
-                "run",
-                "job.toml",
-                "--hostfile",
-                "hosts",
-                "--process",
-                process,
-                "--threads",
-                "2",
                 "--iterations",
                 iterations,
                 "--out",
