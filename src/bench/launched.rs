@@ -232,6 +232,7 @@ pub(super) fn read_back(out_dir: &Path) -> Result<RunOutput, LaunchFailure> {
         stage_memory: Default::default(),
         stage_bubble: Default::default(),
         recuts: Vec::new(),
+        stage_evaluations: (0, 0),
         bytes_sent: trace.workers.iter().map(|w| w.bytes_sent).sum(),
         first_iteration: 0,
         iterations: trace.iterations,

@@ -14,5 +14,5 @@ pub mod schedule;
 
 pub use bound::{best_cut, best_split, cuts, paced_bound_us, ReplicaPlan};
 pub use layout::StageLayout;
-pub use rebalance::{rebalance, Measured, Placement};
+pub use rebalance::{lasting, rebalance, slowdowns, Measured, Placement};
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};

@@ -54,23 +54,24 @@ pub struct Measured {
 /// one, under the same estimates, before the work moves.
 pub const MIN_GAIN: f64 = 0.05;
 
-/// The placement for the next iteration: each stage worker's slowdown
-/// estimated from `measured[r][s]` against the work its layers
-/// (`layer_costs`, forward and backward per image) held under `current`,
-/// then the replicas' best cuts and shares of the micro-batches
-/// ([`best_split`]), the shares rounded to whole partitions of
+/// The placement for the next iteration: the replicas' best cuts and
+/// shares of the micro-batches ([`best_split`]) for stage workers
+/// `slowdowns[r][s]` times slower than the median (see [`slowdowns`] and
+/// [`lasting`]), the shares rounded to whole partitions of
 /// `micro_per_partition` micro-batches each. None when the current
-/// placement is as good (within [`MIN_GAIN`]) or nothing was measured.
+/// placement is as good (within [`MIN_GAIN`]).
 pub fn rebalance(
     current: &Placement,
-    measured: &[Vec<Measured>],
+    slowdowns: &[Vec<f64>],
     layer_costs: &[(f64, f64)],
     schedule: Schedule,
     micro_per_partition: u32,
 ) -> Option<Placement> {
     let replicas = current.cuts.len();
     let stages = current.cuts.first()?.len() - 1;
-    let (slowdowns, _) = slowdowns(current, measured, layer_costs)?;
+    if slowdowns.len() != replicas || slowdowns.iter().any(|row| row.len() != stages) {
+        return None;
+    }
     let costs = stage_costs(layer_costs);
     let partitions: u32 = current.partitions.iter().map(|p| p.len() as u32).sum();
     let micro = partitions * micro_per_partition;
@@ -81,7 +82,7 @@ pub fn rebalance(
             makespan(&costs, &slowdowns[r], &current.cuts[r], schedule, m)
         })
         .fold(0.0, f64::max);
-    let plans = best_split(&costs, &slowdowns, schedule, (micro, 0.0)).ok()?;
+    let plans = best_split(&costs, slowdowns, schedule, (micro, 0.0)).ok()?;
     let shares = whole_partitions(
         &plans.iter().map(|p| f64::from(p.micro)).collect::<Vec<_>>(),
         partitions,
@@ -143,6 +144,24 @@ pub fn slowdowns(
         .map(|row| row.iter().map(|x| x / typical).collect())
         .collect();
     Some((slowdowns, typical))
+}
+
+/// The slowdowns a placement should follow: each stage worker's the lesser
+/// of its last two iterations' (`before`, `now`), so that work moves off a
+/// worker only once it has been slow twice in a row (a slowdown that
+/// changes every iteration, FlexRR's slow-worker, would otherwise draw the
+/// work after last iteration's straggler) and back as soon as it is not.
+/// None on the first iteration measured.
+pub fn lasting(before: Option<&[Vec<f64>]>, now: &[Vec<f64>]) -> Option<Vec<Vec<f64>>> {
+    let before = before?;
+    (before.len() == now.len()).then_some(())?;
+    before
+        .iter()
+        .zip(now)
+        .map(|(b, n)| {
+            (b.len() == n.len()).then(|| b.iter().zip(n).map(|(x, y)| x.min(*y)).collect())
+        })
+        .collect()
 }
 
 /// The layers' costs as a schedule's stage costs.
@@ -265,12 +284,20 @@ mod tests {
             .collect()
     }
 
+    /// The slowdowns `measured` shows under `p`.
+    fn seen(p: &Placement, measured: &[Vec<Measured>]) -> Vec<Vec<f64>> {
+        slowdowns(p, measured, &COSTS).expect("all measured").0
+    }
+
     #[test]
     fn equal_workers_keep_the_even_placement() {
         let p = Placement::even(&[0, 2, 5], 2, 8);
         assert_eq!(p.partitions, [vec![0, 2, 4, 6], vec![1, 3, 5, 7]]);
         let m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
-        assert_eq!(rebalance(&p, &m, &COSTS, Schedule::OneFOneB, 2), None);
+        assert_eq!(
+            rebalance(&p, &seen(&p, &m), &COSTS, Schedule::OneFOneB, 2),
+            None
+        );
     }
 
     #[test]
@@ -278,8 +305,14 @@ mod tests {
         let p = Placement::even(&[0, 2, 5], 2, 8);
         // replica 0's first stage 2× slow
         let slow = [vec![2.0, 1.0], vec![1.0, 1.0]];
-        let next = rebalance(&p, &measure(&p, &slow), &COSTS, Schedule::OneFOneB, 2)
-            .expect("a better placement");
+        let next = rebalance(
+            &p,
+            &seen(&p, &measure(&p, &slow)),
+            &COSTS,
+            Schedule::OneFOneB,
+            2,
+        )
+        .expect("a better placement");
         assert!(
             next.cuts[0][1] < 2,
             "layers move off the slow stage: {:?}",
@@ -295,7 +328,7 @@ mod tests {
         // measured again under the new placement, it stays
         let again = measure(&next, &slow);
         assert_eq!(
-            rebalance(&next, &again, &COSTS, Schedule::OneFOneB, 2),
+            rebalance(&next, &seen(&next, &again), &COSTS, Schedule::OneFOneB, 2),
             None
         );
     }
@@ -315,7 +348,31 @@ mod tests {
         let p = Placement::even(&[0, 2, 5], 2, 8);
         let mut m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
         m[1][0].pass_us = 0.0;
-        assert_eq!(rebalance(&p, &m, &COSTS, Schedule::OneFOneB, 2), None);
+        assert_eq!(slowdowns(&p, &m, &COSTS), None);
+        assert_eq!(slowdowns(&p, &[], &COSTS), None);
         assert_eq!(rebalance(&p, &[], &COSTS, Schedule::OneFOneB, 2), None);
+        assert_eq!(
+            rebalance(&p, &[vec![1.0], vec![1.0]], &COSTS, Schedule::OneFOneB, 2),
+            None,
+            "a row per stage"
+        );
+    }
+
+    #[test]
+    fn only_a_slowdown_seen_twice_in_a_row_moves_work() {
+        let p = Placement::even(&[0, 2, 5], 2, 8);
+        let fine = seen(&p, &measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]));
+        let slow = seen(&p, &measure(&p, &[vec![5.0, 1.0], vec![1.0, 1.0]]));
+        let other = seen(&p, &measure(&p, &[vec![1.0, 1.0], vec![1.0, 5.0]]));
+        assert_eq!(lasting(None, &slow), None, "nothing before the first");
+        // a different worker slow each iteration: nothing lasts
+        for (before, now) in [(&fine, &slow), (&slow, &other), (&slow, &fine)] {
+            let acted = lasting(Some(before), now).expect("two iterations");
+            assert_eq!(rebalance(&p, &acted, &COSTS, Schedule::OneFOneB, 2), None);
+        }
+        // the same worker slow twice: the work moves
+        let acted = lasting(Some(&slow), &slow).expect("two iterations");
+        assert!(rebalance(&p, &acted, &COSTS, Schedule::OneFOneB, 2).is_some());
+        assert_eq!(lasting(Some(&slow[..1]), &slow), None, "shapes differ");
     }
 }

@@ -115,6 +115,11 @@ pub struct PipelineSummary {
     /// ended with (each replica's stages and partitions).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recuts: Vec<Recut>,
+    /// Versions evaluated through the stages on the test set.
+    pub evaluated_in_stages: u32,
+    /// Versions evaluated whole instead (their stages' scores did not all
+    /// arrive).
+    pub evaluated_whole: u32,
 }
 
 /// A new placement of a pipeline's work.
@@ -144,6 +149,8 @@ impl PipelineSummary {
             activation_mb: (0..layout.stages)
                 .map(|s| memory(s).1 as f64 / 1e6)
                 .collect(),
+            evaluated_in_stages: out.stage_evaluations.0,
+            evaluated_whole: out.stage_evaluations.1,
             recuts: out
                 .recuts
                 .iter()
@@ -311,6 +318,15 @@ impl RunSummary {
                 s,
                 "bubble       of the iteration time outside the passes: {}",
                 bubble.join(", ")
+            );
+            let _ = writeln!(
+                s,
+                "evaluated    {} versions through the stages{}",
+                p.evaluated_in_stages,
+                match p.evaluated_whole {
+                    0 => String::new(),
+                    n => format!(", {n} whole (their scores did not all arrive)"),
+                }
             );
             if let Some(last) = p.recuts.last() {
                 let replicas: Vec<String> = (last.layers.iter().zip(&last.partitions))

@@ -134,7 +134,7 @@ impl Evaluator {
 
 /// Puts the calling thread at the lowest priority: `SCHED_IDLE` on Linux
 /// (runs only when a core has nothing else to run), else nice 19.
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 0 };

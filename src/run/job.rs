@@ -353,6 +353,7 @@ pub(super) fn output(
         stage_memory: sink.stage_memory,
         stage_bubble: sink.stage_bubble,
         recuts: sink.recuts,
+        stage_evaluations: sink.stage_evaluations,
         bytes_sent: sink.bytes_sent,
     })
 }

@@ -106,6 +106,16 @@ pub enum Progress {
     /// A pipeline stage worker's operations of an iteration (its passes,
     /// sends and receives), for the run's operation trace.
     Ops(Vec<StageOp>),
+    /// A pipeline's last stage scored one test batch of parameter version
+    /// `version` (the evaluation through the stages).
+    Scores {
+        /// The version.
+        version: u64,
+        /// The batch, among the workload's test batches.
+        batch: u32,
+        /// Each row's score and whether its label is positive.
+        scores: Vec<(f64, bool)>,
+    },
     /// Every shard of parameter version `version` reached `worker`; `late`
     /// holds, for each shard whose owner is on another host, how long it
     /// took (shard, µs).
@@ -209,6 +219,9 @@ pub struct StageTraffic {
     pub micro: u32,
     /// An activation (true) or its gradient (false).
     pub forward: bool,
+    /// An activation of the test set's evaluation (`micro` is then the
+    /// test batch; `iteration` the parameter version).
+    pub eval: bool,
     /// The values, row-major.
     pub values: Vec<f32>,
     /// Rows × columns.

@@ -26,6 +26,7 @@ pub mod reduce;
 pub mod scheduler;
 pub mod sink;
 pub mod stage;
+pub mod staged_eval;
 pub mod stop;
 pub mod token;
 pub mod wallclock;
@@ -178,6 +179,9 @@ pub struct RunOutput {
     pub stage_bubble: std::collections::BTreeMap<u32, (u64, u64)>,
     /// `rebalance-stages`: each new placement, from its first iteration.
     pub recuts: Vec<(u64, crate::pipeline::Placement)>,
+    /// A pipeline's evaluations: versions scored through its stages, and
+    /// whole (their scores did not all arrive).
+    pub stage_evaluations: (u32, u32),
     /// Bytes the workers sent (this process's iterations' rows): gradient
     /// slices, and a pipeline's activations and their gradients; not the
     /// parameter versions.

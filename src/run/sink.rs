@@ -17,6 +17,7 @@ use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
 use crate::detect::LaggardReport;
 use crate::fsutil::Quota;
 use crate::run::evaluator::{Evaluator, PENDING_BUDGET};
+use crate::run::staged_eval::StagedEvaluations;
 use crate::trace::{
     IterationRecord, TraceError, TraceWriter, UnitAction, UnitRecord, WorkerRecord,
 };
@@ -104,6 +105,15 @@ pub enum SinkEvent {
     /// A pipeline stage worker's operations of an iteration (worker 0's
     /// sink writes them all to `ops.parquet`).
     Ops(Vec<crate::run::messages::StageOp>),
+    /// A pipeline's last stage scored one test batch of `version`.
+    Scores {
+        /// The parameter version.
+        version: u64,
+        /// The batch, among the workload's test batches.
+        batch: u32,
+        /// Each row's score and whether its label is positive.
+        scores: Vec<(f64, bool)>,
+    },
     /// A complete parameter version (worker 0); version `iterations` is final.
     Params {
         /// Version.
@@ -167,6 +177,9 @@ pub struct SinkOutput {
     pub stage_bubble: BTreeMap<u32, (u64, u64)>,
     /// `rebalance-stages`: each new placement, from its first iteration.
     pub recuts: Vec<(u64, crate::pipeline::Placement)>,
+    /// A pipeline's evaluations: versions scored through its stages, and
+    /// whole (their scores did not all arrive).
+    pub stage_evaluations: (u32, u32),
     /// Σ over the iterations and workers of the bytes they sent (gradient
     /// slices; a pipeline's activations and their gradients too).
     pub bytes_sent: u64,
@@ -402,9 +415,20 @@ fn sink_loop(
         let done = sink.evaluator.ready();
         sink.settle(done)?;
     }
-    let owed = sink.evaluator.finish();
+    let mut owed = sink.evaluator.finish();
+    if let Some(staged) = sink.staged.as_mut() {
+        let workload = Arc::clone(&sink.workload);
+        owed.extend(staged.owed(|params| workload.evaluate(params)));
+        sink.out.stage_evaluations = staged.counts;
+    }
     sink.settle(owed)?;
     sink.finish()
+}
+
+/// Whether iteration `t`'s row carries an evaluation (of version `t`):
+/// every `eval_every` iterations and the last of `iterations`.
+pub fn wants_eval(t: u64, eval_every: u64, iterations: u64) -> bool {
+    t.is_multiple_of(eval_every.max(1)) || t + 1 == iterations
 }
 
 /// The sink's state between events.
@@ -416,6 +440,8 @@ struct Sink<'a> {
     stop: &'a AtomicBool,
     /// Scores the versions the rows carry.
     evaluator: Evaluator,
+    /// A pipeline's: evaluations through its stages.
+    staged: Option<StagedEvaluations>,
     out: SinkOutput,
     cuts: Option<Cuts>,
     /// Iteration rows waiting for their parts, by iteration.
@@ -447,8 +473,12 @@ impl<'a> Sink<'a> {
             .map(|c| Cuts::new(c, config.iterations, config.first_iteration));
         let first = config.first_iteration;
         let part_end = (first / config.part_iterations + 1) * config.part_iterations;
+        let staged = (workload.staged())
+            .filter(|_| config.pipeline.is_some())
+            .map(|s| StagedEvaluations::new(s.test_batches().len() as u32));
         Self {
             evaluator: Evaluator::start(Arc::clone(&workload), PENDING_BUDGET),
+            staged,
             writer,
             workload,
             observer,
@@ -467,6 +497,7 @@ impl<'a> Sink<'a> {
                 stage_memory: BTreeMap::new(),
                 stage_bubble: BTreeMap::new(),
                 recuts: Vec::new(),
+                stage_evaluations: (0, 0),
                 bytes_sent: 0,
                 diverged: None,
                 checkpoints: Vec::new(),
@@ -485,7 +516,7 @@ impl<'a> Sink<'a> {
 
     /// Whether iteration `t`'s row carries an evaluation.
     fn wants_eval(&self, t: u64) -> bool {
-        t.is_multiple_of(self.config.eval_every) || t + 1 == self.config.iterations
+        wants_eval(t, self.config.eval_every, self.config.iterations)
     }
 
     /// Takes one event from the workers.
@@ -548,26 +579,55 @@ impl<'a> Sink<'a> {
                 let at = self.out.stage_memory.entry(stage).or_default();
                 *at = (at.0.max(activations), at.1.max(bytes));
             }
+            SinkEvent::Scores {
+                version,
+                batch,
+                scores,
+            } => {
+                let workload = Arc::clone(&self.workload);
+                let evaluate = |all: &[(f64, bool)]| Some(workload.staged()?.evaluation(all));
+                let staged = self.staged.as_mut();
+                if let Some(eval) =
+                    staged.and_then(|s| s.on_scores(version, batch, scores, evaluate))
+                {
+                    self.place_evals(vec![(version, eval)]);
+                }
+            }
             SinkEvent::Params { version, values } => {
-                if version >= self.config.iterations {
+                let last = version >= self.config.iterations;
+                if last {
+                    self.out.final_params = Some(Arc::clone(&values));
+                }
+                if !last && !self.wants_eval(version) {
+                    return Ok(());
+                }
+                if let Some(staged) = self.staged.as_mut() {
+                    staged.expect(version, values);
+                } else if last {
                     self.out.final_eval = Some(self.workload.evaluate(&values));
-                    self.out.final_params = Some(values);
-                } else if self.wants_eval(version) {
-                    if let Some(eval) = self.evaluator.submit(version, values) {
-                        self.pending.entry(version).or_default().eval = Some(eval);
-                    }
+                } else if let Some(eval) = self.evaluator.submit(version, values) {
+                    self.pending.entry(version).or_default().eval = Some(eval);
                 }
             }
         }
         Ok(())
     }
 
+    /// Evaluations into their rows (the final version's into the output).
+    fn place_evals(&mut self, done: Vec<(u64, Evaluation)>) {
+        for (version, eval) in done {
+            if version >= self.config.iterations {
+                self.out.final_eval = Some(eval);
+            } else {
+                self.pending.entry(version).or_default().eval = Some(eval);
+            }
+        }
+    }
+
     /// Evaluations the evaluator finished, into their rows; then every row
     /// and checkpoint that is complete.
     fn settle(&mut self, done: Vec<(u64, Evaluation)>) -> Result<(), SinkError> {
-        for (version, eval) in done {
-            self.pending.entry(version).or_default().eval = Some(eval);
-        }
+        self.place_evals(done);
         self.assemble_rows()?;
         self.cut_due_checkpoints()
     }

@@ -4,9 +4,20 @@
 
 use std::ops::Range;
 
-use super::Draws;
+use super::{Draws, Evaluation};
 use crate::data::RowSource;
+pub use crate::workload::cnn::net::infer::StagePrediction;
 pub use crate::workload::cnn::net::stages::{Activation, StageError, StageForward, StageGradient};
+
+/// What a stage's inference on test rows gives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageScores {
+    /// The activation at its cut, for the next stage.
+    Activation(Activation),
+    /// Each row's score and whether its label is the positive class, in
+    /// the rows' order: the last stage's.
+    Scores(Vec<(f64, bool)>),
+}
 
 /// The rows of one micro-batch and what its random draws are keyed by.
 #[derive(Clone, Copy)]
@@ -50,4 +61,24 @@ pub trait Staged: Send + Sync {
         forward: StageForward,
         d_output: Option<&Activation>,
     ) -> Result<StageGradient, StageError>;
+
+    /// The test rows in the batches the whole model's evaluation scores
+    /// them in; a pipeline's replicas share them out.
+    fn test_batches(&self) -> Vec<Vec<u32>>;
+
+    /// The inference of `layers` on the test rows `test.1` of `test.0` at
+    /// `params`, from the rows when `layers` starts at 0, else from
+    /// `input`: the scores of the whole model's evaluation, bit for bit,
+    /// when the stages run one after another.
+    fn stage_scores(
+        &self,
+        params: &[f64],
+        layers: Range<usize>,
+        input: Option<&Activation>,
+        test: (&dyn RowSource, &[u32]),
+    ) -> Result<StageScores, StageError>;
+
+    /// The evaluation of every test row's scores, in [`Staged::test_batches`]'
+    /// order.
+    fn evaluation(&self, scores: &[(f64, bool)]) -> Evaluation;
 }

@@ -102,6 +102,64 @@ fn stages_train_the_parameters_of_data_parallel_training() {
     assert_eq!(whole_pipe, whole_dp, "units whole, one micro-batch each");
 }
 
+/// The test set's evaluation runs through the stages (each replica scores
+/// its share of the test batches, each stage its layers) and gives the
+/// whole model's evaluation bit for bit, at every version evaluated and the
+/// final one, whatever the cut, also while `rebalance-stages` moves layers.
+#[test]
+#[ignore = "needs ../shared"]
+fn evaluation_through_the_stages_has_the_whole_models_bits() {
+    let every = |text: String| text.replace("eval_every = 100", "eval_every = 1");
+    let run = |text: String| {
+        let dir = tempfile::tempdir().expect("dir");
+        run_workload_in(&plan(&every(text)), cnn(), dir.path())
+    };
+    let reference = run(job(1, ""));
+    assert_eq!(reference.stage_evaluations, (0, 0), "data-parallel");
+    let bits = |e: &forestall::workload::Evaluation| {
+        let mut b = vec![e.log_loss.to_bits(), e.accuracy.to_bits()];
+        b.extend(e.metrics.values().map(|v| v.to_bits()));
+        b
+    };
+    let rows = |o: &forestall::run::RunOutput| -> Vec<(Option<u64>, Option<u64>)> {
+        o.iterations
+            .iter()
+            .map(|r| {
+                (
+                    r.test_loss.map(f64::to_bits),
+                    r.test_accuracy.map(f64::to_bits),
+                )
+            })
+            .collect()
+    };
+    assert!(
+        rows(&reference).iter().all(|r| r.0.is_some()),
+        "every row evaluated"
+    );
+    let moving = "pace_ns_per_row = 5000000\n[parallel]\nstages = 2\n\
+                  [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0\n\
+                  [policy]\nname = \"rebalance-stages\"";
+    for (workers, tail) in [
+        (4, "[parallel]\nstages = 2"),
+        (3, "[parallel]\nstages = 3\ncut = [\"conv2\", \"lstm\"]"),
+        (2, "[parallel]\nstages = 2\ncut = [\"head\"]"),
+        (4, moving),
+    ] {
+        let text = job(workers, tail);
+        let parallel = tail;
+        let out = run(text);
+        assert_eq!(out.digest, reference.digest, "{parallel}");
+        assert_eq!(
+            out.stage_evaluations,
+            (4, 0),
+            "versions 0-2 and the final one, {parallel}"
+        );
+        assert_eq!(bits(&out.eval), bits(&reference.eval), "{parallel}");
+        assert_eq!(rows(&out), rows(&reference), "{parallel}");
+        assert_eq!(!out.recuts.is_empty(), tail == moving, "{parallel}");
+    }
+}
+
 #[test]
 #[ignore = "needs ../shared"]
 fn dropout_through_the_stages_keeps_the_bits() {
@@ -249,6 +307,34 @@ fn a_pipeline_across_processes_trains_the_same_parameters() {
     assert!(bubble
         .iter()
         .all(|b| (0.0..1.0).contains(&b.as_f64().expect("share"))));
+    // versions 0, 2 and the final one evaluated through the stages, also
+    // when the stages are in two processes, with the same figures
+    let across = String::from_utf8_lossy(&processes.stdout);
+    let across: serde_json::Value = across
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("a summary");
+    for s in [&summary, &across] {
+        let p = &s["data"]["pipeline"];
+        assert_eq!(
+            (
+                p["evaluated_in_stages"].as_u64(),
+                p["evaluated_whole"].as_u64()
+            ),
+            (Some(3), Some(0))
+        );
+    }
+    let eval = |s: &serde_json::Value| {
+        let d = &s["data"];
+        (
+            d["test_accuracy"].as_f64(),
+            d["test_log_loss"].as_f64(),
+            d["test_auc"].as_f64(),
+        )
+    };
+    assert!(eval(&summary).1.is_some(), "{summary}");
+    assert_eq!(eval(&across), eval(&summary));
 }
 
 #[test]
@@ -329,7 +415,8 @@ fn a_schedule_without_enough_micro_batches_is_refused_by_name() {
 }
 
 /// `rebalance-stages` with stage 1 of replica 0 (worker 1) 3× slow, paced:
-/// the work moves off it from the second iteration (layers off its stage,
+/// the work moves off it from the third iteration, once the first two
+/// have both shown the slowdown (layers off its stage,
 /// or partitions off its replica), and the parameters keep their bits, in
 /// one process and across two.
 #[test]
@@ -346,7 +433,7 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     let out = run_workload_in(&plan(&text), cnn(), dir.path());
     assert_eq!(out.digest, reference);
     let (first, placement) = out.recuts.first().expect("the work moved");
-    assert_eq!(*first, 1, "from the iteration after the first measured");
+    assert_eq!(*first, 2, "once two iterations showed the slowdown");
     let slow_layers = placement.layers(0, 1).len();
     let slow_share = placement.partitions[0].len();
     assert!(

@@ -90,6 +90,17 @@ fn on_progress(
         Progress::Ops(ops) => {
             let _ = sink.send(SinkEvent::Ops(ops));
         }
+        Progress::Scores {
+            version,
+            batch,
+            scores,
+        } => {
+            let _ = sink.send(SinkEvent::Scores {
+                version,
+                batch,
+                scores,
+            });
+        }
         Progress::ParamsIn { version, late, .. } => {
             let Some(after) = version.checked_sub(1) else {
                 return;

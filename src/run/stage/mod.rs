@@ -18,9 +18,10 @@
 //! [`Schedule::order`]: crate::pipeline::Schedule::order
 
 mod epoch;
+mod eval;
 pub mod ops_file;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -30,15 +31,16 @@ use timely::dataflow::operators::Capability;
 
 pub use self::epoch::StageCaps;
 use self::epoch::{micro_batches, StageEpoch, UnitFold};
+use self::eval::{replica_batches, EvalJob, EvalRound, EvalThread};
 use super::context::JobContext;
 use super::messages::{GradSlice, Progress, StageMessage, StageTiming, StageTraffic};
-use super::sink::SinkEvent;
+use super::sink::{wants_eval, SinkEvent};
 use crate::inject::Stretch;
 use crate::ops::OpKind;
-use crate::pipeline::{rebalance, Measured, Pass, Placement, StageLayout};
+use crate::pipeline::{lasting, rebalance, slowdowns, Measured, Pass, Placement, StageLayout};
 use crate::policy::PolicyPlan;
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
-use crate::workload::staged::{Activation, StageBatch, Staged};
+use crate::workload::staged::{Activation, StageBatch, StageScores, Staged};
 use crate::workload::{Draws, Update};
 
 /// Where the stage operator's output goes.
@@ -79,6 +81,8 @@ pub struct StageWorker {
     rebalance: bool,
     /// Every stage worker's measurements, by iteration and worker.
     timings: BTreeMap<u64, BTreeMap<u32, Measured>>,
+    /// The slowdowns the iteration before last showed, by replica and stage.
+    seen: Option<Vec<Vec<f64>>>,
     /// The shards this worker is sent.
     reads: Vec<u32>,
     /// Capabilities for the first iteration, from the operator's construction.
@@ -89,8 +93,13 @@ pub struct StageWorker {
     epoch: Option<StageEpoch>,
     due: Option<Due>,
     /// Activations and their gradients that arrived, by (iteration,
-    /// micro-batch, forward).
-    inbox: BTreeMap<(u64, u32, bool), (StageTraffic, u64)>,
+    /// micro-batch, forward, evaluation).
+    inbox: BTreeMap<(u64, u32, bool, bool), (StageTraffic, u64)>,
+    /// This worker's shares of versions' evaluations under way.
+    evals: Vec<EvalRound>,
+    /// Their inference thread (started with the first; None inside when
+    /// the OS refused one: then they run on the worker).
+    eval_thread: Option<Option<EvalThread>>,
     finished: bool,
 }
 
@@ -115,6 +124,7 @@ impl StageWorker {
             placement,
             rebalance: cx.plan.policy == PolicyPlan::RebalanceStages,
             timings: BTreeMap::new(),
+            seen: None,
             reads,
             sink,
             initial: None,
@@ -124,6 +134,8 @@ impl StageWorker {
             epoch: None,
             due: None,
             inbox: BTreeMap::new(),
+            evals: Vec::new(),
+            eval_thread: None,
             finished: false,
             cx,
         }
@@ -149,7 +161,12 @@ impl StageWorker {
     pub fn on_message(&mut self, message: StageMessage) {
         match message {
             StageMessage::Traffic(message) => {
-                let key = (message.iteration, message.micro, message.forward);
+                let key = (
+                    message.iteration,
+                    message.micro,
+                    message.forward,
+                    message.eval,
+                );
                 self.inbox.insert(key, (message, self.cx.now_us()));
             }
             StageMessage::Timing(t) => {
@@ -166,7 +183,8 @@ impl StageWorker {
     }
 
     /// `rebalance-stages`: the placement of iteration `t`, from every stage
-    /// worker's measurements of `t − 1` (false while some are missing).
+    /// worker's measurements of `t − 1` and `t − 2` (the slowdowns that
+    /// lasted through both); false while some are missing.
     fn place(&mut self, t: u64) -> bool {
         if !self.rebalance || t <= self.cx.first_iteration() {
             return true;
@@ -183,7 +201,13 @@ impl StageWorker {
             .collect();
         let micro = self.micro_per_partition(t);
         let costs = staged(&self.cx).layer_costs();
-        if let Some(next) = rebalance(&self.placement, &measured, costs, l.schedule, micro) {
+        let Some((now, _)) = slowdowns(&self.placement, &measured, costs) else {
+            return true;
+        };
+        let acted = lasting(self.seen.as_deref(), &now);
+        self.seen = Some(now);
+        let next = acted.and_then(|s| rebalance(&self.placement, &s, costs, l.schedule, micro));
+        if let Some(next) = next {
             if self.worker == 0 {
                 tracing::info!(iteration = t, cuts = ?next.cuts, partitions = ?next.partitions, "stages rebalanced");
                 let _ = self.sink.send(SinkEvent::Recut {
@@ -212,6 +236,7 @@ impl StageWorker {
     /// due, the next pass whose input is here, the next iteration.
     pub fn step(&mut self, emit: &mut StageEmit<'_>) {
         self.assemble_versions();
+        self.pump_evals(emit);
         loop {
             if let Some(due) = self.due.take() {
                 if due.at > Instant::now() {
@@ -236,11 +261,16 @@ impl StageWorker {
         }
     }
 
-    /// How long until the operator should run again without new input.
+    /// How long until the operator should run again without new input
+    /// (a pass's output due, or its evaluation thread's answers to collect).
     pub fn wake_in(&self) -> Option<Duration> {
-        self.due
-            .as_ref()
-            .map(|d| d.at.saturating_duration_since(Instant::now()))
+        let due = (self.due.as_ref()).map(|d| d.at.saturating_duration_since(Instant::now()));
+        let polling = self.evals.iter().any(|r| r.outstanding > 0);
+        match (due, polling) {
+            (Some(d), true) => Some(d.min(EVAL_POLL)),
+            (None, true) => Some(EVAL_POLL),
+            (due, false) => due,
+        }
     }
 
     /// Every version whose shards this worker reads are all here, in
@@ -289,6 +319,10 @@ impl StageWorker {
         };
         let end = self.cx.end_version();
         if *version >= end {
+            // the final model's evaluation (it holds its own capabilities)
+            let (v, caps, params) = self.latest.as_ref().expect("checked above");
+            let round = self.eval_round(*v, caps, Arc::clone(params));
+            self.evals.push(round);
             self.finish(emit);
             return true;
         }
@@ -351,9 +385,146 @@ impl StageWorker {
             pass_began_us: ready_us,
             caps: caps.delayed(t),
         });
+        if wants_eval(t, self.cx.plan.eval_every, end) {
+            let round = self.eval_round(t, &caps, Arc::clone(&params));
+            self.evals.push(round);
+        }
         // keep the version for the run's end (its capabilities too)
         self.latest = Some((version, caps, params));
         true
+    }
+
+    /// This worker's share of version `version`'s evaluation, on the
+    /// layers it holds now.
+    fn eval_round(&self, version: u64, caps: &StageCaps, params: Arc<Vec<f64>>) -> EvalRound {
+        let all = staged(&self.cx).test_batches();
+        EvalRound {
+            version,
+            traffic: caps.traffic.delayed(&version),
+            progress: caps.progress.delayed(&version),
+            params,
+            layers: self.placement.layers(self.replica, self.stage),
+            waiting: replica_batches(all, self.replica, self.layout.replicas),
+            outstanding: 0,
+        }
+    }
+
+    /// Hands the evaluation thread every batch whose input is here, sends
+    /// on what it finished, and ends the rounds that are done.
+    fn pump_evals(&mut self, emit: &mut StageEmit<'_>) {
+        if self.evals.is_empty() {
+            return;
+        }
+        let cx = Arc::clone(&self.cx);
+        let worker = self.worker;
+        let thread = self
+            .eval_thread
+            .get_or_insert_with(|| EvalThread::start(Arc::clone(&cx.workload), worker));
+        let mut done = Vec::new();
+        for round in &mut self.evals {
+            let mut still = VecDeque::new();
+            while let Some((batch, rows)) = round.waiting.pop_front() {
+                let input = match self.stage {
+                    0 => None,
+                    _ => match self.inbox.remove(&(round.version, batch, true, true)) {
+                        Some((message, _)) => Some(Activation {
+                            values: message.values,
+                            shape: message.shape,
+                        }),
+                        None => {
+                            still.push_back((batch, rows));
+                            continue;
+                        }
+                    },
+                };
+                let job = EvalJob {
+                    version: round.version,
+                    batch,
+                    layers: round.layers.clone(),
+                    params: Arc::clone(&round.params),
+                    input,
+                    rows,
+                };
+                round.outstanding += 1;
+                let refused = match thread {
+                    Some(t) => t.submit(job).err(),
+                    None => Some(job),
+                };
+                if let Some(job) = refused {
+                    done.push(eval::run(&*cx.workload, job));
+                }
+            }
+            round.waiting = still;
+        }
+        let lost = match thread.as_ref().map(EvalThread::ready) {
+            Some(Ok(more)) => {
+                done.extend(more);
+                false
+            }
+            Some(Err(more)) => {
+                done.extend(more);
+                true
+            }
+            None => false,
+        };
+        if lost {
+            *thread = None;
+        }
+        for (version, batch, out) in done {
+            self.send_scores(version, batch, out, emit);
+        }
+        if lost {
+            tracing::warn!(
+                worker,
+                "the stage evaluation thread is gone: the sink evaluates the rest whole"
+            );
+            self.evals.retain(|r| r.outstanding == 0);
+        }
+        self.evals
+            .retain(|r| !(r.waiting.is_empty() && r.outstanding == 0));
+    }
+
+    /// Sends one batch's inference on: its activation to the next stage, or
+    /// its scores to worker 0.
+    fn send_scores(
+        &mut self,
+        version: u64,
+        batch: u32,
+        out: Result<StageScores, String>,
+        emit: &mut StageEmit<'_>,
+    ) {
+        let Some(at) = self.evals.iter().position(|r| r.version == version) else {
+            return;
+        };
+        let round = &mut self.evals[at];
+        round.outstanding = round.outstanding.saturating_sub(1);
+        match out {
+            Ok(StageScores::Activation(a)) => {
+                let traffic = StageTraffic {
+                    to: self.layout.worker(self.replica, self.stage + 1),
+                    iteration: version,
+                    micro: batch,
+                    forward: true,
+                    eval: true,
+                    values: a.values,
+                    shape: a.shape,
+                    loss_sum: 0.0,
+                };
+                (emit.traffic)(&round.traffic, StageMessage::Traffic(traffic));
+            }
+            Ok(StageScores::Scores(scores)) => {
+                let message = Progress::Scores {
+                    version,
+                    batch,
+                    scores,
+                };
+                (emit.progress)(&round.progress, message);
+            }
+            Err(e) => {
+                tracing::warn!(version, batch, "a stage could not score a test batch: {e}");
+                self.evals.remove(at);
+            }
+        }
     }
 
     /// Tells the sink this worker began `t` (at a checkpoint iteration,
@@ -395,7 +566,8 @@ impl StageWorker {
         );
         self.finished = true;
         self.pending.clear();
-        self.inbox.clear();
+        // the evaluations' activations may still arrive
+        self.inbox.retain(|k, _| k.3);
     }
 
     /// Runs the next pass if its input is here; whether it ran.
@@ -411,7 +583,7 @@ impl StageWorker {
         // the first stage's forward reads rows; the last's backward the loss
         let needs_input = if forward { self.stage > 0 } else { !last };
         let input = match needs_input {
-            true => match self.inbox.remove(&(t, m, forward)) {
+            true => match self.inbox.remove(&(t, m, forward, false)) {
                 Some((message, arrived_us)) => {
                     // the receive was issued when the worker was free for it
                     let kind = if forward {
@@ -496,6 +668,7 @@ impl StageWorker {
             iteration: epoch.iteration,
             micro: m,
             forward: true,
+            eval: false,
             values: out.values.clone(),
             shape: out.shape,
             loss_sum: 0.0,
@@ -546,6 +719,7 @@ impl StageWorker {
             iteration: epoch.iteration,
             micro: m,
             forward: false,
+            eval: false,
             values: d.values,
             shape: d.shape,
             loss_sum,
@@ -750,6 +924,10 @@ impl StageWorker {
         let _ = self.sink.send(SinkEvent::Units(epoch.records));
     }
 }
+
+/// How often a worker whose evaluation thread has batches looks for its
+/// answers.
+const EVAL_POLL: Duration = Duration::from_millis(20);
 
 /// The model's stages (validation admits `[parallel]` only for one).
 fn staged(cx: &JobContext) -> &dyn Staged {

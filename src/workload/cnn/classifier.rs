@@ -125,6 +125,15 @@ impl CnnClassifier {
         &self.net
     }
 
+    /// The test rows in the batches an evaluation scores them in.
+    pub fn test_batches(&self) -> Vec<Vec<u32>> {
+        self.data
+            .test
+            .chunks(EVAL_BATCH)
+            .map(<[u32]>::to_vec)
+            .collect()
+    }
+
     /// Dense pixels (f32, image after image), labels and loss weights of `rows`.
     pub fn batch(&self, source: &dyn RowSource, rows: &[u32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let pixels_per_image = self.side * self.side;
@@ -208,8 +217,8 @@ impl Workload for CnnClassifier {
     fn evaluate(&self, params: &[f64]) -> Evaluation {
         let source = self.data.source();
         let mut scores: Vec<(f64, bool)> = Vec::with_capacity(self.data.test.len());
-        for chunk in self.data.test.chunks(EVAL_BATCH) {
-            let (pixels, labels, _) = self.batch(&source, chunk);
+        for chunk in self.test_batches() {
+            let (pixels, labels, _) = self.batch(&source, &chunk);
             let p = self
                 .net
                 .predict(params, &pixels)

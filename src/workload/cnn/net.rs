@@ -840,6 +840,7 @@ impl CnnNet {
 }
 
 mod conv;
+pub mod infer;
 mod lstm;
 pub mod stages;
 #[cfg(test)]

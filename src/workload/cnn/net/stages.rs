@@ -59,7 +59,7 @@ pub struct Activation {
 }
 
 impl Activation {
-    fn of(t: &Tensor<2>) -> Self {
+    pub(super) fn of(t: &Tensor<2>) -> Self {
         Self {
             values: t
                 .clone()
@@ -71,7 +71,7 @@ impl Activation {
         }
     }
 
-    fn tensor(&self, device: &Device) -> Tensor<2> {
+    pub(super) fn tensor(&self, device: &Device) -> Tensor<2> {
         Tensor::<2>::from_data(TensorData::new(self.values.clone(), self.shape), device)
     }
 
@@ -207,6 +207,53 @@ impl CnnNet {
         [side * side * n, c.filters[layer - 1]]
     }
 
+    /// Whether `input` is what a stage of `layers` reads for `n` images:
+    /// the images from layer 0, else the activation of the cut before, of
+    /// the cut's shape.
+    pub(super) fn check_stage_input(
+        &self,
+        layers: Range<usize>,
+        input: StageInput<'_>,
+        n: usize,
+    ) -> Result<(), StageError> {
+        let (a, b) = (layers.start, layers.end);
+        if a >= b || b > LAYERS.len() {
+            return Err(StageError::Layers {
+                start: a,
+                end: b,
+                layers: LAYERS.len(),
+            });
+        }
+        if n == 0 {
+            return Err(StageError::Input {
+                layer: a,
+                needs: "at least one image",
+            });
+        }
+        match input {
+            StageInput::Images(pixels) if a == 0 => Ok(self.check(pixels.len(), n, n)?),
+            StageInput::Activation(act) if a > 0 => {
+                let expected = self.cut_shape(a, n);
+                if act.shape != expected || act.values.len() != expected[0] * expected[1] {
+                    return Err(StageError::Shape {
+                        layer: a,
+                        expected,
+                        found: act.shape,
+                    });
+                }
+                Ok(())
+            }
+            _ => Err(StageError::Input {
+                layer: a,
+                needs: if a == 0 {
+                    "the micro-batch's images"
+                } else {
+                    "the activation of the stage before"
+                },
+            }),
+        }
+    }
+
     /// The forward of layers `layers` on a micro-batch of `labels.len()`
     /// images (`weights` beside them, `dropout` keyed per image): from the
     /// images when `layers` starts at 0, else from the activation of the
@@ -218,46 +265,9 @@ impl CnnNet {
         input: StageInput<'_>,
         (labels, weights, dropout): (&[f32], &[f32], Option<&Dropout>),
     ) -> Result<StageForward, StageError> {
-        let (a, b) = (layers.start, layers.end);
-        if a >= b || b > LAYERS.len() {
-            return Err(StageError::Layers {
-                start: a,
-                end: b,
-                layers: LAYERS.len(),
-            });
-        }
         let n = labels.len();
-        if n == 0 {
-            return Err(StageError::Input {
-                layer: a,
-                needs: "at least one image",
-            });
-        }
-        let side = self.config.side;
-        match input {
-            StageInput::Images(pixels) if a == 0 => self.check(pixels.len(), n, weights.len())?,
-            StageInput::Activation(act) if a > 0 => {
-                self.check(n * side * side, n, weights.len())?;
-                let expected = self.cut_shape(a, n);
-                if act.shape != expected || act.values.len() != expected[0] * expected[1] {
-                    return Err(StageError::Shape {
-                        layer: a,
-                        expected,
-                        found: act.shape,
-                    });
-                }
-            }
-            _ => {
-                return Err(StageError::Input {
-                    layer: a,
-                    needs: if a == 0 {
-                        "the micro-batch's images"
-                    } else {
-                        "the activation of the stage before"
-                    },
-                })
-            }
-        }
+        self.check_stage_input(layers.clone(), input, n)?;
+        self.check(n * self.config.side * self.config.side, n, weights.len())?;
         if let Some(d) = dropout.filter(|d| d.keys.len() != n) {
             return Err(CnnError::DropoutKeys {
                 keys: d.keys.len(),
