@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::output::print_stdout;
 use super::GlobalArgs;
+use crate::ops::placements::{read_placements, PLACEMENTS_FILE};
 use crate::ops::read_ops;
 use crate::ops::recut::{recut_steps, NewCut, RecutStep};
 use crate::pipeline::StageLayout;
@@ -98,7 +99,29 @@ pub fn run(
         })?;
         let ops = read_ops(&ops_path)?;
         let new = parse_cut(cut, &layout)?;
-        let steps = recut_steps(&ops, &layout, &LAYER_COSTS, &new);
+        let trace_dir = ops_path.parent().unwrap_or(dir);
+        let moves = read_placements(trace_dir)?;
+        let fits = |b: &Vec<usize>| {
+            b.len() == layout.stages as usize + 1
+                && b.first() == Some(&0)
+                && b.last() == Some(&LAYERS.len())
+                && b.windows(2).all(|w| w[0] < w[1])
+        };
+        if let Some(bad) = moves
+            .iter()
+            .find(|e| e.cuts.len() != layout.replicas as usize || !e.cuts.iter().all(fits))
+        {
+            bail!(
+                "{}: the placement from iteration {} ({:?}) does not fit the run's {} stages × {} replicas of {} layers",
+                trace_dir.join(PLACEMENTS_FILE).display(),
+                bad.iteration,
+                bad.cuts,
+                layout.stages,
+                layout.replicas,
+                LAYERS.len()
+            );
+        }
+        let steps = recut_steps(&ops, &layout, (&LAYER_COSTS, &moves), &new);
         if steps.is_empty() {
             bail!(
                 "{}: no iteration with every stage worker's passes",

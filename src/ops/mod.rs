@@ -21,6 +21,7 @@
 //!   or the last stage: (replayed − fixed) / (replayed − ideal).
 
 pub mod graph;
+pub mod placements;
 pub mod record;
 pub mod recut;
 pub mod simulate;

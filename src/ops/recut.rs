@@ -3,12 +3,15 @@
 //! operations give every stage worker's slowdown against the work its
 //! layers held ([`slowdowns`]); the schedule's timeline of the run's cut
 //! and of the other cut at those speeds give the ratio by which the
-//! recorded step time is scaled.
+//! recorded step time is scaled. A run whose placement changed
+//! (`rebalance-stages`) is measured, iteration by iteration, against the
+//! cuts that iteration ran ([`super::placements`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::placements::{cuts_at, PlacementEntry};
 use super::{OpKind, OpRecord};
 use crate::pipeline::rebalance::{makespan, slowdowns, stage_costs, Measured, Placement};
 use crate::pipeline::{best_split, StageLayout};
@@ -40,12 +43,13 @@ pub struct RecutStep {
 }
 
 /// Every iteration of `ops` (a pipeline run of `layout`, its layers costing
-/// `layer_costs` per image) replayed with `cut`. An iteration missing a
-/// stage worker's passes is left out.
+/// `layer_costs` per image, its placements `moves`) replayed with `cut`.
+/// An iteration missing a stage worker's passes, or whose placement does
+/// not fit the layout, is left out.
 pub fn recut_steps(
     ops: &[OpRecord],
     layout: &StageLayout,
-    layer_costs: &[(f64, f64)],
+    (layer_costs, moves): (&[(f64, f64)], &[PlacementEntry]),
     cut: &NewCut,
 ) -> Vec<RecutStep> {
     let mut steps: BTreeMap<i64, Vec<&OpRecord>> = BTreeMap::new();
@@ -53,11 +57,25 @@ pub fn recut_steps(
         steps.entry(o.step).or_default().push(o);
     }
     let costs = stage_costs(layer_costs);
-    let current = Placement::even(&layout.bounds, layout.replicas, layout.replicas);
+    let job_cut = vec![layout.bounds.clone(); layout.replicas as usize];
     steps
         .into_iter()
         .filter_map(|(step, ops)| {
             let (r_count, s_count) = (layout.replicas as usize, layout.stages as usize);
+            let cuts = cuts_at(moves, u64::try_from(step).ok()?, &job_cut).to_vec();
+            let fits = |b: &Vec<usize>| {
+                b.len() == s_count + 1
+                    && b.first() == Some(&0)
+                    && b.last() == Some(&layer_costs.len())
+                    && b.windows(2).all(|w| w[0] < w[1])
+            };
+            if cuts.len() != r_count || !cuts.iter().all(fits) {
+                return None;
+            }
+            let current = Placement {
+                cuts,
+                partitions: vec![Vec::new(); r_count],
+            };
             let mut pass_us = vec![vec![0.0; s_count]; r_count];
             let mut micro = vec![0u32; r_count];
             for o in &ops {
@@ -87,7 +105,7 @@ pub fn recut_steps(
                     .map(|r| makespan(&costs, &speeds[r], &bounds(r), schedule, micro[r]))
                     .fold(0.0, f64::max)
             };
-            let modelled = longest(&|_| layout.bounds.clone()) * typical;
+            let modelled = longest(&|r| current.cuts[r].clone()) * typical;
             let recut = match cut {
                 NewCut::At(bounds) => longest(&|_| bounds.clone()) * typical,
                 NewCut::Best => {
@@ -166,7 +184,7 @@ mod tests {
         let out = recut_steps(
             &ops,
             &layout(&[0, 2, 5]),
-            &COSTS,
+            (&COSTS, &[]),
             &NewCut::At(vec![0, 2, 5]),
         );
         assert_eq!(out.len(), 1);
@@ -178,13 +196,41 @@ mod tests {
         // stage 1 (3 layers) 2× slow: moving one layer to stage 0 helps
         let ops = step([2, 3], [1.0, 2.0]);
         let l = layout(&[0, 2, 5]);
-        let moved = recut_steps(&ops, &l, &COSTS, &NewCut::At(vec![0, 3, 5]))[0].clone();
+        let moved = recut_steps(&ops, &l, (&COSTS, &[]), &NewCut::At(vec![0, 3, 5]))[0].clone();
         assert!(moved.recut_us < 0.8 * moved.modelled_us, "{moved:?}");
-        let best = recut_steps(&ops, &l, &COSTS, &NewCut::Best)[0].clone();
+        let best = recut_steps(&ops, &l, (&COSTS, &[]), &NewCut::Best)[0].clone();
         assert!(best.recut_us <= moved.recut_us + 1e-9, "{best:?}");
         // the slow stage's speed is measured, not assumed: the stage worker
         // at speed 1 with 2 layers is the reference
-        let worse = recut_steps(&ops, &l, &COSTS, &NewCut::At(vec![0, 1, 5]))[0].clone();
+        let worse = recut_steps(&ops, &l, (&COSTS, &[]), &NewCut::At(vec![0, 1, 5]))[0].clone();
         assert!(worse.recut_us > worse.modelled_us, "{worse:?}");
+    }
+
+    #[test]
+    fn a_moved_placement_is_measured_against_the_cut_it_ran() {
+        // the job cut at [0, 2, 5], the iteration ran at [0, 3, 5]
+        let ops = step([3, 2], [1.0, 2.0]);
+        let l = layout(&[0, 2, 5]);
+        let moves = [PlacementEntry {
+            iteration: 0,
+            cuts: vec![vec![0, 3, 5]],
+        }];
+        let own = recut_steps(&ops, &l, (&COSTS, &moves), &NewCut::At(vec![0, 3, 5]));
+        assert!(
+            (own[0].predicted_us - own[0].recorded_us).abs() < 1e-6,
+            "{own:?}"
+        );
+        // read against the job's cut, the same step mispredicts its own cut
+        let blind = recut_steps(&ops, &l, (&COSTS, &[]), &NewCut::At(vec![0, 3, 5]));
+        assert!(
+            (blind[0].predicted_us - blind[0].recorded_us).abs() > 1e-3 * blind[0].recorded_us,
+            "{blind:?}"
+        );
+        // a placement that does not fit the layout leaves the step out
+        let bad = [PlacementEntry {
+            iteration: 0,
+            cuts: vec![vec![0, 5]],
+        }];
+        assert!(recut_steps(&ops, &l, (&COSTS, &bad), &NewCut::Best).is_empty());
     }
 }

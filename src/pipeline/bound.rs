@@ -32,23 +32,28 @@ pub fn best_cut(
     }
     let mut best: Option<(Vec<Range<usize>>, Timeline)> = None;
     for cut in cuts(layers.len(), stages) {
-        let costs: Vec<StageCost> = cut
-            .iter()
-            .zip(slowdowns)
-            .map(|(range, &f)| StageCost {
-                forward: f * layers[range.clone()].iter().map(|c| c.forward).sum::<f64>(),
-                backward: f * layers[range.clone()]
-                    .iter()
-                    .map(|c| c.backward)
-                    .sum::<f64>(),
-            })
-            .collect();
+        let costs = cut_costs(layers, &cut, slowdowns);
         let tl = timeline(schedule, &costs, micro, transfer)?;
         if best.as_ref().is_none_or(|(_, b)| tl.makespan < b.makespan) {
             best = Some((cut, tl));
         }
     }
     Ok(best.expect("at least one cut"))
+}
+
+/// The stages' costs of `layers` cut at `cut`, stage s `slowdowns[s]`
+/// times slower.
+fn cut_costs(layers: &[StageCost], cut: &[Range<usize>], slowdowns: &[f64]) -> Vec<StageCost> {
+    cut.iter()
+        .zip(slowdowns)
+        .map(|(range, &f)| StageCost {
+            forward: f * layers[range.clone()].iter().map(|c| c.forward).sum::<f64>(),
+            backward: f * layers[range.clone()]
+                .iter()
+                .map(|c| c.backward)
+                .sum::<f64>(),
+        })
+        .collect()
 }
 
 /// One replica's part of the hybrid pipeline's bound.
@@ -74,6 +79,39 @@ pub fn best_split(
     schedule: Schedule,
     (micro, transfer): (u32, f64),
 ) -> Result<Vec<ReplicaPlan>, ScheduleError> {
+    split(layers, slowdowns, schedule, (micro, transfer), None)
+}
+
+/// [`best_split`] with every replica's layers cut at `cut`: only the data
+/// moves between the replicas (what the data-parallel policies could do
+/// across replicas within an iteration).
+pub fn best_shares(
+    layers: &[StageCost],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, transfer): (u32, f64),
+    cut: &[Range<usize>],
+) -> Result<Vec<ReplicaPlan>, ScheduleError> {
+    if cut.len() != slowdowns.first().map_or(0, Vec::len)
+        || !cuts(layers.len(), cut.len()).iter().any(|c| c == cut)
+    {
+        return Err(ScheduleError::Layers {
+            stages: u32::try_from(cut.len()).unwrap_or(u32::MAX),
+            layers: layers.len(),
+        });
+    }
+    split(layers, slowdowns, schedule, (micro, transfer), Some(cut))
+}
+
+/// The shares of [`best_split`], each replica at its best cut or at
+/// `fixed`.
+fn split(
+    layers: &[StageCost],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, transfer): (u32, f64),
+    fixed: Option<&[Range<usize>]>,
+) -> Result<Vec<ReplicaPlan>, ScheduleError> {
     let replicas = u32::try_from(slowdowns.len()).unwrap_or(u32::MAX);
     let stages = slowdowns.first().map_or(0, Vec::len);
     let least = match schedule {
@@ -98,7 +136,14 @@ pub fn best_split(
         }
         table.push(
             (least..=most)
-                .map(|m| best_cut(layers, speeds, schedule, (m, transfer)))
+                .map(|m| match fixed {
+                    None => best_cut(layers, speeds, schedule, (m, transfer)),
+                    Some(cut) => {
+                        let costs = cut_costs(layers, cut, speeds);
+                        let tl = timeline(schedule, &costs, m, transfer)?;
+                        Ok((cut.to_vec(), tl))
+                    }
+                })
                 .collect::<Result<_, _>>()?,
         );
     }
@@ -136,6 +181,34 @@ pub fn paced_bound_us(
     schedule: Schedule,
     (micro, micro_ns): (u32, f64),
 ) -> Option<f64> {
+    paced(layer_costs, slowdowns, schedule, (micro, micro_ns), None)
+}
+
+/// [`paced_bound_us`] with every replica's layers cut at `cut`
+/// ([`best_shares`]): the bound of moving data alone between replicas.
+pub fn paced_shares_bound_us(
+    layer_costs: &[(f64, f64)],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, micro_ns): (u32, f64),
+    cut: &[Range<usize>],
+) -> Option<f64> {
+    paced(
+        layer_costs,
+        slowdowns,
+        schedule,
+        (micro, micro_ns),
+        Some(cut),
+    )
+}
+
+fn paced(
+    layer_costs: &[(f64, f64)],
+    slowdowns: &[Vec<f64>],
+    schedule: Schedule,
+    (micro, micro_ns): (u32, f64),
+    cut: Option<&[Range<usize>]>,
+) -> Option<f64> {
     let total: f64 = layer_costs.iter().map(|(f, b)| f + b).sum();
     let scale = micro_ns / total.max(f64::MIN_POSITIVE) / 1e3;
     let costs: Vec<StageCost> = layer_costs
@@ -145,7 +218,11 @@ pub fn paced_bound_us(
             backward: b * scale,
         })
         .collect();
-    let plans = best_split(&costs, slowdowns, schedule, (micro, 0.0)).ok()?;
+    let plans = match cut {
+        None => best_split(&costs, slowdowns, schedule, (micro, 0.0)),
+        Some(cut) => best_shares(&costs, slowdowns, schedule, (micro, 0.0), cut),
+    }
+    .ok()?;
     Some(
         plans
             .iter()
@@ -289,6 +366,34 @@ mod tests {
                 stages: 4
             })
         ));
+    }
+
+    #[test]
+    fn data_alone_moves_less_than_a_re_cut_and_more_than_nothing() {
+        let layers = measured();
+        let cut = vec![0..2, 2..5];
+        // replica 1's first stage 5× slow (FlexRR's slow-worker at 400 %)
+        let slowed = [vec![1.0, 1.0], vec![5.0, 1.0]];
+        let worst = |plans: &[ReplicaPlan]| {
+            plans
+                .iter()
+                .map(|r| r.timeline.makespan)
+                .fold(0.0, f64::max)
+        };
+        let shares = best_shares(&layers, &slowed, Schedule::OneFOneB, (16, 0.0), &cut).unwrap();
+        assert!(shares.iter().all(|r| r.cut == cut), "the cut stays");
+        assert!(shares[1].micro < shares[0].micro);
+        let both = best_split(&layers, &slowed, Schedule::OneFOneB, (16, 0.0)).unwrap();
+        let costs = |f: &[f64]| cut_costs(&layers, &cut, f);
+        let nothing = timeline(Schedule::OneFOneB, &costs(&slowed[1]), 8, 0.0)
+            .unwrap()
+            .makespan;
+        assert!(worst(&both) <= worst(&shares) + 1e-12);
+        assert!(worst(&shares) < nothing);
+        // a cut the net does not have is refused
+        for bad in [vec![0..2, 3..5], vec![0..5], vec![0..2, 2..6]] {
+            assert!(best_shares(&layers, &slowed, Schedule::OneFOneB, (16, 0.0), &bad).is_err());
+        }
     }
 
     #[test]

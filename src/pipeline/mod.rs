@@ -12,7 +12,9 @@ pub mod layout;
 pub mod rebalance;
 pub mod schedule;
 
-pub use bound::{best_cut, best_split, cuts, paced_bound_us, ReplicaPlan};
+pub use bound::{
+    best_cut, best_shares, best_split, cuts, paced_bound_us, paced_shares_bound_us, ReplicaPlan,
+};
 pub use layout::StageLayout;
 pub use rebalance::{lasting, rebalance, slowdowns, Measured, Placement};
 pub use schedule::{timeline, Pass, Schedule, ScheduleError, StageCost, Timeline, SCHEDULES};

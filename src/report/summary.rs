@@ -349,6 +349,14 @@ impl RunSummary {
                 self.bound_iteration_s,
                 self.iteration_s / self.bound_iteration_s
             );
+            if self.unit_bound_iteration_s > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "             {:.2} s at the job's cut with only the data shares moving between replicas: {:.3}× that",
+                    self.unit_bound_iteration_s,
+                    self.iteration_s / self.unit_bound_iteration_s
+                );
+            }
         }
         if self.bound_iteration_s > 0.0 && self.bsp_semantics && self.pipeline.is_none() {
             let _ = writeln!(

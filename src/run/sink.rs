@@ -16,6 +16,7 @@ use std::sync::Arc;
 use crate::checkpoint::{store, CheckpointError, CutHeader, ShardState};
 use crate::detect::LaggardReport;
 use crate::fsutil::Quota;
+use crate::ops::placements::{write_placements, PlacementEntry};
 use crate::run::evaluator::{Evaluator, PENDING_BUDGET};
 use crate::run::staged_eval::StagedEvaluations;
 use crate::trace::{
@@ -664,7 +665,9 @@ impl<'a> Sink<'a> {
                     at.0 += wall.saturating_sub(r.compute_us + r.gt_delay_us);
                     at.1 += wall;
                 }
-                self.out.bound_us += self.pipeline_bound_us(layout, *micro_rows, &w);
+                let (bound, shares) = self.pipeline_bounds_us(layout, *micro_rows, &w);
+                self.out.bound_us += bound;
+                self.out.unit_bound_us += shares;
             }
         }
         self.out.bytes_sent += w.iter().map(|r| r.bytes_sent).sum::<u64>();
@@ -675,19 +678,21 @@ impl<'a> Sink<'a> {
         }
     }
 
-    /// A paced pipeline iteration's bound (0 at native speed): the best
-    /// cuts and data shares for the slowdowns its stage workers met.
-    fn pipeline_bound_us(
+    /// A paced pipeline iteration's bounds (0 at native speed): the best
+    /// cuts and data shares for the slowdowns its stage workers met, and
+    /// the best data shares at the job's cut (data alone moving between
+    /// the replicas).
+    fn pipeline_bounds_us(
         &self,
         layout: &crate::pipeline::StageLayout,
         micro_rows: u32,
         w: &[WorkerRecord],
-    ) -> u64 {
+    ) -> (u64, u64) {
         let (pace, Some(staged)) = (self.config.pace_ns_per_row, self.workload.staged()) else {
-            return 0;
+            return (0, 0);
         };
         if pace == 0 || micro_rows == 0 {
-            return 0;
+            return (0, 0);
         }
         let mut slowdowns = vec![vec![1.0; layout.stages as usize]; layout.replicas as usize];
         for r in w {
@@ -696,13 +701,18 @@ impl<'a> Sink<'a> {
         }
         let micro = (self.config.rows_per_iteration / u64::from(micro_rows)) as u32;
         let micro_ns = pace as f64 * f64::from(micro_rows);
-        crate::pipeline::paced_bound_us(
-            staged.layer_costs(),
+        let costs = staged.layer_costs();
+        let both =
+            crate::pipeline::paced_bound_us(costs, &slowdowns, layout.schedule, (micro, micro_ns));
+        let cut: Vec<_> = (0..layout.stages).map(|s| layout.layers(s)).collect();
+        let shares = crate::pipeline::paced_shares_bound_us(
+            costs,
             &slowdowns,
             layout.schedule,
             (micro, micro_ns),
-        )
-        .map_or(0, |b| b as u64)
+            &cut,
+        );
+        (both.map_or(0, |b| b as u64), shares.map_or(0, |b| b as u64))
     }
 
     /// Assembles every row that is complete, in order, and writes a part
@@ -790,6 +800,21 @@ impl<'a> Sink<'a> {
                 self.writer.dir(),
                 &self.ops,
                 self.config.first_iteration,
+            )?;
+        }
+        if let Some((layout, _)) = &self.config.pipeline {
+            let moves: Vec<PlacementEntry> = (self.out.recuts.iter())
+                .map(|(iteration, p)| PlacementEntry {
+                    iteration: *iteration,
+                    cuts: p.cuts.clone(),
+                })
+                .collect();
+            let job_cut = vec![layout.bounds.clone(); layout.replicas as usize];
+            write_placements(
+                self.writer.dir(),
+                &moves,
+                self.config.first_iteration,
+                &job_cut,
             )?;
         }
         if let Some(cuts) = self.cuts.as_mut().filter(|_| self.out.diverged.is_none()) {

@@ -496,4 +496,26 @@ fn whatif_replays_a_pipeline_run_with_another_cut() {
     let o = forestall_in(dir.path(), &["whatif", "dp", "--cut", "best"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("trained data-parallel"));
+    // a run whose placement moved: its placements are written, and each
+    // iteration is measured against the cut it ran
+    assert!(!dir.path().join("pipe/trace/placements.json").exists(), "bsp kept its cut");
+    let moving = format!("{slow}\n[policy]\nname = \"rebalance-stages\"");
+    run(&job(2, &moving), "moving");
+    let placements = dir.path().join("moving/trace/placements.json");
+    let text = std::fs::read_to_string(&placements).expect("placements.json");
+    let entries: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(entries[0]["iteration"], 2, "{text}");
+    let o = forestall_in(dir.path(), &["whatif", "moving", "--cut", "conv3", "--json"]);
+    let steps = line(&o)["steps"].as_array().expect("steps").clone();
+    assert_eq!(steps.len(), 3);
+    for s in &steps[..2] {
+        let (p, r) = (s["predicted_us"].as_f64(), s["recorded_us"].as_f64());
+        assert!((p.expect("us") / r.expect("us") - 1.0).abs() < 1e-9, "ran at conv3: {s}");
+    }
+    // a placements file that does not fit the run is refused by name
+    std::fs::write(&placements, r#"[{"iteration": 1, "cuts": [[0, 5]]}]"#).expect("writes");
+    let o = forestall_in(dir.path(), &["whatif", "moving", "--cut", "best"]);
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("placements.json") && stderr.contains("does not fit"), "{stderr}");
 }
