@@ -74,7 +74,7 @@ pub fn recut_steps(
             }
             let current = Placement {
                 cuts,
-                partitions: vec![Vec::new(); r_count],
+                units: vec![Vec::new(); r_count],
             };
             let mut pass_us = vec![vec![0.0; s_count]; r_count];
             let mut micro = vec![0u32; r_count];

@@ -2,7 +2,7 @@
 //! between its stage workers and the partitions re-shared between the
 //! replicas, in proportion to the speeds measured in the iteration before
 //! (Malleus's idea at forestall's granularity: whole layers, whole
-//! partitions). A pure function of what every stage worker measured, so
+//! units). A pure function of what every stage worker measured, so
 //! that every worker computes the same placement.
 
 use std::ops::Range;
@@ -13,23 +13,34 @@ use super::bound::best_split;
 use super::schedule::{timeline, Schedule, StageCost};
 
 /// Where a pipeline's work is in one iteration: each replica's cut and
-/// partitions.
+/// units.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Placement {
     /// Each replica's layer bounds (S + 1 each: stage s holds
     /// `bounds[s]..bounds[s + 1]`).
     pub cuts: Vec<Vec<usize>>,
-    /// Each replica's partitions, ascending.
-    pub partitions: Vec<Vec<u32>>,
+    /// Each replica's units, as (partition, unit of the partition), in
+    /// partition order.
+    pub units: Vec<Vec<(u32, u32)>>,
 }
 
 impl Placement {
-    /// Every replica cut at `bounds`, partition p on replica p mod R.
-    pub fn even(bounds: &[usize], replicas: u32, partitions: u32) -> Self {
+    /// Every replica cut at `bounds`, partition p (its `units_per_partition`
+    /// units) on replica p mod R.
+    pub fn even(
+        bounds: &[usize],
+        replicas: u32,
+        (partitions, units_per_partition): (u32, u32),
+    ) -> Self {
         Self {
             cuts: vec![bounds.to_vec(); replicas as usize],
-            partitions: (0..replicas)
-                .map(|r| (r..partitions).step_by(replicas as usize).collect())
+            units: (0..replicas)
+                .map(|r| {
+                    (r..partitions)
+                        .step_by(replicas as usize)
+                        .flat_map(|p| (0..units_per_partition).map(move |u| (p, u)))
+                        .collect()
+                })
                 .collect(),
         }
     }
@@ -57,15 +68,15 @@ pub const MIN_GAIN: f64 = 0.05;
 /// The placement for the next iteration: the replicas' best cuts and
 /// shares of the micro-batches ([`best_split`]) for stage workers
 /// `slowdowns[r][s]` times slower than the median (see [`slowdowns`] and
-/// [`lasting`]), the shares rounded to whole partitions of
-/// `micro_per_partition` micro-batches each. None when the current
-/// placement is as good (within [`MIN_GAIN`]).
+/// [`lasting`]), the shares rounded to whole units of `micro_per_unit`
+/// micro-batches each. None when the current placement is as good (within
+/// [`MIN_GAIN`]).
 pub fn rebalance(
     current: &Placement,
     slowdowns: &[Vec<f64>],
     layer_costs: &[(f64, f64)],
     schedule: Schedule,
-    micro_per_partition: u32,
+    micro_per_unit: u32,
 ) -> Option<Placement> {
     let replicas = current.cuts.len();
     let stages = current.cuts.first()?.len() - 1;
@@ -73,20 +84,22 @@ pub fn rebalance(
         return None;
     }
     let costs = stage_costs(layer_costs);
-    let partitions: u32 = current.partitions.iter().map(|p| p.len() as u32).sum();
-    let micro = partitions * micro_per_partition;
+    let mut all: Vec<(u32, u32)> = current.units.concat();
+    all.sort_unstable();
+    let units = all.len() as u32;
+    let micro = units * micro_per_unit;
     // the current placement's iteration under these estimates
     let now = (0..replicas)
         .map(|r| {
-            let m = current.partitions[r].len() as u32 * micro_per_partition;
+            let m = current.units[r].len() as u32 * micro_per_unit;
             makespan(&costs, &slowdowns[r], &current.cuts[r], schedule, m)
         })
         .fold(0.0, f64::max);
     let plans = best_split(&costs, slowdowns, schedule, (micro, 0.0)).ok()?;
-    let shares = whole_partitions(
+    let shares = whole_units(
         &plans.iter().map(|p| f64::from(p.micro)).collect::<Vec<_>>(),
-        partitions,
-        least_partitions(schedule, stages as u32, micro_per_partition),
+        units,
+        least_units(schedule, stages as u32, micro_per_unit),
     );
     let cuts: Vec<Vec<usize>> = plans
         .iter()
@@ -98,7 +111,7 @@ pub fn rebalance(
         .collect();
     let next = (0..replicas)
         .map(|r| {
-            let m = shares[r] * micro_per_partition;
+            let m = shares[r] * micro_per_unit;
             makespan(&costs, &slowdowns[r], &cuts[r], schedule, m)
         })
         .fold(0.0, f64::max);
@@ -106,7 +119,7 @@ pub fn rebalance(
         return None;
     }
     Some(Placement {
-        partitions: deal(&shares, partitions),
+        units: deal(&shares, &all),
         cuts,
     })
 }
@@ -192,18 +205,18 @@ pub fn makespan(
     timeline(schedule, &stages, micro.max(1), 0.0).map_or(f64::INFINITY, |t| t.makespan)
 }
 
-/// The fewest partitions a replica may hold: enough micro-batches for the
-/// schedule, and at least one partition.
-fn least_partitions(schedule: Schedule, stages: u32, micro_per_partition: u32) -> u32 {
+/// The fewest units a replica may hold: enough micro-batches for the
+/// schedule, and at least one unit.
+fn least_units(schedule: Schedule, stages: u32, micro_per_unit: u32) -> u32 {
     match schedule {
-        Schedule::OneFOneB => stages.div_ceil(micro_per_partition.max(1)).max(1),
+        Schedule::OneFOneB => stages.div_ceil(micro_per_unit.max(1)).max(1),
         Schedule::GPipe => 1,
     }
 }
 
-/// `partitions` whole partitions shared in proportion to `wanted` (largest
+/// `partitions` whole units shared in proportion to `wanted` (largest
 /// remainders first, ties to the earlier replica), each at least `least`.
-fn whole_partitions(wanted: &[f64], partitions: u32, least: u32) -> Vec<u32> {
+fn whole_units(wanted: &[f64], partitions: u32, least: u32) -> Vec<u32> {
     let total: f64 = wanted.iter().sum();
     let exact: Vec<f64> = wanted
         .iter()
@@ -235,19 +248,19 @@ fn whole_partitions(wanted: &[f64], partitions: u32, least: u32) -> Vec<u32> {
     shares
 }
 
-/// Partitions dealt out by `shares`, round-robin over the replicas that
-/// still have room, so that each replica's partitions spread over the data.
-fn deal(shares: &[u32], partitions: u32) -> Vec<Vec<u32>> {
-    let mut out: Vec<Vec<u32>> = vec![Vec::new(); shares.len()];
-    let mut r = 0;
-    for p in 0..partitions {
-        while out[r].len() as u32 >= shares[r] {
-            r = (r + 1) % shares.len();
-        }
-        out[r].push(p);
-        r = (r + 1) % shares.len();
-    }
-    out
+/// `units` (in order) dealt out by `shares` in runs of consecutive units,
+/// replica after replica, so that a replica holds whole partitions where
+/// the shares allow.
+fn deal(shares: &[u32], units: &[(u32, u32)]) -> Vec<Vec<(u32, u32)>> {
+    let mut rest = units;
+    shares
+        .iter()
+        .map(|&n| {
+            let (mine, after) = rest.split_at((n as usize).min(rest.len()));
+            rest = after;
+            mine.to_vec()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -267,7 +280,7 @@ mod tests {
     fn measure(p: &Placement, slow: &[Vec<f64>]) -> Vec<Vec<Measured>> {
         (0..p.cuts.len())
             .map(|r| {
-                let rows = p.partitions[r].len() as f64 * 16.0;
+                let rows = p.units[r].len() as f64 * 16.0;
                 (0..p.cuts[r].len() - 1)
                     .map(|s| {
                         let cost: f64 = COSTS[p.layers(r as u32, s as u32)]
@@ -291,8 +304,19 @@ mod tests {
 
     #[test]
     fn equal_workers_keep_the_even_placement() {
-        let p = Placement::even(&[0, 2, 5], 2, 8);
-        assert_eq!(p.partitions, [vec![0, 2, 4, 6], vec![1, 3, 5, 7]]);
+        let p = Placement::even(&[0, 2, 5], 2, (8, 1));
+        assert_eq!(
+            p.units,
+            [
+                vec![(0, 0), (2, 0), (4, 0), (6, 0)],
+                vec![(1, 0), (3, 0), (5, 0), (7, 0)]
+            ]
+        );
+        let two = Placement::even(&[0, 2, 5], 2, (3, 2));
+        assert_eq!(
+            two.units,
+            [vec![(0, 0), (0, 1), (2, 0), (2, 1)], vec![(1, 0), (1, 1)]]
+        );
         let m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
         assert_eq!(
             rebalance(&p, &seen(&p, &m), &COSTS, Schedule::OneFOneB, 2),
@@ -302,7 +326,7 @@ mod tests {
 
     #[test]
     fn a_slow_stage_worker_loses_layers_and_its_replica_data() {
-        let p = Placement::even(&[0, 2, 5], 2, 8);
+        let p = Placement::even(&[0, 2, 5], 2, (8, 1));
         // replica 0's first stage 2× slow
         let slow = [vec![2.0, 1.0], vec![1.0, 1.0]];
         let next = rebalance(
@@ -318,13 +342,10 @@ mod tests {
             "layers move off the slow stage: {:?}",
             next.cuts
         );
-        assert!(
-            next.partitions[0].len() < next.partitions[1].len(),
-            "{next:?}"
-        );
-        let mut all: Vec<u32> = next.partitions.concat();
+        assert!(next.units[0].len() < next.units[1].len(), "{next:?}");
+        let mut all: Vec<u32> = next.units.concat().iter().map(|&(p, _)| p).collect();
         all.sort_unstable();
-        assert_eq!(all, (0..8).collect::<Vec<_>>(), "every partition once");
+        assert_eq!(all, (0..8).collect::<Vec<_>>(), "every unit once");
         // measured again under the new placement, it stays
         let again = measure(&next, &slow);
         assert_eq!(
@@ -334,18 +355,22 @@ mod tests {
     }
 
     #[test]
-    fn shares_are_whole_partitions_with_room_for_the_schedule() {
-        assert_eq!(whole_partitions(&[3.0, 1.0], 8, 1), [6, 2]);
-        assert_eq!(whole_partitions(&[100.0, 0.0], 8, 2), [6, 2]);
-        assert_eq!(whole_partitions(&[1.0, 1.0, 1.0], 8, 1), [3, 3, 2]);
-        assert_eq!(deal(&[3, 1], 4), [vec![0, 2, 3], vec![1]]);
-        assert_eq!(least_partitions(Schedule::OneFOneB, 3, 2), 2);
-        assert_eq!(least_partitions(Schedule::GPipe, 3, 2), 1);
+    fn shares_are_whole_units_with_room_for_the_schedule() {
+        assert_eq!(whole_units(&[3.0, 1.0], 8, 1), [6, 2]);
+        assert_eq!(whole_units(&[100.0, 0.0], 8, 2), [6, 2]);
+        assert_eq!(whole_units(&[1.0, 1.0, 1.0], 8, 1), [3, 3, 2]);
+        let units = [(0, 0), (0, 1), (1, 0), (1, 1)];
+        assert_eq!(
+            deal(&[3, 1], &units),
+            [vec![(0, 0), (0, 1), (1, 0)], vec![(1, 1)]]
+        );
+        assert_eq!(least_units(Schedule::OneFOneB, 3, 2), 2);
+        assert_eq!(least_units(Schedule::GPipe, 3, 2), 1);
     }
 
     #[test]
     fn nothing_measured_changes_nothing() {
-        let p = Placement::even(&[0, 2, 5], 2, 8);
+        let p = Placement::even(&[0, 2, 5], 2, (8, 1));
         let mut m = measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]);
         m[1][0].pass_us = 0.0;
         assert_eq!(slowdowns(&p, &m, &COSTS), None);
@@ -359,8 +384,39 @@ mod tests {
     }
 
     #[test]
+    fn shares_move_unit_by_unit_where_partitions_are_too_coarse() {
+        // 4 replicas × 4 partitions of 4 units; replica 0's second stage 2×
+        // slow: whole partitions could only give it 3 or 4 of 16
+        let p = Placement::even(&[0, 2, 5], 4, (16, 4));
+        let mut slow = vec![vec![1.0, 1.0]; 4];
+        slow[0][1] = 2.0;
+        let next = rebalance(
+            &p,
+            &seen(&p, &measure(&p, &slow)),
+            &COSTS,
+            Schedule::OneFOneB,
+            1,
+        )
+        .expect("a better placement");
+        let counts: Vec<usize> = next.units.iter().map(Vec::len).collect();
+        assert_eq!(counts.iter().sum::<usize>(), 64);
+        assert!(
+            counts[0] % 4 != 0 || counts[1..].iter().any(|c| c % 4 != 0),
+            "{counts:?}"
+        );
+        assert!(
+            counts[0] < 16 && counts[1..].iter().all(|&c| c > 16),
+            "{counts:?}"
+        );
+        let mut all = next.units.concat();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 64, "every unit once");
+    }
+
+    #[test]
     fn only_a_slowdown_seen_twice_in_a_row_moves_work() {
-        let p = Placement::even(&[0, 2, 5], 2, 8);
+        let p = Placement::even(&[0, 2, 5], 2, (8, 1));
         let fine = seen(&p, &measure(&p, &[vec![1.0, 1.0], vec![1.0, 1.0]]));
         let slow = seen(&p, &measure(&p, &[vec![5.0, 1.0], vec![1.0, 1.0]]));
         let other = seen(&p, &measure(&p, &[vec![1.0, 1.0], vec![1.0, 5.0]]));

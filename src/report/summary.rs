@@ -129,8 +129,8 @@ pub struct Recut {
     pub iteration: u64,
     /// Each replica's stages' layers, joined with `+`.
     pub layers: Vec<Vec<String>>,
-    /// Each replica's partitions.
-    pub partitions: Vec<u32>,
+    /// How many units each replica holds.
+    pub units: Vec<u32>,
 }
 
 impl PipelineSummary {
@@ -163,7 +163,7 @@ impl PipelineSummary {
                                 .collect()
                         })
                         .collect(),
-                    partitions: p.partitions.iter().map(|q| q.len() as u32).collect(),
+                    units: p.units.iter().map(|q| q.len() as u32).collect(),
                 })
                 .collect(),
             bubble: (0..layout.stages)
@@ -329,9 +329,9 @@ impl RunSummary {
                 }
             );
             if let Some(last) = p.recuts.last() {
-                let replicas: Vec<String> = (last.layers.iter().zip(&last.partitions))
+                let replicas: Vec<String> = (last.layers.iter().zip(&last.units))
                     .enumerate()
-                    .map(|(r, (l, q))| format!("replica {r} {} on {q} partitions", l.join(" | ")))
+                    .map(|(r, (l, q))| format!("replica {r} {} on {q} units", l.join(" | ")))
                     .collect();
                 let _ = writeln!(
                     s,

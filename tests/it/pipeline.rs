@@ -435,14 +435,31 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     let (first, placement) = out.recuts.first().expect("the work moved");
     assert_eq!(*first, 2, "once two iterations showed the slowdown");
     let slow_layers = placement.layers(0, 1).len();
-    let slow_share = placement.partitions[0].len();
+    let slow_share = placement.units[0].len();
     assert!(
         slow_layers < 3 || slow_share < 4,
         "layers or data off the slow stage worker: {placement:?}"
     );
-    let mut all: Vec<u32> = placement.partitions.concat();
+    let mut all: Vec<(u32, u32)> = placement.units.concat();
     all.sort_unstable();
-    assert_eq!(all, (0..8).collect::<Vec<_>>());
+    assert_eq!(
+        all,
+        (0..8).map(|p| (p, 0)).collect::<Vec<_>>(),
+        "every unit once"
+    );
+    // with 2 units a partition, the shares move unit by unit: a partition
+    // may be split between replicas, and the bits stay
+    let halves = |t: String| t.replace("units_per_partition = 1", "units_per_partition = 2");
+    let (reference, _) = train(&halves(job(1, "")));
+    let split_dir = tempfile::tempdir().expect("dir");
+    let out = run_workload_in(&plan(&halves(text.clone())), cnn(), split_dir.path());
+    assert_eq!(out.digest, reference);
+    let (_, placement) = out.recuts.first().expect("the work moved");
+    let mut all: Vec<(u32, u32)> = placement.units.concat();
+    all.sort_unstable();
+    let every: Vec<(u32, u32)> = (0..8).flat_map(|p| [(p, 0), (p, 1)]).collect();
+    assert_eq!(all, every, "every unit once");
+    assert!(placement.units[0].len() < 8, "{placement:?}");
     // the same across 2 processes of 2 threads (at native speed: `run`
     // refuses a pace shorter than the machine's compute)
     let native = text.replace("pace_ns_per_row = 5000000\n", "");
@@ -498,24 +515,36 @@ fn whatif_replays_a_pipeline_run_with_another_cut() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("trained data-parallel"));
     // a run whose placement moved: its placements are written, and each
     // iteration is measured against the cut it ran
-    assert!(!dir.path().join("pipe/trace/placements.json").exists(), "bsp kept its cut");
+    assert!(
+        !dir.path().join("pipe/trace/placements.json").exists(),
+        "bsp kept its cut"
+    );
     let moving = format!("{slow}\n[policy]\nname = \"rebalance-stages\"");
     run(&job(2, &moving), "moving");
     let placements = dir.path().join("moving/trace/placements.json");
     let text = std::fs::read_to_string(&placements).expect("placements.json");
     let entries: serde_json::Value = serde_json::from_str(&text).expect("json");
     assert_eq!(entries[0]["iteration"], 2, "{text}");
-    let o = forestall_in(dir.path(), &["whatif", "moving", "--cut", "conv3", "--json"]);
+    let o = forestall_in(
+        dir.path(),
+        &["whatif", "moving", "--cut", "conv3", "--json"],
+    );
     let steps = line(&o)["steps"].as_array().expect("steps").clone();
     assert_eq!(steps.len(), 3);
     for s in &steps[..2] {
         let (p, r) = (s["predicted_us"].as_f64(), s["recorded_us"].as_f64());
-        assert!((p.expect("us") / r.expect("us") - 1.0).abs() < 1e-9, "ran at conv3: {s}");
+        assert!(
+            (p.expect("us") / r.expect("us") - 1.0).abs() < 1e-9,
+            "ran at conv3: {s}"
+        );
     }
     // a placements file that does not fit the run is refused by name
     std::fs::write(&placements, r#"[{"iteration": 1, "cuts": [[0, 5]]}]"#).expect("writes");
     let o = forestall_in(dir.path(), &["whatif", "moving", "--cut", "best"]);
     assert!(!o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("placements.json") && stderr.contains("does not fit"), "{stderr}");
+    assert!(
+        stderr.contains("placements.json") && stderr.contains("does not fit"),
+        "{stderr}"
+    );
 }

@@ -112,7 +112,12 @@ impl StageWorker {
             .clone()
             .expect("a stage worker runs a pipeline's job");
         let (replica, stage) = layout.place(worker);
-        let placement = Placement::even(&layout.bounds, layout.replicas, cx.plan.partitions);
+        let units_per_partition = cx.partitioning.units_per_partition();
+        let placement = Placement::even(
+            &layout.bounds,
+            layout.replicas,
+            (cx.plan.partitions, units_per_partition),
+        );
         let reads = (0..cx.shards.len() as u32)
             .filter(|&k| cx.reads_shard(worker, k))
             .collect();
@@ -199,7 +204,7 @@ impl StageWorker {
         let measured: Vec<Vec<Measured>> = (0..l.replicas)
             .map(|r| (0..l.stages).map(|s| of[&l.worker(r, s)]).collect())
             .collect();
-        let micro = self.micro_per_partition(t);
+        let micro = self.micro_per_unit(t);
         let costs = staged(&self.cx).layer_costs();
         let Some((now, _)) = slowdowns(&self.placement, &measured, costs) else {
             return true;
@@ -209,7 +214,7 @@ impl StageWorker {
         let next = acted.and_then(|s| rebalance(&self.placement, &s, costs, l.schedule, micro));
         if let Some(next) = next {
             if self.worker == 0 {
-                tracing::info!(iteration = t, cuts = ?next.cuts, partitions = ?next.partitions, "stages rebalanced");
+                tracing::info!(iteration = t, cuts = ?next.cuts, units = ?next.units, "stages rebalanced");
                 let _ = self.sink.send(SinkEvent::Recut {
                     iteration: t,
                     placement: next.clone(),
@@ -220,14 +225,12 @@ impl StageWorker {
         true
     }
 
-    /// The fewest micro-batches a partition has in iteration `t`.
-    fn micro_per_partition(&self, t: u64) -> u32 {
+    /// The fewest micro-batches a unit has in iteration `t`.
+    fn micro_per_unit(&self, t: u64) -> u32 {
         let size = self.cx.plan.micro_batch as usize;
         (0..self.cx.plan.partitions)
-            .map(|p| {
-                let units = self.cx.partitioning.units(t, p);
-                micro_batches(&units, size).len() as u32
-            })
+            .flat_map(|p| self.cx.partitioning.units(t, p))
+            .map(|unit| micro_batches(std::slice::from_ref(&unit), size).len() as u32)
             .min()
             .unwrap_or(1)
     }
@@ -348,9 +351,14 @@ impl StageWorker {
                 stop: self.cx.stop.asked() && self.cx.stop.at().is_none(),
             },
         );
-        let units: Vec<_> = self.placement.partitions[self.replica as usize]
-            .iter()
-            .flat_map(|&p| self.cx.partitioning.units(t, p))
+        let mut of_partition = BTreeMap::new();
+        let units: Vec<_> = (self.placement.units[self.replica as usize].iter())
+            .map(|&(p, u)| {
+                let all = of_partition
+                    .entry(p)
+                    .or_insert_with(|| self.cx.partitioning.units(t, p));
+                all[u as usize].clone()
+            })
             .collect();
         let layers = self.placement.layers(self.replica, self.stage);
         let coords = staged(&self.cx).layer_params(layers.clone());
