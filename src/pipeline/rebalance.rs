@@ -401,7 +401,7 @@ mod tests {
         let counts: Vec<usize> = next.units.iter().map(Vec::len).collect();
         assert_eq!(counts.iter().sum::<usize>(), 64);
         assert!(
-            counts[0] % 4 != 0 || counts[1..].iter().any(|c| c % 4 != 0),
+            !counts[0].is_multiple_of(4) || counts[1..].iter().any(|c| !c.is_multiple_of(4)),
             "{counts:?}"
         );
         assert!(
