@@ -302,6 +302,13 @@ mod tests {
         slowdowns(p, measured, &COSTS).expect("all measured").0
     }
 
+    /// The placement after `p` when its stage workers are `slow`, with
+    /// `micro` micro-batches a unit (it must move).
+    fn moved(p: &Placement, slow: &[Vec<f64>], micro: u32) -> Placement {
+        let s = seen(p, &measure(p, slow));
+        rebalance(p, &s, &COSTS, Schedule::OneFOneB, micro).expect("a better placement")
+    }
+
     #[test]
     fn equal_workers_keep_the_even_placement() {
         let p = Placement::even(&[0, 2, 5], 2, (8, 1));
@@ -329,14 +336,7 @@ mod tests {
         let p = Placement::even(&[0, 2, 5], 2, (8, 1));
         // replica 0's first stage 2× slow
         let slow = [vec![2.0, 1.0], vec![1.0, 1.0]];
-        let next = rebalance(
-            &p,
-            &seen(&p, &measure(&p, &slow)),
-            &COSTS,
-            Schedule::OneFOneB,
-            2,
-        )
-        .expect("a better placement");
+        let next = moved(&p, &slow, 2);
         assert!(
             next.cuts[0][1] < 2,
             "layers move off the slow stage: {:?}",
@@ -390,14 +390,7 @@ mod tests {
         let p = Placement::even(&[0, 2, 5], 4, (16, 4));
         let mut slow = vec![vec![1.0, 1.0]; 4];
         slow[0][1] = 2.0;
-        let next = rebalance(
-            &p,
-            &seen(&p, &measure(&p, &slow)),
-            &COSTS,
-            Schedule::OneFOneB,
-            1,
-        )
-        .expect("a better placement");
+        let next = moved(&p, &slow, 1);
         let counts: Vec<usize> = next.units.iter().map(Vec::len).collect();
         assert_eq!(counts.iter().sum::<usize>(), 64);
         assert!(
