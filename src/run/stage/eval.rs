@@ -25,6 +25,9 @@ use std::sync::Arc;
 
 use timely::dataflow::operators::Capability;
 
+use super::epoch::StageCaps;
+use super::{staged, StageEmit, StageWorker};
+use crate::run::messages::{Progress, StageMessage, StageTraffic};
 use crate::workload::staged::{Activation, StageScores};
 use crate::workload::Workload;
 
@@ -135,6 +138,146 @@ pub fn run(workload: &dyn Workload, job: EvalJob) -> EvalDone {
         None => Err("the model has no stages".to_owned()),
     };
     (job.version, job.batch, out)
+}
+
+impl StageWorker {
+    /// This worker's share of version `version`'s evaluation, on the
+    /// layers it holds now.
+    pub(super) fn eval_round(
+        &self,
+        version: u64,
+        caps: &StageCaps,
+        params: Arc<Vec<f64>>,
+    ) -> EvalRound {
+        let all = staged(&self.cx).test_batches();
+        EvalRound {
+            version,
+            traffic: caps.traffic.delayed(&version),
+            progress: caps.progress.delayed(&version),
+            params,
+            layers: self.placement.layers(self.replica, self.stage),
+            waiting: replica_batches(all, self.replica, self.layout.replicas),
+            outstanding: 0,
+        }
+    }
+
+    /// Hands the evaluation thread every batch whose input is here, sends
+    /// on what it finished, and ends the rounds that are done.
+    pub(super) fn pump_evals(&mut self, emit: &mut StageEmit<'_>) {
+        if self.evals.is_empty() {
+            return;
+        }
+        let cx = Arc::clone(&self.cx);
+        let worker = self.worker;
+        let thread = self
+            .eval_thread
+            .get_or_insert_with(|| EvalThread::start(Arc::clone(&cx.workload), worker));
+        let mut done = Vec::new();
+        for round in &mut self.evals {
+            let mut still = VecDeque::new();
+            while let Some((batch, rows)) = round.waiting.pop_front() {
+                let input = match self.stage {
+                    0 => None,
+                    _ => match self.inbox.remove(&(round.version, batch, true, true)) {
+                        Some((message, _)) => Some(Activation {
+                            values: message.values,
+                            shape: message.shape,
+                        }),
+                        None => {
+                            still.push_back((batch, rows));
+                            continue;
+                        }
+                    },
+                };
+                let job = EvalJob {
+                    version: round.version,
+                    batch,
+                    layers: round.layers.clone(),
+                    params: Arc::clone(&round.params),
+                    input,
+                    rows,
+                };
+                round.outstanding += 1;
+                let refused = match thread {
+                    Some(t) => t.submit(job).err(),
+                    None => Some(job),
+                };
+                if let Some(job) = refused {
+                    done.push(run(&*cx.workload, job));
+                }
+            }
+            round.waiting = still;
+        }
+        let lost = match thread.as_ref().map(EvalThread::ready) {
+            Some(Ok(more)) => {
+                done.extend(more);
+                false
+            }
+            Some(Err(more)) => {
+                done.extend(more);
+                true
+            }
+            None => false,
+        };
+        if lost {
+            *thread = None;
+        }
+        for (version, batch, out) in done {
+            self.send_scores(version, batch, out, emit);
+        }
+        if lost {
+            tracing::warn!(
+                worker,
+                "the stage evaluation thread is gone: the sink evaluates the rest whole"
+            );
+            self.evals.retain(|r| r.outstanding == 0);
+        }
+        self.evals
+            .retain(|r| !(r.waiting.is_empty() && r.outstanding == 0));
+    }
+
+    /// Sends one batch's inference on: its activation to the next stage, or
+    /// its scores to worker 0.
+    fn send_scores(
+        &mut self,
+        version: u64,
+        batch: u32,
+        out: Result<StageScores, String>,
+        emit: &mut StageEmit<'_>,
+    ) {
+        let Some(at) = self.evals.iter().position(|r| r.version == version) else {
+            return;
+        };
+        let round = &mut self.evals[at];
+        round.outstanding = round.outstanding.saturating_sub(1);
+        match out {
+            Ok(StageScores::Activation(a)) => {
+                let traffic = StageTraffic {
+                    to: self.layout.worker(self.replica, self.stage + 1),
+                    iteration: version,
+                    micro: batch,
+                    forward: true,
+                    eval: true,
+                    values: a.values,
+                    shape: a.shape,
+                    loss_sum: 0.0,
+                };
+                (emit.traffic)(&round.traffic, StageMessage::Traffic(traffic));
+            }
+            Ok(StageScores::Scores(scores)) => {
+                let message = Progress::Scores {
+                    version,
+                    batch,
+                    scores,
+                };
+                (emit.progress)(&round.progress, message);
+            }
+            Err(e) => {
+                tracing::warn!(version, batch, "a stage could not score a test batch: {e}");
+                self.evals.remove(at);
+            }
+        }
+    }
 }
 
 /// The test batches replica `replica` of `replicas` scores: batch i when

@@ -20,8 +20,9 @@
 mod epoch;
 mod eval;
 pub mod ops_file;
+mod placing;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -31,16 +32,16 @@ use timely::dataflow::operators::Capability;
 
 pub use self::epoch::StageCaps;
 use self::epoch::{micro_batches, StageEpoch, UnitFold};
-use self::eval::{replica_batches, EvalJob, EvalRound, EvalThread};
+use self::eval::{EvalRound, EvalThread};
 use super::context::JobContext;
 use super::messages::{GradSlice, Progress, StageMessage, StageTiming, StageTraffic};
 use super::sink::{wants_eval, SinkEvent};
 use crate::inject::Stretch;
 use crate::ops::OpKind;
-use crate::pipeline::{lasting, rebalance, slowdowns, Measured, Pass, Placement, StageLayout};
+use crate::pipeline::{Measured, Pass, Placement, StageLayout};
 use crate::policy::PolicyPlan;
 use crate::trace::{UnitAction, UnitRecord, WorkerRecord};
-use crate::workload::staged::{Activation, StageBatch, StageScores, Staged};
+use crate::workload::staged::{Activation, StageBatch, Staged};
 use crate::workload::{Draws, Update};
 
 /// Where the stage operator's output goes.
@@ -185,54 +186,6 @@ impl StageWorker {
                     .insert(t.from, measured);
             }
         }
-    }
-
-    /// `rebalance-stages`: the placement of iteration `t`, from every stage
-    /// worker's measurements of `t − 1` and `t − 2` (the slowdowns that
-    /// lasted through both); false while some are missing.
-    fn place(&mut self, t: u64) -> bool {
-        if !self.rebalance || t <= self.cx.first_iteration() {
-            return true;
-        }
-        let workers = self.cx.plan.workers as usize;
-        if self.timings.get(&(t - 1)).is_none_or(|m| m.len() < workers) {
-            return false;
-        }
-        let of = self.timings.remove(&(t - 1)).expect("checked above");
-        self.timings.retain(|&i, _| i >= t);
-        let l = &self.layout;
-        let measured: Vec<Vec<Measured>> = (0..l.replicas)
-            .map(|r| (0..l.stages).map(|s| of[&l.worker(r, s)]).collect())
-            .collect();
-        let micro = self.micro_per_unit(t);
-        let costs = staged(&self.cx).layer_costs();
-        let Some((now, _)) = slowdowns(&self.placement, &measured, costs) else {
-            return true;
-        };
-        let acted = lasting(self.seen.as_deref(), &now);
-        self.seen = Some(now);
-        let next = acted.and_then(|s| rebalance(&self.placement, &s, costs, l.schedule, micro));
-        if let Some(next) = next {
-            if self.worker == 0 {
-                tracing::info!(iteration = t, cuts = ?next.cuts, units = ?next.units, "stages rebalanced");
-                let _ = self.sink.send(SinkEvent::Recut {
-                    iteration: t,
-                    placement: next.clone(),
-                });
-            }
-            self.placement = next;
-        }
-        true
-    }
-
-    /// The fewest micro-batches a unit has in iteration `t`.
-    fn micro_per_unit(&self, t: u64) -> u32 {
-        let size = self.cx.plan.micro_batch as usize;
-        (0..self.cx.plan.partitions)
-            .flat_map(|p| self.cx.partitioning.units(t, p))
-            .map(|unit| micro_batches(std::slice::from_ref(&unit), size).len() as u32)
-            .min()
-            .unwrap_or(1)
     }
 
     /// Runs what can run now: complete versions, the pass whose output is
@@ -400,139 +353,6 @@ impl StageWorker {
         // keep the version for the run's end (its capabilities too)
         self.latest = Some((version, caps, params));
         true
-    }
-
-    /// This worker's share of version `version`'s evaluation, on the
-    /// layers it holds now.
-    fn eval_round(&self, version: u64, caps: &StageCaps, params: Arc<Vec<f64>>) -> EvalRound {
-        let all = staged(&self.cx).test_batches();
-        EvalRound {
-            version,
-            traffic: caps.traffic.delayed(&version),
-            progress: caps.progress.delayed(&version),
-            params,
-            layers: self.placement.layers(self.replica, self.stage),
-            waiting: replica_batches(all, self.replica, self.layout.replicas),
-            outstanding: 0,
-        }
-    }
-
-    /// Hands the evaluation thread every batch whose input is here, sends
-    /// on what it finished, and ends the rounds that are done.
-    fn pump_evals(&mut self, emit: &mut StageEmit<'_>) {
-        if self.evals.is_empty() {
-            return;
-        }
-        let cx = Arc::clone(&self.cx);
-        let worker = self.worker;
-        let thread = self
-            .eval_thread
-            .get_or_insert_with(|| EvalThread::start(Arc::clone(&cx.workload), worker));
-        let mut done = Vec::new();
-        for round in &mut self.evals {
-            let mut still = VecDeque::new();
-            while let Some((batch, rows)) = round.waiting.pop_front() {
-                let input = match self.stage {
-                    0 => None,
-                    _ => match self.inbox.remove(&(round.version, batch, true, true)) {
-                        Some((message, _)) => Some(Activation {
-                            values: message.values,
-                            shape: message.shape,
-                        }),
-                        None => {
-                            still.push_back((batch, rows));
-                            continue;
-                        }
-                    },
-                };
-                let job = EvalJob {
-                    version: round.version,
-                    batch,
-                    layers: round.layers.clone(),
-                    params: Arc::clone(&round.params),
-                    input,
-                    rows,
-                };
-                round.outstanding += 1;
-                let refused = match thread {
-                    Some(t) => t.submit(job).err(),
-                    None => Some(job),
-                };
-                if let Some(job) = refused {
-                    done.push(eval::run(&*cx.workload, job));
-                }
-            }
-            round.waiting = still;
-        }
-        let lost = match thread.as_ref().map(EvalThread::ready) {
-            Some(Ok(more)) => {
-                done.extend(more);
-                false
-            }
-            Some(Err(more)) => {
-                done.extend(more);
-                true
-            }
-            None => false,
-        };
-        if lost {
-            *thread = None;
-        }
-        for (version, batch, out) in done {
-            self.send_scores(version, batch, out, emit);
-        }
-        if lost {
-            tracing::warn!(
-                worker,
-                "the stage evaluation thread is gone: the sink evaluates the rest whole"
-            );
-            self.evals.retain(|r| r.outstanding == 0);
-        }
-        self.evals
-            .retain(|r| !(r.waiting.is_empty() && r.outstanding == 0));
-    }
-
-    /// Sends one batch's inference on: its activation to the next stage, or
-    /// its scores to worker 0.
-    fn send_scores(
-        &mut self,
-        version: u64,
-        batch: u32,
-        out: Result<StageScores, String>,
-        emit: &mut StageEmit<'_>,
-    ) {
-        let Some(at) = self.evals.iter().position(|r| r.version == version) else {
-            return;
-        };
-        let round = &mut self.evals[at];
-        round.outstanding = round.outstanding.saturating_sub(1);
-        match out {
-            Ok(StageScores::Activation(a)) => {
-                let traffic = StageTraffic {
-                    to: self.layout.worker(self.replica, self.stage + 1),
-                    iteration: version,
-                    micro: batch,
-                    forward: true,
-                    eval: true,
-                    values: a.values,
-                    shape: a.shape,
-                    loss_sum: 0.0,
-                };
-                (emit.traffic)(&round.traffic, StageMessage::Traffic(traffic));
-            }
-            Ok(StageScores::Scores(scores)) => {
-                let message = Progress::Scores {
-                    version,
-                    batch,
-                    scores,
-                };
-                (emit.progress)(&round.progress, message);
-            }
-            Err(e) => {
-                tracing::warn!(version, batch, "a stage could not score a test batch: {e}");
-                self.evals.remove(at);
-            }
-        }
     }
 
     /// Tells the sink this worker began `t` (at a checkpoint iteration,
