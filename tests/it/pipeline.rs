@@ -459,7 +459,10 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     all.sort_unstable();
     let every: Vec<(u32, u32)> = (0..8).flat_map(|p| [(p, 0), (p, 1)]).collect();
     assert_eq!(all, every, "every unit once");
-    assert!(placement.units[0].len() < 8, "{placement:?}");
+    assert!(
+        placement.layers(0, 1).len() < 3 || placement.units[0].len() < 8,
+        "layers or data off the slow stage worker: {placement:?}"
+    );
     // the same across 2 processes of 2 threads (at native speed: `run`
     // refuses a pace shorter than the machine's compute)
     let native = text.replace("pace_ns_per_row = 5000000\n", "");
