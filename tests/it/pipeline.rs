@@ -422,18 +422,21 @@ fn a_schedule_without_enough_micro_batches_is_refused_by_name() {
 #[test]
 #[ignore = "needs ../shared"]
 fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
-    let (reference, _) = train(&job(1, ""));
-    let text = job(
+    // 5 iterations: a loaded machine may blur one iteration's measurement,
+    // and the work must still move once two in a row show the slowdown
+    let longer = |t: String| t.replace("iterations = 3", "iterations = 5");
+    let (reference, _) = train(&longer(job(1, "")));
+    let text = longer(job(
         4,
         "pace_ns_per_row = 5000000\n[parallel]\nstages = 2\n\
          [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0\n\
          [policy]\nname = \"rebalance-stages\"",
-    );
+    ));
     let dir = tempfile::tempdir().expect("dir");
     let out = run_workload_in(&plan(&text), cnn(), dir.path());
     assert_eq!(out.digest, reference);
     let (first, placement) = out.recuts.first().expect("the work moved");
-    assert_eq!(*first, 2, "once two iterations showed the slowdown");
+    assert!(*first >= 2, "not before two iterations showed the slowdown");
     let slow_layers = placement.layers(0, 1).len();
     let slow_share = placement.units[0].len();
     assert!(
@@ -450,7 +453,7 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     // with 2 units a partition, the shares move unit by unit: a partition
     // may be split between replicas, and the bits stay
     let halves = |t: String| t.replace("units_per_partition = 1", "units_per_partition = 2");
-    let (reference, _) = train(&halves(job(1, "")));
+    let (reference, _) = train(&longer(halves(job(1, ""))));
     let split_dir = tempfile::tempdir().expect("dir");
     let out = run_workload_in(&plan(&halves(text.clone())), cnn(), split_dir.path());
     assert_eq!(out.digest, reference);
