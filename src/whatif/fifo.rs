@@ -55,13 +55,19 @@ impl<M: InFlight> Fifo<M> {
         if self.sorted != Some(due) {
             let n = self.queue.iter().take_while(|m| m.arrives() == due).count();
             // Sorted where they lie: made contiguous, a queue that wraps
-            // around its buffer would move every message in it. Orders are
-            // unique, so an unstable sort puts them as a stable one would.
+            // around its buffer would move every message in it. Ties come
+            // mostly in order already (sent by workers taken in order), in
+            // runs: checked first, then merged by the stable sort, which
+            // finds the runs (orders are unique, so any sort puts them
+            // alike).
             let (front, _) = self.queue.as_mut_slices();
-            if front.len() >= n {
-                front[..n].sort_unstable_by_key(M::order);
+            let ties = if front.len() >= n {
+                &mut front[..n]
             } else {
-                self.queue.make_contiguous()[..n].sort_unstable_by_key(M::order);
+                &mut self.queue.make_contiguous()[..n]
+            };
+            if !ties.is_sorted_by_key(M::order) {
+                ties.sort_by_key(M::order);
             }
             self.sorted = Some(due);
         }
