@@ -3,7 +3,8 @@
 //! order costs when stages wait on each other (the bubble), where the
 //! stages run and what they hold (`layout`), the best cut of the layers
 //! into stages for the stage workers' speeds (the pipeline's bound), and
-//! `rebalance-stages`' placements. The stage operators that run these
+//! `rebalance-stages`' placements, and the units replicas take from each
+//! other within an iteration (`steal`). The stage operators that run these
 //! orders on timely dataflow are in `run::stage`; see
 //! `docs/model-parallel.md`.
 
@@ -11,6 +12,7 @@ pub mod bound;
 pub mod layout;
 pub mod rebalance;
 pub mod schedule;
+pub mod steal;
 
 pub use bound::{
     best_cut, best_shares, best_split, cuts, paced_bound_us, paced_shares_bound_us, ReplicaPlan,

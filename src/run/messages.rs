@@ -263,14 +263,17 @@ pub struct StageOp {
 }
 
 /// What a pipeline's stage workers send each other: activations and their
-/// gradients, and (under `rebalance-stages`) what each measured of an
-/// iteration.
+/// gradients, (under `rebalance-stages`) what each measured of an
+/// iteration, and (under `rapid-reassign`) the units replicas take from
+/// each other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum StageMessage {
     /// An activation or its gradient, to a neighbour stage.
     Traffic(StageTraffic),
     /// A stage worker's iteration, to every stage worker.
     Timing(StageTiming),
+    /// Units between replicas within an iteration.
+    Steal(StealMessage),
 }
 
 impl StageMessage {
@@ -279,6 +282,7 @@ impl StageMessage {
         match self {
             Self::Traffic(t) => t.to,
             Self::Timing(t) => t.to,
+            Self::Steal(m) => m.to,
         }
     }
 }
@@ -297,4 +301,63 @@ pub struct StageTiming {
     pub pass_us: u64,
     /// Images its passes covered.
     pub rows: u64,
+}
+
+/// Units taken between a pipeline's replicas within an iteration
+/// (`rapid-reassign` under `[parallel]`; see [`crate::pipeline::steal`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StealMessage {
+    /// Receiver (the exchange key).
+    pub to: u32,
+    /// The sender's replica.
+    pub replica: u32,
+    /// Iteration.
+    pub iteration: u64,
+    /// What it says.
+    pub kind: StealKind,
+}
+
+/// What one replica's stage worker tells another about units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum StealKind {
+    /// A first stage that fed its whole list asks another for units
+    /// (its round of asking, its time per micro-batch so far, µs).
+    Ask {
+        /// The asker's round.
+        round: u32,
+        /// Its time per micro-batch so far, µs.
+        micro_us: f64,
+    },
+    /// The answer to an ask: units (partition, unit of the partition) from
+    /// the end of the giver's list, perhaps none.
+    Gift {
+        /// The round answered.
+        round: u32,
+        /// The units given, in list order.
+        units: Vec<(u32, u32)>,
+    },
+    /// The sender's first stage feeds nothing more this iteration: it
+    /// answers no more asks.
+    Closed,
+    /// To its replica's other stages: the list as it stands now, and
+    /// whether it is final (`seq` orders the shapes one first stage sends).
+    Shape {
+        /// The replica's units, in order.
+        units: Vec<(u32, u32)>,
+        /// No more changes.
+        closed: bool,
+        /// Its place among the first stage's shapes this iteration.
+        seq: u32,
+    },
+}
+
+impl StealMessage {
+    /// Bytes it puts on the wire (approximately).
+    pub fn wire_bytes(&self) -> u64 {
+        let units = match &self.kind {
+            StealKind::Gift { units, .. } | StealKind::Shape { units, .. } => units.len(),
+            _ => 0,
+        };
+        32 + 8 * units as u64
+    }
 }

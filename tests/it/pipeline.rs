@@ -475,6 +475,58 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     assert_eq!(summary_digest(&o), reference);
 }
 
+/// `rapid-reassign` in a pipeline: with stage 1 of replica 0 (worker 1) 4×
+/// slow, replica 1's first stage (worker 2) takes whole units from the end
+/// of replica 0's list within each iteration; every unit is computed once,
+/// by one replica, and the parameters are one worker's, bit for bit, in
+/// one process and across two.
+#[test]
+#[ignore = "needs ../shared"]
+fn replicas_take_units_from_a_slow_replica_and_keep_the_bits() {
+    let (reference, _) = train(&job(1, ""));
+    let text = job(
+        4,
+        "pace_ns_per_row = 5000000\n[parallel]\nstages = 2\n\
+         [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 4.0\n\
+         [policy]\nname = \"rapid-reassign\"",
+    );
+    let (digest, dir) = train(&text);
+    assert_eq!(digest, reference);
+    let trace = read_trace_dir(dir.path()).expect("the trace reads");
+    let mut taken = 0;
+    for t in 0..3 {
+        let of = |action: UnitAction| {
+            trace
+                .units
+                .iter()
+                .filter(|u| u.iteration == t && u.action == action)
+                .collect::<Vec<_>>()
+        };
+        let first: Vec<_> = [of(UnitAction::Assigned), of(UnitAction::Reassigned)].concat();
+        let mut keys: Vec<_> = first.iter().map(|u| (u.partition, u.unit)).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            (0..8).map(|p| (p, 0)).collect::<Vec<_>>(),
+            "iteration {t}: every unit once, on a first stage"
+        );
+        assert_eq!(of(UnitAction::Split).len(), 8, "iteration {t}");
+        let reassigned = of(UnitAction::Reassigned);
+        assert!(
+            reassigned.iter().all(|u| u.executor == 2 && u.owner == 0),
+            "only the fast replica takes, from the slow one: {reassigned:?}"
+        );
+        taken += reassigned.len();
+    }
+    assert!(taken > 0, "units moved to the fast replica");
+    // the same across 2 processes of 2 threads (native speed)
+    let native = text.replace("pace_ns_per_row = 5000000\n", "");
+    std::fs::write(dir.path().join("job.toml"), native).expect("job");
+    let o = in_two_processes(dir.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(summary_digest(&o), reference);
+}
+
 /// `whatif --cut` replays a pipeline run's iterations with its layers cut
 /// elsewhere: moving work off a 3× slow stage worker shortens them, its
 /// own cut predicts what was recorded, and bad cuts or a data-parallel

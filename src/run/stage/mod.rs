@@ -21,6 +21,7 @@ mod epoch;
 mod eval;
 pub mod ops_file;
 mod placing;
+mod steal;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -33,8 +34,11 @@ use timely::dataflow::operators::Capability;
 pub use self::epoch::StageCaps;
 use self::epoch::{micro_batches, StageEpoch, UnitFold};
 use self::eval::{EvalRound, EvalThread};
+use self::steal::ListState;
 use super::context::JobContext;
-use super::messages::{GradSlice, Progress, StageMessage, StageTiming, StageTraffic};
+use super::messages::{
+    GradSlice, Progress, StageMessage, StageTiming, StageTraffic, StealMessage,
+};
 use super::sink::{wants_eval, SinkEvent};
 use crate::inject::Stretch;
 use crate::ops::OpKind;
@@ -84,6 +88,13 @@ pub struct StageWorker {
     timings: BTreeMap<u64, BTreeMap<u32, Measured>>,
     /// The slowdowns the iteration before last showed, by replica and stage.
     seen: Option<Vec<Vec<f64>>>,
+    /// `rapid-reassign`: replicas take units from each other within an
+    /// iteration (see `steal`).
+    steals: bool,
+    /// Messages about units, by iteration, until it runs here.
+    steal_inbox: BTreeMap<u64, Vec<StealMessage>>,
+    /// Under `steals`, the iteration's list while it may change.
+    list: Option<ListState>,
     /// The shards this worker is sent.
     reads: Vec<u32>,
     /// Capabilities for the first iteration, from the operator's construction.
@@ -131,6 +142,9 @@ impl StageWorker {
             rebalance: cx.plan.policy == PolicyPlan::RebalanceStages,
             timings: BTreeMap::new(),
             seen: None,
+            steals: matches!(cx.plan.policy, PolicyPlan::RapidReassign(_)),
+            steal_inbox: BTreeMap::new(),
+            list: None,
             reads,
             sink,
             initial: None,
@@ -185,6 +199,7 @@ impl StageWorker {
                     .or_default()
                     .insert(t.from, measured);
             }
+            StageMessage::Steal(m) => self.file_steal(m),
         }
     }
 
@@ -201,7 +216,15 @@ impl StageWorker {
                 }
                 self.release(due, emit);
             }
+            self.serve_steals(emit);
             if let Some(epoch) = &self.epoch {
+                if self.at_limit() {
+                    // the list may still grow: the first stage asks
+                    if self.stage == 0 && self.ask_or_close(emit) {
+                        continue;
+                    }
+                    return;
+                }
                 if epoch.passes.is_empty() {
                     self.report(emit);
                     continue;
@@ -316,6 +339,7 @@ impl StageWorker {
         let layers = self.placement.layers(self.replica, self.stage);
         let coords = staged(&self.cx).layer_params(layers.clone());
         let micro = micro_batches(&units, self.cx.plan.micro_batch as usize);
+        let micro_count = micro.len();
         let passes = self
             .layout
             .schedule
@@ -346,6 +370,11 @@ impl StageWorker {
             pass_began_us: ready_us,
             caps: caps.delayed(t),
         });
+        if self.steals {
+            let (stages, schedule) = (self.layout.stages, self.layout.schedule);
+            let micro = micro_count as u32;
+            self.list = Some(ListState::new(t, schedule, (stages, self.stage), micro));
+        }
         if wants_eval(t, self.cx.plan.eval_every, end) {
             let round = self.eval_round(t, &caps, Arc::clone(&params));
             self.evals.push(round);
@@ -429,6 +458,7 @@ impl StageWorker {
             false => None,
         };
         epoch.passes.pop_front();
+        self.count_pass(pass);
         let due = if forward {
             self.forward(m, input)
         } else {
@@ -680,10 +710,14 @@ impl StageWorker {
             wait_us: 0,
             rows: fold.rows,
             bytes_sent: slices.iter().map(GradSlice::wire_bytes).sum(),
-            action: if self.stage == 0 {
-                UnitAction::Assigned
-            } else {
-                UnitAction::Split
+            action: match self.stage {
+                0 if !self.placement.units[self.replica as usize]
+                    .contains(&(key.partition, key.unit)) =>
+                {
+                    UnitAction::Reassigned // taken from another replica
+                }
+                0 => UnitAction::Assigned,
+                _ => UnitAction::Split,
             },
             gt_slowdown: fold.slowdown,
             gt_delay_us: fold.delay_us,
@@ -710,6 +744,7 @@ impl StageWorker {
     /// the unit rows to the sink; the iteration's capabilities drop.
     fn report(&mut self, emit: &mut StageEmit<'_>) {
         let epoch = self.epoch.take().expect("called within an iteration");
+        self.list = None;
         let units = epoch.records.len() as u32;
         let record = WorkerRecord {
             process: self.cx.process_of(self.worker),

@@ -91,13 +91,14 @@ pub(super) fn check_parallel(
         None => default_cut(stages, schedule),
     };
     // (an unknown name is the policy's own check's to report)
-    let pipelined = ["bsp", "ideal", "rebalance-stages"];
+    // (`rapid-reassign` moves whole units between the replicas)
+    let pipelined = ["bsp", "ideal", "rebalance-stages", "rapid-reassign"];
     if AVAILABLE_POLICIES.contains(&policy) && !pipelined.contains(&policy) {
         return Err(cx.invalid(
             "policy",
             "name",
             format!(
-                "'{policy}' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal"
+                "'{policy}' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages, rapid-reassign (units between replicas) or ideal"
             ),
         ));
     }

@@ -40,8 +40,8 @@ rejects! {
         "job.toml:6: [parallel] cut: 'pool2' names no layer; the net's layers are conv1, conv2, conv3, lstm, head";
     unknown_schedule: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[parallel]\nschedule = \"zigzag\"\n" =>
         "job.toml:6: [parallel] schedule: unknown pipeline schedule 'zigzag'; accepted: gpipe, 1f1b";
-    pipeline_under_a_moving_policy: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[policy]\nname = \"rapid-reassign\"\n[parallel]\nstages = 2\n" =>
-        "job.toml:6: [policy] name: 'rapid-reassign' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages or ideal";
+    pipeline_under_a_moving_policy: "[model]\nkind = \"cnn\"\n[workers]\ncount = 2\n[policy]\nname = \"forestall\"\n[parallel]\nstages = 2\n" =>
+        "job.toml:6: [policy] name: 'forestall' moves data-parallel units between workers; a pipeline runs under bsp, rebalance-stages, rapid-reassign (units between replicas) or ideal";
     rebalance_stages_without_a_pipeline: "[policy]\nname = \"rebalance-stages\"\n" =>
         "job.toml:2: [policy] name: 'rebalance-stages' moves layers between pipeline stages; add a [parallel] section (the CNN cut into stages) or choose a data-parallel policy";
     zero_workers: "[workers]\ncount = 0\n" => "job.toml:2: [workers] count: must be at least 1 (got 0)";
