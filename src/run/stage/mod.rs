@@ -88,8 +88,8 @@ pub struct StageWorker {
     timings: BTreeMap<u64, BTreeMap<u32, Measured>>,
     /// The slowdowns the iteration before last showed, by replica and stage.
     seen: Option<Vec<Vec<f64>>>,
-    /// `rapid-reassign`: replicas take units from each other within an
-    /// iteration (see `steal`).
+    /// `rapid-reassign` and `rebalance-stages`: replicas take units from
+    /// each other within an iteration (see `steal`).
     steals: bool,
     /// Messages about units, by iteration, until it runs here.
     steal_inbox: BTreeMap<u64, Vec<StealMessage>>,
@@ -142,7 +142,10 @@ impl StageWorker {
             rebalance: cx.plan.policy == PolicyPlan::RebalanceStages,
             timings: BTreeMap::new(),
             seen: None,
-            steals: matches!(cx.plan.policy, PolicyPlan::RapidReassign(_)),
+            steals: matches!(
+                cx.plan.policy,
+                PolicyPlan::RapidReassign(_) | PolicyPlan::RebalanceStages
+            ),
             steal_inbox: BTreeMap::new(),
             list: None,
             reads,
