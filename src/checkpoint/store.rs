@@ -99,6 +99,10 @@ pub struct CutHeader {
     /// holder)`.
     #[serde(default)]
     pub placement: Vec<(u32, u32)>,
+    /// A pipeline's placement of layers and units at the checkpoint, when
+    /// `rebalance-stages` moved it (process 0's cut; None: the job's own).
+    #[serde(default)]
+    pub stages: Option<crate::pipeline::Placement>,
 }
 
 impl CutHeader {
@@ -129,6 +133,9 @@ pub struct Checkpoint {
     /// Every partition's holders at the checkpoint, `(partition, holder)` in
     /// order (empty if the writer recorded none).
     pub placement: Vec<(u32, u32)>,
+    /// A pipeline's placement at the checkpoint when it was not the job's
+    /// own (`rebalance-stages`).
+    pub stages: Option<crate::pipeline::Placement>,
     /// Where it was read from.
     pub dir: PathBuf,
 }
@@ -249,10 +256,14 @@ pub fn load(
     placement.dedup();
     let (mut params, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
     let mut steps = None;
-    // Shards tile the coordinates in order, so any shard count loads into
-    // the same vectors.
-    for s in 0..cut0.shard_count() {
-        let (h, payload): (ShardHeader, Vec<f64>) = read(&shard_file(dir, s))?;
+    // Shards tile the coordinates (in order of their starts: a pipeline's
+    // shard k is worker k's, and a stage's shards are its replicas'), so
+    // any shard count loads into the same vectors.
+    let mut shards = (0..cut0.shard_count())
+        .map(|s| read::<ShardHeader>(&shard_file(dir, s)).map(|(h, p)| (s, h, p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    shards.sort_by_key(|(_, h, _)| h.start);
+    for (s, h, payload) in shards {
         if h.iteration != cut0.iteration
             || h.shard != s
             || h.start != params.len()
@@ -285,6 +296,7 @@ pub fn load(
         history,
         job_us: cut0.job_us,
         placement,
+        stages: cut0.stages.clone(),
         dir: dir.to_owned(),
     })
 }
@@ -395,6 +407,7 @@ mod tests {
             plan_hash: "abc".into(),
             job_us: 1000 * iteration,
             placement: vec![(process, process), (process, 1 - process)],
+            stages: None,
         }
     }
 
@@ -441,6 +454,32 @@ mod tests {
         // A shard that does not cover the model is still refused.
         let err = load(&dir, "abc", 2, Some(6)).unwrap_err().to_string();
         assert!(err.contains("holds 5 parameters, the model has 6"), "{err}");
+    }
+
+    #[test]
+    fn shards_numbered_out_of_coordinate_order_load_by_their_starts() {
+        // A pipeline of 2 stages × 2 replicas: shards 0 and 2 hold the first
+        // stage's coordinates, 1 and 3 the second's.
+        let tmp = tempfile::tempdir().unwrap();
+        let q = Quota::default();
+        for (k, start) in [(0, 0), (2, 2), (1, 4), (3, 6)] {
+            write_shard(tmp.path(), &shard(10, k, start, 2), "abc", &q).unwrap();
+        }
+        for p in 0..2 {
+            let four = CutHeader {
+                shards: Some(4),
+                stages: None,
+                ..cut(10, p)
+            };
+            write_cut(tmp.path(), &four, &[], &q).unwrap();
+        }
+        let c = load(&iteration_dir(tmp.path(), 10), "abc", 2, Some(8)).unwrap();
+        let expected: Vec<f64> = (0..8).map(|i| f64::from(i) * 0.5).collect();
+        assert_eq!(c.params, expected);
+        // a gap between them is still refused
+        write_shard(tmp.path(), &shard(10, 3, 7, 2), "abc", &q).unwrap();
+        let err = load(&iteration_dir(tmp.path(), 10), "abc", 2, None).unwrap_err();
+        assert!(err.to_string().contains("shard 3 does not fit"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `rebalance-stages` moved work, so that `whatif --cut` measures each
 //! iteration's speeds against the cut that iteration ran. Each entry holds
 //! every replica's layer bounds from its iteration on; before the first,
-//! the job's own cut. A resumed run starts again from the job's cut.
+//! the job's own cut. A resumed run goes on from its checkpoint's
+//! placement, which it lists again at its first iteration.
 
 use std::path::Path;
 

@@ -7,14 +7,14 @@
 
 use std::ops::Range;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::bound::best_split;
 use super::schedule::{timeline, Schedule, StageCost};
 
 /// Where a pipeline's work is in one iteration: each replica's cut and
 /// units.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     /// Each replica's layer bounds (S + 1 each: stage s holds
     /// `bounds[s]..bounds[s + 1]`).

@@ -191,7 +191,10 @@ mod tests {
         // the one fed, and the one the giver would finish first, stay
         // (at 50 µs a micro-batch: 300 against 600 µs for one, 500
         // against 500 for two)
-        assert_eq!(gift(&giver(8, 4, 2, 100.0), Asker { micro_us: 100.0 }, 2), 1);
+        assert_eq!(
+            gift(&giver(8, 4, 2, 100.0), Asker { micro_us: 100.0 }, 2),
+            1
+        );
         // a giver as fast as the asker keeps its last unit for itself
         let even = giver(2, 2, 1, 100.0);
         assert_eq!(gift(&even, Asker { micro_us: 100.0 }, 2), 0);

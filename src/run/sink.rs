@@ -278,6 +278,9 @@ struct Cuts {
     begun: BTreeMap<u64, (u64, Vec<f64>)>,
     /// The local workers' partitions' holders at each checkpoint iteration.
     placement: BTreeMap<u64, Vec<(u32, u32)>>,
+    /// A pipeline's placements from their first iteration on, as worker 0
+    /// moved them (process 0).
+    stages: Vec<(u64, crate::pipeline::Placement)>,
     /// The next checkpoint to complete.
     next: Option<u64>,
 }
@@ -292,6 +295,7 @@ impl Cuts {
             shards: BTreeMap::new(),
             begun: BTreeMap::new(),
             placement: BTreeMap::new(),
+            stages: Vec::new(),
             next: None,
         };
         cuts.next = cuts.after(first);
@@ -366,6 +370,9 @@ impl Cuts {
             plan_hash: self.cfg.plan_hash.clone(),
             job_us,
             placement: self.placement.remove(&c).unwrap_or_default(),
+            stages: (self.stages.iter().rev())
+                .find(|(from, _)| *from <= c)
+                .map(|(_, p)| p.clone()),
         };
         store::write_cut(&self.cfg.out, &cut, &history, &self.cfg.quota)?;
         if self.cfg.process == 0 {
@@ -570,7 +577,12 @@ impl<'a> Sink<'a> {
             SinkEvent::Recut {
                 iteration,
                 placement,
-            } => self.out.recuts.push((iteration, placement)),
+            } => {
+                if let Some(cuts) = self.cuts.as_mut() {
+                    cuts.stages.push((iteration, placement.clone()));
+                }
+                self.out.recuts.push((iteration, placement));
+            }
             SinkEvent::StageMemory {
                 stage,
                 activations,

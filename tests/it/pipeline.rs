@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use forestall::ops::{read_ops, OpKind};
 use forestall::spec::{check_against_data, load_workload};
-use forestall::trace::{read_trace_dir, UnitAction};
+use forestall::trace::{read_trace_dir, TraceSet, UnitAction, UnitRecord};
 use forestall::workload::Workload;
 
 use crate::common::{forestall_in, plan, refused_in, run_workload_in, summary_digest};
@@ -52,6 +52,13 @@ fn in_two_processes(dir: &Path) -> std::process::Output {
     let args = ["run", "job.toml", "--out", "procs", "--json"];
     let cluster = ["--processes", "2", "--threads", "2"];
     forestall_in(dir, &[&args[..], &cluster[..]].concat())
+}
+
+/// The unit rows of iteration `t` with `action`.
+fn rows_of(trace: &TraceSet, t: u64, action: UnitAction) -> Vec<&UnitRecord> {
+    (trace.units.iter())
+        .filter(|u| u.iteration == t && u.action == action)
+        .collect()
 }
 
 /// The CNN on the committed images, loaded once.
@@ -186,13 +193,7 @@ fn a_pipeline_trace_has_every_stage_and_counts_each_unit_once() {
         "a row per iteration and stage worker"
     );
     for t in 0..3 {
-        let of = |action: UnitAction| {
-            trace
-                .units
-                .iter()
-                .filter(|u| u.iteration == t && u.action == action)
-                .collect::<Vec<_>>()
-        };
+        let of = |action| rows_of(&trace, t, action);
         // the first stage's rows count the units, the second's hold their part
         let assigned = of(UnitAction::Assigned);
         let split = of(UnitAction::Split);
@@ -475,6 +476,59 @@ fn rebalance_stages_moves_work_off_a_slow_stage_and_keeps_the_bits() {
     assert_eq!(summary_digest(&o), reference);
 }
 
+/// A `rebalance-stages` run stopped after the work moved resumes with the
+/// placement its checkpoint recorded (not the job's own), and ends with
+/// the uninterrupted run's parameters.
+#[test]
+#[ignore = "needs ../shared"]
+fn a_rebalanced_pipeline_resumes_where_the_work_was() {
+    let dir = tempfile::tempdir().expect("dir");
+    let text = job(
+        4,
+        "pace_ns_per_row = 20000000\n[parallel]\nstages = 2\n\
+         [straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 3.0\n\
+         [policy]\nname = \"rebalance-stages\"",
+    )
+    .replace("iterations = 3", "iterations = 6");
+    std::fs::write(dir.path().join("job.toml"), text).expect("job");
+    let run = |args: &[&str]| {
+        let o = forestall_in(dir.path(), args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    let summary = |o: &std::process::Output| {
+        crate::common::json_data(&o.stdout)
+            .into_iter()
+            .find(|d| d.get("params_sha256").is_some())
+            .expect("a summary")
+    };
+    let whole = run(&["--json", "run", "job.toml", "--out", "whole"]);
+    let stopped = run(&[
+        "--json",
+        "run",
+        "job.toml",
+        "--out",
+        "cut",
+        "--stop-after",
+        "4",
+    ]);
+    let recuts = summary(&stopped)["pipeline"]["recuts"].clone();
+    let last = recuts
+        .as_array()
+        .and_then(|r| r.last())
+        .expect("the work moved before the stop")
+        .clone();
+    let rest = run(&["--json", "run", "job.toml", "--resume", "cut"]);
+    let first = summary(&rest)["pipeline"]["recuts"][0].clone();
+    assert_eq!(
+        first["iteration"], 4,
+        "the restored placement, from the first iteration"
+    );
+    assert_eq!(first["layers"], last["layers"]);
+    assert_eq!(first["units"], last["units"]);
+    assert_eq!(summary_digest(&rest), summary_digest(&whole));
+}
+
 /// `rapid-reassign` in a pipeline: with stage 1 of replica 0 (worker 1) 4×
 /// slow, replica 1's first stage (worker 2) takes whole units from the end
 /// of replica 0's list within each iteration; every unit is computed once,
@@ -495,13 +549,7 @@ fn replicas_take_units_from_a_slow_replica_and_keep_the_bits() {
     let trace = read_trace_dir(dir.path()).expect("the trace reads");
     let mut taken = 0;
     for t in 0..3 {
-        let of = |action: UnitAction| {
-            trace
-                .units
-                .iter()
-                .filter(|u| u.iteration == t && u.action == action)
-                .collect::<Vec<_>>()
-        };
+        let of = |action| rows_of(&trace, t, action);
         let first: Vec<_> = [of(UnitAction::Assigned), of(UnitAction::Reassigned)].concat();
         let mut keys: Vec<_> = first.iter().map(|u| (u.partition, u.unit)).collect();
         keys.sort_unstable();

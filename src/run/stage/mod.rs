@@ -36,9 +36,7 @@ use self::epoch::{micro_batches, StageEpoch, UnitFold};
 use self::eval::{EvalRound, EvalThread};
 use self::steal::ListState;
 use super::context::JobContext;
-use super::messages::{
-    GradSlice, Progress, StageMessage, StageTiming, StageTraffic, StealMessage,
-};
+use super::messages::{GradSlice, Progress, StageMessage, StageTiming, StageTraffic, StealMessage};
 use super::sink::{wants_eval, SinkEvent};
 use crate::inject::Stretch;
 use crate::ops::OpKind;
@@ -125,11 +123,31 @@ impl StageWorker {
             .expect("a stage worker runs a pipeline's job");
         let (replica, stage) = layout.place(worker);
         let units_per_partition = cx.partitioning.units_per_partition();
-        let placement = Placement::even(
+        let even = Placement::even(
             &layout.bounds,
             layout.replicas,
             (cx.plan.partitions, units_per_partition),
         );
+        // a resumed run goes on where `rebalance-stages` had moved the work
+        let restored = (cx.resume.as_ref()).and_then(|c| c.stages.clone());
+        let placement = match restored {
+            Some(p) if fits(&p, &even) => {
+                if worker == 0 {
+                    let _ = sink.send(SinkEvent::Recut {
+                        iteration: cx.first_iteration(),
+                        placement: p.clone(),
+                    });
+                }
+                p
+            }
+            Some(_) => {
+                if worker == 0 {
+                    tracing::warn!("the checkpoint's stage placement does not fit this job; starting from the job's own");
+                }
+                even
+            }
+            None => even,
+        };
         let reads = (0..cx.shards.len() as u32)
             .filter(|&k| cx.reads_shard(worker, k))
             .collect();
@@ -789,6 +807,31 @@ impl StageWorker {
         (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.records));
     }
+}
+
+/// Whether `placement` could be one of the job whose own is `even`: as many
+/// replicas and stages, cuts from the first layer to the last, and every
+/// unit once.
+fn fits(placement: &Placement, even: &Placement) -> bool {
+    let shape = |p: &Placement| -> Vec<(usize, usize)> {
+        p.cuts
+            .iter()
+            .map(|c| (c.len(), c.last().copied().unwrap_or(0)))
+            .collect()
+    };
+    let ordered = placement
+        .cuts
+        .iter()
+        .all(|c| c.first() == Some(&0) && c.windows(2).all(|w| w[0] < w[1]));
+    let units = |p: &Placement| {
+        let mut all = p.units.concat();
+        all.sort_unstable();
+        all
+    };
+    ordered
+        && shape(placement) == shape(even)
+        && placement.units.len() == even.units.len()
+        && units(placement) == units(even)
 }
 
 /// How often a worker whose evaluation thread has batches looks for its

@@ -248,7 +248,9 @@ impl StageWorker {
         epoch.units.truncate(keep);
         epoch.folds.truncate(keep);
         for &(partition, unit) in &units[keep..] {
-            epoch.units.push(cx.unit_rows(t, UnitKey { partition, unit }));
+            epoch
+                .units
+                .push(cx.unit_rows(t, UnitKey { partition, unit }));
             epoch.folds.push(None);
         }
         epoch.micro = micro_batches(&epoch.units, cx.plan.micro_batch as usize);
