@@ -208,10 +208,9 @@ pub fn makespan(
 /// The fewest units a replica may hold: enough micro-batches for the
 /// schedule, and at least one unit.
 fn least_units(schedule: Schedule, stages: u32, micro_per_unit: u32) -> u32 {
-    match schedule {
-        Schedule::OneFOneB => stages.div_ceil(micro_per_unit.max(1)).max(1),
-        Schedule::GPipe => 1,
-    }
+    (schedule.least_micro(stages))
+        .div_ceil(micro_per_unit.max(1))
+        .max(1)
 }
 
 /// `partitions` whole units shared in proportion to `wanted` (largest

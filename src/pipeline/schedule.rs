@@ -105,12 +105,21 @@ impl fmt::Display for Schedule {
 }
 
 impl Schedule {
+    /// The fewest micro-batches an iteration over `stages` stages needs
+    /// (1F1B: one a stage; GPipe: one).
+    pub fn least_micro(self, stages: u32) -> u32 {
+        match self {
+            Schedule::OneFOneB => stages,
+            Schedule::GPipe => 1,
+        }
+    }
+
     /// Whether `micro` micro-batches over `stages` stages can run.
     pub fn check(self, stages: u32, micro: u32) -> Result<(), ScheduleError> {
         if stages == 0 {
             return Err(ScheduleError::Stage { stage: 0, stages });
         }
-        if self == Schedule::OneFOneB && micro < stages {
+        if self == Schedule::OneFOneB && micro < self.least_micro(stages) {
             return Err(ScheduleError::TooFewMicroBatches { micro, stages });
         }
         Ok(())

@@ -128,26 +128,7 @@ impl StageWorker {
             layout.replicas,
             (cx.plan.partitions, units_per_partition),
         );
-        // a resumed run goes on where `rebalance-stages` had moved the work
-        let restored = (cx.resume.as_ref()).and_then(|c| c.stages.clone());
-        let placement = match restored {
-            Some(p) if fits(&p, &even) => {
-                if worker == 0 {
-                    let _ = sink.send(SinkEvent::Recut {
-                        iteration: cx.first_iteration(),
-                        placement: p.clone(),
-                    });
-                }
-                p
-            }
-            Some(_) => {
-                if worker == 0 {
-                    tracing::warn!("the checkpoint's stage placement does not fit this job; starting from the job's own");
-                }
-                even
-            }
-            None => even,
-        };
+        let placement = placing::resumed(&cx, worker, &sink, even);
         let reads = (0..cx.shards.len() as u32)
             .filter(|&k| cx.reads_shard(worker, k))
             .collect();
@@ -394,7 +375,7 @@ impl StageWorker {
         if self.steals {
             let (stages, schedule) = (self.layout.stages, self.layout.schedule);
             let micro = micro_count as u32;
-            self.list = Some(ListState::new(t, schedule, (stages, self.stage), micro));
+            self.list = Some(ListState::new(schedule, (stages, self.stage), micro));
         }
         if wants_eval(t, self.cx.plan.eval_every, end) {
             let round = self.eval_round(t, &caps, Arc::clone(&params));
@@ -807,31 +788,6 @@ impl StageWorker {
         (emit.progress)(&epoch.caps.progress, Progress::Finished(record));
         let _ = self.sink.send(SinkEvent::Units(epoch.records));
     }
-}
-
-/// Whether `placement` could be one of the job whose own is `even`: as many
-/// replicas and stages, cuts from the first layer to the last, and every
-/// unit once.
-fn fits(placement: &Placement, even: &Placement) -> bool {
-    let shape = |p: &Placement| -> Vec<(usize, usize)> {
-        p.cuts
-            .iter()
-            .map(|c| (c.len(), c.last().copied().unwrap_or(0)))
-            .collect()
-    };
-    let ordered = placement
-        .cuts
-        .iter()
-        .all(|c| c.first() == Some(&0) && c.windows(2).all(|w| w[0] < w[1]));
-    let units = |p: &Placement| {
-        let mut all = p.units.concat();
-        all.sort_unstable();
-        all
-    };
-    ordered
-        && shape(placement) == shape(even)
-        && placement.units.len() == even.units.len()
-        && units(placement) == units(even)
 }
 
 /// How often a worker whose evaluation thread has batches looks for its

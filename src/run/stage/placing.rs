@@ -2,10 +2,44 @@
 //! iteration, decided from every stage worker's measurements
 //! ([`crate::pipeline::rebalance`]), the same on every worker.
 
+use std::sync::mpsc::Sender;
+
 use super::epoch::micro_batches;
 use super::{staged, StageWorker};
-use crate::pipeline::{lasting, rebalance, slowdowns, Measured};
+use crate::pipeline::{lasting, rebalance, slowdowns, Measured, Placement};
+use crate::run::context::JobContext;
 use crate::run::sink::SinkEvent;
+
+/// The placement a run begins with: a resumed run's checkpoint's, where
+/// `rebalance-stages` had moved the work (worker 0 tells the sink, which
+/// lists it from the run's first iteration), else `even`, the job's own.
+pub(super) fn resumed(
+    cx: &JobContext,
+    worker: u32,
+    sink: &Sender<SinkEvent>,
+    even: Placement,
+) -> Placement {
+    match (cx.resume.as_ref()).and_then(|c| c.stages.clone()) {
+        Some(p) if fits(&p, &even) => {
+            if worker == 0 {
+                let _ = sink.send(SinkEvent::Recut {
+                    iteration: cx.first_iteration(),
+                    placement: p.clone(),
+                });
+            }
+            p
+        }
+        Some(_) => {
+            if worker == 0 {
+                tracing::warn!(
+                    "the checkpoint's stage placement does not fit this job; starting from the job's own"
+                );
+            }
+            even
+        }
+        None => even,
+    }
+}
 
 impl StageWorker {
     /// `rebalance-stages`: the placement of iteration `t`, from every stage
@@ -55,4 +89,29 @@ impl StageWorker {
             .min()
             .unwrap_or(1)
     }
+}
+
+/// Whether `placement` could be one of the job whose own is `even`: as many
+/// replicas and stages, cuts from the first layer to the last, and every
+/// unit once.
+fn fits(placement: &Placement, even: &Placement) -> bool {
+    let shape = |p: &Placement| -> Vec<(usize, usize)> {
+        p.cuts
+            .iter()
+            .map(|c| (c.len(), c.last().copied().unwrap_or(0)))
+            .collect()
+    };
+    let ordered = placement
+        .cuts
+        .iter()
+        .all(|c| c.first() == Some(&0) && c.windows(2).all(|w| w[0] < w[1]));
+    let units = |p: &Placement| {
+        let mut all = p.units.concat();
+        all.sort_unstable();
+        all
+    };
+    ordered
+        && shape(placement) == shape(even)
+        && placement.units.len() == even.units.len()
+        && units(placement) == units(even)
 }

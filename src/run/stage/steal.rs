@@ -23,7 +23,6 @@ use crate::run::messages::{StageMessage, StealKind, StealMessage};
 
 /// One iteration's list while it may change.
 pub(super) struct ListState {
-    iteration: u64,
     shape: Open,
     /// Passes run.
     ran: usize,
@@ -44,18 +43,11 @@ pub(super) struct ListState {
 }
 
 impl ListState {
-    /// Iteration `iteration` of stage `stage` of `stages` with `micro`
-    /// micro-batches placed: open.
-    pub(super) fn new(
-        iteration: u64,
-        schedule: Schedule,
-        (stages, stage): (u32, u32),
-        micro: u32,
-    ) -> Self {
+    /// Stage `stage` of `stages` with `micro` micro-batches placed: open.
+    pub(super) fn new(schedule: Schedule, (stages, stage): (u32, u32), micro: u32) -> Self {
         let shape = Open::new(schedule, (stages, stage), micro, true)
             .expect("validation checks the schedule against the micro-batches");
         Self {
-            iteration,
             shape,
             ran: 0,
             closed: false,
@@ -121,12 +113,10 @@ impl StageWorker {
 
     fn on_steal(&mut self, message: StealMessage, emit: &mut StageEmit<'_>) {
         let (stage, from) = (self.stage, message.replica);
+        // (`serve_steals` passes only the running iteration's messages)
         let Some(l) = self.list.as_mut() else {
             return;
         };
-        if l.iteration != message.iteration {
-            return;
-        }
         match message.kind {
             StealKind::Ask { round, micro_us } => {
                 if stage != 0 || l.closed {
@@ -187,7 +177,7 @@ impl StageWorker {
         l.round += 1;
         l.asked = true;
         l.gained = 0;
-        l.awaiting = open.clone();
+        l.awaiting.clone_from(&open);
         let round = l.round;
         let fed = l.fed.max(1);
         let epoch = self.epoch.as_ref().expect("within an iteration");
@@ -206,10 +196,7 @@ impl StageWorker {
         for b in &epoch.micro {
             unit_micro[b.unit] += 1;
         }
-        let least = match self.layout.schedule {
-            Schedule::OneFOneB => self.layout.stages,
-            Schedule::GPipe => 1,
-        };
+        let least = self.layout.schedule.least_micro(self.layout.stages);
         let giver = Giver {
             unit_micro,
             fed: l.fed,
