@@ -290,7 +290,9 @@ pub fn analyze_observed(
 
 /// Where worker `w`'s slow iterations (busy over `1 + threshold` times the
 /// median) lost their time: the share of its excess over the median that
-/// its gradients spent in its link, and `link` when that is most of it.
+/// its gradients spent in its link beyond the link's time in the worker's
+/// other iterations (so a loaded machine's late wake-ups, there all along,
+/// are not a slow link), and `link` when that is most of it.
 fn slow_in(
     observed: &Observed,
     ratios: &[(usize, f64, Option<f64>)],
@@ -298,14 +300,23 @@ fn slow_in(
     w: usize,
     threshold: f64,
 ) -> (&'static str, f64) {
+    // emulated in the worker (send) or measured at the receivers (transit)
+    let link = |i: usize| {
+        let at = |table: &[Vec<u64>]| table.get(i).and_then(|s| s.get(w)).copied();
+        (at(&observed.send).unwrap_or(0) + at(&observed.transit).unwrap_or(0)) as f64
+    };
+    let slow = |r: &&(usize, f64, Option<f64>)| r.1 > 1.0 + threshold;
+    let mut usual: Vec<f64> = ratios
+        .iter()
+        .filter(|r| !slow(r))
+        .map(|r| link(r.0))
+        .collect();
+    let usual = crate::stats::median(&mut usual);
     let (mut excess, mut sending) = (0.0, 0.0);
-    for &(i, _, _) in ratios.iter().filter(|r| r.1 > 1.0 + threshold) {
+    for &(i, _, _) in ratios.iter().filter(slow) {
         let over = (observed.busy[i][w] as f64 - medians[i]).max(0.0);
-        let at = |table: &[Vec<u64>]| table.get(i).and_then(|s| s.get(w)).copied().unwrap_or(0);
-        // emulated in the worker (send) or measured at shard 0 (transit)
-        let send = at(&observed.send) + at(&observed.transit);
         excess += over;
-        sending += (send as f64).min(over);
+        sending += (link(i) - usual).clamp(0.0, over);
     }
     if excess <= 0.0 {
         return ("none", 0.0);

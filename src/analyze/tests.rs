@@ -111,3 +111,29 @@ fn online_predictions_are_scored_when_present() {
     assert_eq!((s.predictions, s.mae_us), (2, 10.0));
     assert!((s.mape - 0.1).abs() < 1e-12);
 }
+
+/// A link's time counts as where a slow iteration went only beyond what the
+/// link takes in the worker's other iterations: a transit every iteration
+/// has (a loaded machine's wake-ups) leaves a compute slowdown `compute`; a
+/// transit that grows with the slowdown is `link`; a link slow in every
+/// iteration has no other iteration to compare with and is `link` too.
+#[test]
+fn a_link_is_named_by_its_time_beyond_its_usual() {
+    let mut busy = vec![vec![100, 100, 100, 100]; 10];
+    let mut transit = vec![vec![0, 30, 0, 0]; 10];
+    busy[3][1] = 200;
+    transit[3][1] = 40;
+    busy[6][2] = 200;
+    transit[6][2] = 90;
+    busy.iter_mut().for_each(|b| b[3] = 200);
+    transit.iter_mut().for_each(|t| t[3] = 90);
+    let o = Observed {
+        transit,
+        ..observed(busy, 0)
+    };
+    let a = analyze_observed("t", &o, 0.25, None);
+    let verdicts: Vec<_> = a.per_worker.iter().map(|w| w.slow_in).collect();
+    assert_eq!(verdicts, ["none", "compute", "link", "link"]);
+    // 10 µs beyond its usual 30 of its 50 µs over the median (150)
+    assert!((a.per_worker[1].link_share - 0.2).abs() < 1e-12);
+}

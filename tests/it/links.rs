@@ -150,9 +150,18 @@ fn analyze_tells_a_slow_link_from_slow_compute_without_the_ground_truth() {
     for &w in &crossed {
         assert_eq!(linked[w], "link", "worker {w}: {linked:?}");
     }
+    // every worker the pattern slowed is slow in compute (one it never
+    // slowed is slow only by the machine's noise, if at all: no verdict)
     let computed = slow_in(dir, "w");
-    assert!(computed.iter().any(|s| s == "compute"), "{computed:?}");
-    assert!(computed.iter().all(|s| s != "link"), "{computed:?}");
+    let paced = read_trace_dir(&dir.join("w/trace")).expect("trace");
+    let slowed: BTreeSet<usize> = (paced.workers.iter())
+        .filter(|r| r.gt_slowdown > 1.0)
+        .map(|r| r.worker as usize)
+        .collect();
+    assert!(!slowed.is_empty());
+    for &w in &slowed {
+        assert_eq!(computed[w], "compute", "worker {w}: {computed:?}");
+    }
     // the same trace without its ground truth
     let stamp = trace.stamps[0].1.clone();
     let blind = dir.join("blind/trace");
