@@ -297,15 +297,24 @@ fn cnn_loss_curve_matches_a_plain_burn_loop() {
             "iteration {t}: forestall {ours} vs plain burn {theirs}"
         );
     }
-    let drift = out
-        .params
-        .iter()
-        .zip(&burn.params)
+    // f64 against f32 Adam: nearly every parameter agrees to rounding; a
+    // few whose gradients are near zero (where Adam's m / √v turns on the
+    // rounding) may differ by a fraction of one step, never by a step
+    let mut drift: Vec<f64> = (out.params.iter().zip(&burn.params))
         .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+        .collect();
+    drift.sort_by(f64::total_cmp);
+    let at = |q: f64| drift[((drift.len() - 1) as f64 * q) as usize];
     assert!(
-        drift < 1e-4,
-        "parameters drift {drift} from burn's (f64 vs f32 Adam)"
+        at(0.999) < 1e-6,
+        "99.9 % of the parameters within 1e-6 of burn's: {}",
+        at(0.999)
+    );
+    let step = forestall::spec::plan::DEFAULT_CNN_LEARNING_RATE;
+    assert!(
+        at(1.0) < step,
+        "no parameter a whole Adam step ({step}) from burn's: {}",
+        at(1.0)
     );
 }
 
