@@ -9,7 +9,7 @@
 //! count of events, so the outcome is the same to the bit on one lane or two.
 
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::replay::{Crossing, Replay, Worker};
@@ -45,15 +45,53 @@ pub struct Scratch {
     split: bool,
     /// Share of the workers in the first lane (none measured yet: half).
     first_share: Option<f64>,
+    /// Iterations of agents that copy units in flight still to replay on
+    /// one lane before guessing again that none is copied, and how many
+    /// the next wrong guess sets (doubling, from 1, up to [`MAX_WAIT`]).
+    guess_in: u32,
+    guess_wait: u32,
+    /// Guesses that held and guesses that did not.
+    guesses: (u32, u32),
 }
+
+/// The most iterations a replay waits after a wrong guess before guessing
+/// again that no unit in flight is copied.
+const MAX_WAIT: u32 = 64;
 
 impl Scratch {
     /// Buffers for replays that split large iterations between two cores.
     pub fn split() -> Self {
         Self {
-            lanes: Vec::new(),
             split: true,
-            first_share: None,
+            ..Self::default()
+        }
+    }
+
+    /// Whether to guess, for this iteration, that no unit in flight is
+    /// copied.
+    fn guess(&mut self) -> bool {
+        if self.guess_in > 0 {
+            self.guess_in -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Guesses that held and guesses that did not, so far.
+    #[cfg(test)]
+    pub(super) fn guesses(&self) -> (u32, u32) {
+        self.guesses
+    }
+
+    /// How the guess came out.
+    fn guessed(&mut self, right: bool) {
+        if right {
+            self.guesses.0 += 1;
+            self.guess_wait = 0;
+        } else {
+            self.guesses.1 += 1;
+            self.guess_wait = (2 * self.guess_wait).clamp(1, MAX_WAIT);
+            self.guess_in = self.guess_wait;
         }
     }
 
@@ -104,6 +142,14 @@ pub fn replay_iteration(
 /// reusing `scratch`'s buffers, split between two lanes when the scratch
 /// allows it and nothing crosses lanes but messages: a latency above zero, no
 /// clones (their races share state), and enough workers.
+///
+/// Agents that copy a unit in flight only when it is late enough (under
+/// `forestall`) seldom do where units come in micro-batches (the rest of a
+/// unit moves instead): their iteration is split on the guess that none is
+/// copied, with the agents kept as they were. The first copy stops both
+/// lanes, and the iteration is replayed on one lane from the agents kept;
+/// after a wrong guess the next iterations run on one lane for a while
+/// (1, 2, 4, … up to [`MAX_WAIT`]). The outcome is the same either way.
 pub fn replay_iteration_with(
     scratch: &mut Scratch,
     lists: &Planned<'_>,
@@ -116,12 +162,36 @@ pub fn replay_iteration_with(
         || agents
             .iter()
             .flatten()
-            .any(|a| matches!(a, PeerAgent::Speculate(_)) || a.copies_in_flight());
-    let lanes = if scratch.split && latency_us > 0 && !clones && n >= SPLIT_FROM {
-        2
-    } else {
-        1
-    };
+            .any(|a| matches!(a, PeerAgent::Speculate(_)));
+    let copies = agents.iter().flatten().any(PeerAgent::copies_in_flight);
+    let splits = scratch.split && latency_us > 0 && !clones && n >= SPLIT_FROM;
+    if splits && copies && scratch.guess() {
+        let kept = agents.to_vec();
+        if let Some(out) = replay_lanes(scratch, lists, agents, latency_us, planned, 2, true) {
+            scratch.guessed(true);
+            return out;
+        }
+        scratch.guessed(false);
+        agents.clone_from_slice(&kept);
+    }
+    let lanes = if splits && !copies { 2 } else { 1 };
+    replay_lanes(scratch, lists, agents, latency_us, planned, lanes, false)
+        .expect("a replay that does not guess is never stopped")
+}
+
+/// The replay of `lanes` lanes side by side (see [`replay_iteration_with`]);
+/// `None` when `guessing` that no unit in flight is copied and a lane would
+/// have copied one.
+fn replay_lanes(
+    scratch: &mut Scratch,
+    lists: &Planned<'_>,
+    agents: &mut [Option<PeerAgent>],
+    latency_us: u64,
+    planned: &[(u32, u32, ControlKind)],
+    lanes: usize,
+    guessing: bool,
+) -> Option<Replayed> {
+    let n = lists.workers();
     scratch
         .lanes
         .resize_with(lanes.max(scratch.lanes.len()), Default::default);
@@ -133,15 +203,20 @@ pub fn replay_iteration_with(
         let take = (hi - lo).min(rest.len());
         let (mine, others) = std::mem::take(&mut rest).split_at_mut(take);
         rest = others;
-        replays.push(lane(buffers, lists, mine, lo, hi, latency_us));
+        let mut replay = lane(buffers, lists, mine, lo, hi, latency_us);
+        replay.guessing = guessing;
+        replays.push(replay);
     }
     if let [only] = replays.as_mut_slice() {
         only.start(lists, planned);
         only.run_until(u64::MAX);
     } else {
         let busy = run_in_windows(&mut replays, latency_us, lists);
-        scratch.learn([cut, n - cut], busy);
+        if !replays.iter().any(|r| r.copied) {
+            scratch.learn([cut, n - cut], busy);
+        }
     }
+    let copied = replays.iter().any(|r| r.copied);
     // The first lane's outcome, with the others' appended.
     let mut out: Option<Replayed> = None;
     for (r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
@@ -171,7 +246,10 @@ pub fn replay_iteration_with(
             outbox: r.outbox,
         };
     }
-    out.expect("at least one lane")
+    if copied {
+        return None;
+    }
+    out
 }
 
 /// The lane of workers `lo..hi`, built from `buffers`.
@@ -191,6 +269,8 @@ fn lane<'a>(
     Replay {
         clone_in_flight,
         rest_in_flight,
+        guessing: false,
+        copied: false,
         timings: lists.base,
         clock: lists.clock,
         agents,
@@ -233,11 +313,14 @@ fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
 fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'_>) -> [u64; 2] {
     let busy = [AtomicU64::new(0), AtomicU64::new(0)];
     let heads = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
+    // A lane that would have copied a unit in flight (see `Replay::guessing`).
+    let copied = AtomicBool::new(false);
     let mailboxes: [Mutex<Vec<Crossing>>; 2] = Default::default();
     let barrier = SpinBarrier::default();
     std::thread::scope(|scope| {
         for (k, r) in replays.iter_mut().enumerate().take(2) {
             let (heads, mailboxes, barrier, busy) = (&heads, &mailboxes, &barrier, &busy);
+            let copied = &copied;
             scope.spawn(move || {
                 let started = std::time::Instant::now();
                 r.start(lists, &[]);
@@ -249,12 +332,15 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                     let earliest = heads[0]
                         .load(Ordering::SeqCst)
                         .min(heads[1].load(Ordering::SeqCst));
-                    if earliest == u64::MAX {
+                    if earliest == u64::MAX || copied.load(Ordering::SeqCst) {
                         break;
                     }
                     let started = std::time::Instant::now();
                     r.run_until(earliest.saturating_add(latency_us));
                     busy_ns += started.elapsed().as_nanos() as u64;
+                    if r.copied {
+                        copied.store(true, Ordering::SeqCst);
+                    }
                     if let Ok(mut m) = mailboxes[1 - k].lock() {
                         m.append(&mut r.outbox);
                     }

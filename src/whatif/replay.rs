@@ -130,6 +130,12 @@ pub(super) struct Replay<'a> {
     /// Whether it answers with the rest of its unit in flight instead,
     /// between micro-batches ([`handover::rest_in_flight`]).
     pub(super) rest_in_flight: bool,
+    /// Whether the lane runs beside another on the guess that no unit in
+    /// flight is copied (copies race across lanes: see `lanes`). The first
+    /// copy it would make sets `copied` and stops it instead; the iteration
+    /// is then replayed on one lane.
+    pub(super) guessing: bool,
+    pub(super) copied: bool,
     /// Units with more than one copy, and those of them already finished
     /// (clones never cross lanes: a replay with clones runs one lane).
     pub(super) cloned: Keys,
@@ -302,7 +308,10 @@ impl Replay<'_> {
 
     /// Runs every event before `limit`.
     pub(super) fn run_until(&mut self, limit: u64) {
-        while let Some((now, event)) = self.pop(limit) {
+        while !self.copied {
+            let Some((now, event)) = self.pop(limit) else {
+                break;
+            };
             match event {
                 Event::UnitDone(w, order) => {
                     // (a unit stopped for a copy that came first: not awaited)
@@ -634,6 +643,11 @@ impl Replay<'_> {
             }
             return false;
         }
+        if self.guessing {
+            // The guess was wrong: the lane stops here, its outcome unused.
+            self.copied = true;
+            return false;
+        }
         worker.cloned_out.push((unit.key, to));
         worker.waiting.clear();
         worker.check_order = 0;
@@ -663,6 +677,18 @@ impl Replay<'_> {
         let late = match unit.rest {
             true => u64::MAX,
             false => worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1,
+        };
+        // Late enough already: a look now if the fastest helper waiting
+        // would get a copy now, else only a micro-batch's end changes the
+        // answer (filed at its time past, the look went back in time, and
+        // one that found the unit too near its end filed itself again and
+        // again).
+        let late = match late > now {
+            true => late,
+            false => match worker.in_flight(now) {
+                Some(f) if !unit.rest && handover::clone_in_flight(&f, fastest) => now,
+                _ => u64::MAX,
+            },
         };
         let at = worker.next_boundary(now).map_or(late, |b| b.min(late));
         if at >= worker.ends {
@@ -754,6 +780,11 @@ impl Replay<'_> {
         now: u64,
     ) {
         for (to, kind) in sends {
+            if self.guessing && matches!(kind, ControlKind::Clone { .. }) {
+                // A copy races across lanes: the guess was wrong.
+                self.copied = true;
+                return;
+            }
             let start = self.carried.len();
             let mut lists = LaneLists {
                 worker: &mut self.workers[(from - self.lo) as usize],

@@ -7,6 +7,9 @@
 use std::sync::Arc;
 
 use super::{outcome, replay_parts};
+use crate::policy::peer_agent;
+use crate::whatif::lanes::{replay_iteration_with, Scratch};
+use crate::whatif::Planned;
 use crate::data::UnitKey;
 use crate::run::context::load_predictor;
 use crate::spec::policy_named;
@@ -250,7 +253,7 @@ fn a_clocked_trace_replays_as_pinned() {
             ("speculate", 0x782af19cbd1dc12b),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x43ed877472e61312),
-            ("forestall", 0x1a671bac5e58d835),
+            ("forestall", 0x3acc83282f94344d),
         ],
     );
 }
@@ -293,4 +296,59 @@ fn the_clocked_bound_follows_the_slowdowns_over_the_iteration() {
     assert!((whole - 280.0).abs() < 1e-6, "whole {whole}");
     // At full speed throughout it would be 200 either way.
     assert_eq!(super::bound_with(&t, |_| 1.0), (200.0, 200.0));
+}
+
+/// Agents that copy units in flight (`forestall`) replay an iteration of
+/// 2,500 workers in two lanes on the guess that no unit is copied: with
+/// units in micro-batches (their rests move instead) the guess holds; with
+/// whole units a copy stops it and the iteration replays on one lane from
+/// the agents as they were. Either way the outcome, and what the agents
+/// carry into the next iteration, are one lane's.
+#[test]
+fn a_guess_that_no_unit_in_flight_is_copied_keeps_one_lanes_outcome() {
+    let workers = 2_500;
+    let (policy, _) = policy_named("forestall", None, workers).expect("forestall");
+    let agents = || -> Vec<_> {
+        (0..workers)
+            .map(|w| peer_agent(&policy, w, workers, workers))
+            .collect()
+    };
+    for (micro_batches, guesses) in [(4, (2, 0)), (1, (0, 1))] {
+        let timings: Vec<IterationTimings> = (0..2)
+            .map(|i| {
+                let mut t = iteration(i, workers, 4, |w| {
+                    let slow = draw(&[6, i, u64::from(w)]) < 0.1;
+                    if slow {
+                        50.0
+                    } else {
+                        10.0
+                    }
+                });
+                for u in t.own.iter_mut().flatten() {
+                    u.micro_batches = micro_batches;
+                }
+                t
+            })
+            .collect();
+        let (mut one, mut two) = (agents(), agents());
+        let (mut alone, mut split) = (Scratch::default(), Scratch::split());
+        for t in &timings {
+            let lists = Planned::new(t);
+            // (lanes append their units one lane after the other: by
+            // executor, each in its finishing order)
+            let by_executor = |mut r: crate::whatif::Replayed| {
+                r.executed.sort_by_key(|&(_, w)| w);
+                r
+            };
+            let a = replay_iteration_with(&mut alone, &lists, &mut one, 100, &[]);
+            let b = replay_iteration_with(&mut split, &lists, &mut two, 100, &[]);
+            assert!(
+                by_executor(a) == by_executor(b),
+                "{micro_batches} micro-batches, iteration {}",
+                t.iteration
+            );
+        }
+        // after a wrong guess the next iteration runs on one lane
+        assert_eq!(split.guesses(), guesses, "{micro_batches} micro-batches");
+    }
 }
