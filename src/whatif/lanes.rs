@@ -207,16 +207,17 @@ fn replay_lanes(
         replay.guessing = guessing;
         replays.push(replay);
     }
-    if let [only] = replays.as_mut_slice() {
+    let busy = if let [only] = replays.as_mut_slice() {
         only.start(lists, planned);
         only.run_until(u64::MAX);
+        None
     } else {
-        let busy = run_in_windows(&mut replays, latency_us, lists);
-        if !replays.iter().any(|r| r.copied) {
-            scratch.learn([cut, n - cut], busy);
-        }
-    }
+        Some(run_in_windows(&mut replays, latency_us, lists))
+    };
     let copied = replays.iter().any(|r| r.copied);
+    if let (Some(busy), false) = (busy, copied) {
+        scratch.learn([cut, n - cut], busy);
+    }
     // The first lane's outcome, with the others' appended.
     let mut out: Option<Replayed> = None;
     for (r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
@@ -328,11 +329,14 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                 let mut arrived: Vec<Crossing> = Vec::new();
                 loop {
                     heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
+                    // Read before the barrier: the other lane sets it only
+                    // in a window both have entered, so both read the same.
+                    let stop = copied.load(Ordering::SeqCst);
                     barrier.wait();
                     let earliest = heads[0]
                         .load(Ordering::SeqCst)
                         .min(heads[1].load(Ordering::SeqCst));
-                    if earliest == u64::MAX || copied.load(Ordering::SeqCst) {
+                    if earliest == u64::MAX || stop {
                         break;
                     }
                     let started = std::time::Instant::now();

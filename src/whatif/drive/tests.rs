@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use super::{outcome, replay_parts};
-use crate::policy::peer_agent;
-use crate::whatif::lanes::{replay_iteration_with, Scratch};
-use crate::whatif::Planned;
 use crate::data::UnitKey;
+use crate::policy::peer_agent;
 use crate::run::context::load_predictor;
 use crate::spec::policy_named;
+use crate::whatif::lanes::{replay_iteration_with, Scratch};
 use crate::whatif::source::{Cell, Timings, WorkerTimings};
+use crate::whatif::Planned;
 use crate::whatif::{Clock, IterationTimings, TimedUnit};
 
 /// FNV-1a over the words.
