@@ -168,9 +168,13 @@ pub(super) fn conv_rows(
     let mut y = cols.matmul(w); // [rows, out]
     if pooled {
         let [rows, _] = y.dims();
+        let device = y.device();
+        let index = pool_index(&y.clone().inner().into_data(), rows / 4 * out);
+        let len = index.len();
+        let index = Tensor::<1, Int>::from_data(TensorData::new(index, [len]), &device);
         y = y
-            .reshape([4, rows / 4 * out])
-            .max_dim(0)
+            .reshape([rows * out])
+            .select(0, index)
             .reshape([rows / 4, out]);
     }
     let y = match &conv.bias {
@@ -178,4 +182,78 @@ pub(super) fn conv_rows(
         None => y,
     };
     relu(y)
+}
+
+/// Where each maximum of a pool lies: for each of the `quarter` values of a
+/// pooled map, the flat position (in `y`, the four quarters one after the
+/// other) of the largest of its four candidates; the first of equal ones,
+/// and the first NaN, as a maximum over the quarters (`max_dim`) picks. The
+/// pool is then a `select` of these positions, whose backward pass adds each
+/// gradient at its position: the values and gradients of `max_dim`, without
+/// `flex`'s generic reduction over a leading axis, which cost several times
+/// this loop.
+fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
+    let v = y.as_slice::<f32>().expect("the convolution's output is f32");
+    debug_assert_eq!(v.len(), 4 * quarter);
+    let (q0, rest) = v.split_at(quarter);
+    let (q1, rest) = rest.split_at(quarter);
+    let (q2, q3) = rest.split_at(quarter);
+    let at = |q: usize, k: usize| (q * quarter + k) as i64;
+    if v.iter().any(|x| x.is_nan()) {
+        return (0..quarter)
+            .map(|k| {
+                let candidates = [q0[k], q1[k], q2[k], q3[k]];
+                let q = candidates.iter().position(|x| x.is_nan()).unwrap_or_else(|| {
+                    (1..4).fold(0, |b, q| if candidates[q] > candidates[b] { q } else { b })
+                });
+                at(q, k)
+            })
+            .collect();
+    }
+    // Without NaN, branch-free (a tree of strict comparisons keeps the
+    // first of equal maxima): the pools' values are in no order a branch
+    // predictor could follow.
+    (0..quarter)
+        .map(|k| {
+            let (a, b, c, d) = (q0[k], q1[k], q2[k], q3[k]);
+            let first = usize::from(b > a);
+            let second = 2 + usize::from(d > c);
+            let q = if c.max(d) > a.max(b) { second } else { first };
+            at(q, k)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pool_index;
+    use burn::tensor::TensorData;
+
+    #[test]
+    fn a_pool_picks_the_first_of_equal_maxima_and_the_first_nan() {
+        // 3 pooled values, quarters one after the other
+        let y = TensorData::new(
+            vec![
+                1.0f32, 5.0, 0.0, // quarter 0
+                2.0, 5.0, f32::NAN, // quarter 1
+                2.0, 7.0, 3.0, // quarter 2
+                -1.0, 7.0, f32::NAN, // quarter 3
+            ],
+            [12],
+        );
+        // value 0: 2.0 first in quarter 1; value 1: 7.0 first in quarter 2;
+        // value 2: the first NaN, in quarter 1
+        assert_eq!(pool_index(&y, 3), vec![3, 7, 5]);
+        // without NaN (the branch-free path): ties inside and across halves
+        let y = TensorData::new(
+            vec![
+                1.0f32, 0.0, 4.0, -0.0, // quarter 0
+                1.0, 2.0, 1.0, 0.0, // quarter 1
+                0.5, 2.0, 4.0, -1.0, // quarter 2
+                1.0, 3.0, 4.0, 0.0, // quarter 3
+            ],
+            [16],
+        );
+        assert_eq!(pool_index(&y, 4), vec![0, 13, 2, 3]);
+    }
 }
