@@ -199,7 +199,8 @@ fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
     let (q1, rest) = rest.split_at(quarter);
     let (q2, q3) = rest.split_at(quarter);
     let at = |q: usize, k: usize| (q * quarter + k) as i64;
-    if v.iter().any(|x| x.is_nan()) {
+    // without an early exit, so that the scan vectorises
+    if v.iter().fold(false, |nan, x| nan | x.is_nan()) {
         return (0..quarter)
             .map(|k| {
                 let candidates = [q0[k], q1[k], q2[k], q3[k]];
@@ -212,16 +213,21 @@ fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
     }
     // Without NaN, branch-free (a tree of strict comparisons keeps the
     // first of equal maxima): the pools' values are in no order a branch
-    // predictor could follow.
-    (0..quarter)
-        .map(|k| {
-            let (a, b, c, d) = (q0[k], q1[k], q2[k], q3[k]);
-            let first = usize::from(b > a);
-            let second = 2 + usize::from(d > c);
-            let q = if c.max(d) > a.max(b) { second } else { first };
-            at(q, k)
-        })
-        .collect()
+    // predictor could follow, and the loop vectorises.
+    let mut index = vec![0i64; quarter];
+    for (k, (((i, &a), &b), (&c, &d))) in index
+        .iter_mut()
+        .zip(q0)
+        .zip(q1)
+        .zip(q2.iter().zip(q3))
+        .enumerate()
+    {
+        let (first, max01) = if b > a { (1, b) } else { (0, a) };
+        let (second, max23) = if d > c { (3, d) } else { (2, c) };
+        let q: i64 = if max23 > max01 { second } else { first };
+        *i = q * quarter as i64 + k as i64;
+    }
+    index
 }
 
 #[cfg(test)]
