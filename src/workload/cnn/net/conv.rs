@@ -193,7 +193,9 @@ pub(super) fn conv_rows(
 /// `flex`'s generic reduction over a leading axis, which cost several times
 /// this loop.
 fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
-    let v = y.as_slice::<f32>().expect("the convolution's output is f32");
+    let v = y
+        .as_slice::<f32>()
+        .expect("the convolution's output is f32");
     debug_assert_eq!(v.len(), 4 * quarter);
     let (q0, rest) = v.split_at(quarter);
     let (q1, rest) = rest.split_at(quarter);
@@ -204,9 +206,12 @@ fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
         return (0..quarter)
             .map(|k| {
                 let candidates = [q0[k], q1[k], q2[k], q3[k]];
-                let q = candidates.iter().position(|x| x.is_nan()).unwrap_or_else(|| {
-                    (1..4).fold(0, |b, q| if candidates[q] > candidates[b] { q } else { b })
-                });
+                let q = candidates
+                    .iter()
+                    .position(|x| x.is_nan())
+                    .unwrap_or_else(|| {
+                        (1..4).fold(0, |b, q| if candidates[q] > candidates[b] { q } else { b })
+                    });
                 at(q, k)
             })
             .collect();
@@ -238,28 +243,24 @@ mod tests {
     #[test]
     fn a_pool_picks_the_first_of_equal_maxima_and_the_first_nan() {
         // 3 pooled values, quarters one after the other
-        let y = TensorData::new(
-            vec![
-                1.0f32, 5.0, 0.0, // quarter 0
-                2.0, 5.0, f32::NAN, // quarter 1
-                2.0, 7.0, 3.0, // quarter 2
-                -1.0, 7.0, f32::NAN, // quarter 3
-            ],
-            [12],
-        );
+        let quarters = [
+            [1.0f32, 5.0, 0.0],
+            [2.0, 5.0, f32::NAN],
+            [2.0, 7.0, 3.0],
+            [-1.0, 7.0, f32::NAN],
+        ];
+        let y = TensorData::new(quarters.concat(), [12]);
         // value 0: 2.0 first in quarter 1; value 1: 7.0 first in quarter 2;
         // value 2: the first NaN, in quarter 1
         assert_eq!(pool_index(&y, 3), vec![3, 7, 5]);
         // without NaN (the branch-free path): ties inside and across halves
-        let y = TensorData::new(
-            vec![
-                1.0f32, 0.0, 4.0, -0.0, // quarter 0
-                1.0, 2.0, 1.0, 0.0, // quarter 1
-                0.5, 2.0, 4.0, -1.0, // quarter 2
-                1.0, 3.0, 4.0, 0.0, // quarter 3
-            ],
-            [16],
-        );
+        let quarters = [
+            [1.0f32, 0.0, 4.0, -0.0],
+            [1.0, 2.0, 1.0, 0.0],
+            [0.5, 2.0, 4.0, -1.0],
+            [1.0, 3.0, 4.0, 0.0],
+        ];
+        let y = TensorData::new(quarters.concat(), [16]);
         assert_eq!(pool_index(&y, 4), vec![0, 13, 2, 3]);
     }
 }
