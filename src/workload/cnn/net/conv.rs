@@ -263,4 +263,29 @@ mod tests {
         let y = TensorData::new(quarters.concat(), [16]);
         assert_eq!(pool_index(&y, 4), vec![0, 13, 2, 3]);
     }
+
+    /// The branch-free path picks what a plain first-maximum scan picks, on
+    /// values with many ties (a few levels, both signs of zero).
+    #[test]
+    fn the_branch_free_pool_is_the_first_maximum() {
+        let quarter = 4_096;
+        let levels = [-1.0f32, -0.0, 0.0, 0.5, 1.0];
+        let mut rng = crate::rng::KeyedRng::new(&[7]);
+        let v: Vec<f32> = (0..4 * quarter)
+            .map(|_| levels[(rng.next_u64() % levels.len() as u64) as usize])
+            .collect();
+        let expected: Vec<i64> = (0..quarter)
+            .map(|k| {
+                let mut best = k;
+                for q in 1..4 {
+                    if v[q * quarter + k] > v[best] {
+                        best = q * quarter + k;
+                    }
+                }
+                best as i64
+            })
+            .collect();
+        let y = TensorData::new(v, [4 * quarter]);
+        assert_eq!(pool_index(&y, quarter), expected);
+    }
 }
