@@ -9,6 +9,8 @@ use forestall::cli::output::{error_line, json_requested, parse_error, print_stdo
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // before any thread exists (forestall::malloc says why)
+    let malloc = forestall::malloc::keep_freed_memory();
     let cli = match forestall::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(parse_error(&err, json_requested(std::env::args_os()))),
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
+    tracing::debug!("allocator: {malloc:?}");
     match forestall::cli::run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -254,3 +254,23 @@ fn nan_in_the_data_is_named_with_column_and_row() {
     );
     assert!(!d.path().join("out").exists());
 }
+
+/// The binary tells glibc to keep freed memory (`forestall::malloc`), and
+/// leaves a user's own `GLIBC_TUNABLES` malloc settings alone.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_allocator_setting_is_made_unless_the_user_made_one() {
+    let dir = Dir::new();
+    let o = dir.forestall(&["-vv", "runs", "."]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("allocator: Set"), "{}", stderr(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_forestall"))
+        .args(["-vv", "runs", "."])
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .env("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=4194304")
+        .output()
+        .expect("forestall runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("allocator: UserTunables"), "{}", stderr(&o));
+}
