@@ -272,5 +272,9 @@ fn the_allocator_setting_is_made_unless_the_user_made_one() {
         .output()
         .expect("forestall runs");
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("allocator: UserTunables"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("allocator: UserTunables"),
+        "{}",
+        stderr(&o)
+    );
 }
