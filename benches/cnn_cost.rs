@@ -73,6 +73,8 @@ struct Row {
 }
 
 fn main() {
+    // as the forestall binary does, before any thread starts
+    forestall::malloc::keep_freed_memory();
     let (cnn, data) = load_cnn("cnn_cost");
     let sizes: Vec<usize> = std::env::var("SIZES")
         .ok()

@@ -30,6 +30,8 @@ use forestall::workload::cnn::net::stages::{Activation, StageInput, LAYERS};
 use forestall::workload::Workload;
 
 fn main() {
+    // as the forestall binary does, before any thread starts
+    forestall::malloc::keep_freed_memory();
     let (cnn, data) = load_cnn("cnn_layers");
     let m = env_or("M", 32).max(1);
     let rounds = env_or("ROUNDS", 5);

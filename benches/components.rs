@@ -39,6 +39,8 @@ fn median_secs(samples: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    // as the forestall binary does, before any thread starts
+    forestall::malloc::keep_freed_memory();
     let out = std::env::args().skip_while(|a| a != "--out").nth(1);
     let plan = validate(&parse_job("", None).expect("empty job"), "", None).expect("defaults");
     let workload = load_workload(&plan).expect("Adult loads");

@@ -65,6 +65,8 @@ fn env_or(key: &str, default: u64) -> u64 {
 }
 
 fn main() {
+    // as the forestall binary does, before any thread starts
+    forestall::malloc::keep_freed_memory();
     let workers = env_or("WORKERS", 10_000) as u32;
     let iterations = env_or("ITERATIONS", 1_000);
     let units = env_or("UNITS", 4) as u32;

@@ -15,7 +15,8 @@
 //! 1 GiB free at its top, and grows 64 MiB at a time. A process then holds
 //! the peak of what its calls used, as PyTorch's caching allocators do. A
 //! user who sets `GLIBC_TUNABLES` with `glibc.malloc` settings keeps them:
-//! nothing is changed then. On other C libraries this does nothing.
+//! nothing is changed then. On other C libraries this does nothing. The
+//! benches in `benches/` call it too, so they measure what the binary runs.
 
 /// Blocks at least this large are mapped on their own (glibc's maximum for
 /// this setting on 64-bit machines).
