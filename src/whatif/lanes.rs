@@ -9,11 +9,12 @@
 //! count of events, so the outcome is the same to the bit on one lane or two.
 
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::replay::{Crossing, Replay, Worker};
 use super::{IterationTimings, Planned, Replayed, TimedUnit};
+use crate::data::UnitKey;
 use crate::policy::{ControlKind, PeerAgent};
 
 /// Workers below which an iteration is not split (a window's exchange costs
@@ -32,8 +33,8 @@ struct LaneBuffers {
     messages: Vec<Option<super::replay::Message>>,
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,
-    cloned: super::replay::Keys,
-    cloned_done: super::replay::Keys,
+    races: Vec<super::replay::Race>,
+    first_raced: Vec<(UnitKey, u64)>,
     outbox: Vec<Crossing>,
 }
 
@@ -45,18 +46,7 @@ pub struct Scratch {
     split: bool,
     /// Share of the workers in the first lane (none measured yet: half).
     first_share: Option<f64>,
-    /// Iterations of agents that copy units in flight still to replay on
-    /// one lane before guessing again that none is copied, and how many
-    /// the next wrong guess sets (doubling, from 1, up to [`MAX_WAIT`]).
-    guess_in: u32,
-    guess_wait: u32,
-    /// Guesses that held and guesses that did not.
-    guesses: (u32, u32),
 }
-
-/// The most iterations a replay waits after a wrong guess before guessing
-/// again that no unit in flight is copied.
-const MAX_WAIT: u32 = 64;
 
 impl Scratch {
     /// Buffers for replays that split large iterations between two cores.
@@ -64,34 +54,6 @@ impl Scratch {
         Self {
             split: true,
             ..Self::default()
-        }
-    }
-
-    /// Whether to guess, for this iteration, that no unit in flight is
-    /// copied.
-    fn guess(&mut self) -> bool {
-        if self.guess_in > 0 {
-            self.guess_in -= 1;
-            return false;
-        }
-        true
-    }
-
-    /// Guesses that held and guesses that did not, so far.
-    #[cfg(test)]
-    pub(super) fn guesses(&self) -> (u32, u32) {
-        self.guesses
-    }
-
-    /// How the guess came out.
-    fn guessed(&mut self, right: bool) {
-        if right {
-            self.guesses.0 += 1;
-            self.guess_wait = 0;
-        } else {
-            self.guesses.1 += 1;
-            self.guess_wait = (2 * self.guess_wait).clamp(1, MAX_WAIT);
-            self.guess_in = self.guess_wait;
         }
     }
 
@@ -140,16 +102,11 @@ pub fn replay_iteration(
 
 /// [`replay_iteration`] of `lists` (an iteration with a plan's moves),
 /// reusing `scratch`'s buffers, split between two lanes when the scratch
-/// allows it and nothing crosses lanes but messages: a latency above zero, no
-/// clones (their races share state), and enough workers.
-///
-/// Agents that copy a unit in flight only when it is late enough (under
-/// `forestall`) seldom do where units come in micro-batches (the rest of a
-/// unit moves instead): their iteration is split on the guess that none is
-/// copied, with the agents kept as they were. The first copy stops both
-/// lanes, and the iteration is replayed on one lane from the agents kept;
-/// after a wrong guess the next iterations run on one lane for a while
-/// (1, 2, 4, … up to [`MAX_WAIT`]). The outcome is the same either way.
+/// allows it, messages take time (nothing else crosses lanes) and there are
+/// enough workers. Copies of a unit race across lanes without sharing
+/// state: each copy's end is kept and the first settled when both lanes are
+/// done (see [`super::replay::settle_races`]), so the outcome is the same
+/// on one lane or two.
 pub fn replay_iteration_with(
     scratch: &mut Scratch,
     lists: &Planned<'_>,
@@ -158,30 +115,18 @@ pub fn replay_iteration_with(
     planned: &[(u32, u32, ControlKind)],
 ) -> Replayed {
     let n = lists.workers();
-    let clones = !planned.is_empty()
-        || agents
-            .iter()
-            .flatten()
-            .any(|a| matches!(a, PeerAgent::Speculate(_)));
-    let copies = agents.iter().flatten().any(PeerAgent::copies_in_flight);
-    let splits = scratch.split && latency_us > 0 && !clones && n >= SPLIT_FROM;
-    if splits && copies && scratch.guess() {
-        let kept = agents.to_vec();
-        if let Some(out) = replay_lanes(scratch, lists, agents, latency_us, planned, 2, true) {
-            scratch.guessed(true);
-            return out;
-        }
-        scratch.guessed(false);
-        agents.clone_from_slice(&kept);
-    }
-    let lanes = if splits && !copies { 2 } else { 1 };
-    replay_lanes(scratch, lists, agents, latency_us, planned, lanes, false)
-        .expect("a replay that does not guess is never stopped")
+    let splits = scratch.split && latency_us > 0 && n >= SPLIT_FROM;
+    replay_lanes(
+        scratch,
+        lists,
+        agents,
+        latency_us,
+        planned,
+        if splits { 2 } else { 1 },
+    )
 }
 
-/// The replay of `lanes` lanes side by side (see [`replay_iteration_with`]);
-/// `None` when `guessing` that no unit in flight is copied and a lane would
-/// have copied one.
+/// The replay of `lanes` lanes side by side (see [`replay_iteration_with`]).
 fn replay_lanes(
     scratch: &mut Scratch,
     lists: &Planned<'_>,
@@ -189,13 +134,13 @@ fn replay_lanes(
     latency_us: u64,
     planned: &[(u32, u32, ControlKind)],
     lanes: usize,
-    guessing: bool,
-) -> Option<Replayed> {
+) -> Replayed {
     let n = lists.workers();
     scratch
         .lanes
         .resize_with(lanes.max(scratch.lanes.len()), Default::default);
     let cut = if lanes == 1 { n } else { scratch.cut(n) };
+    let units_total = (0..n).map(|w| lists.own(w).len()).sum();
     let mut rest = agents;
     let mut replays = Vec::with_capacity(lanes);
     for (k, buffers) in scratch.lanes.iter_mut().take(lanes).enumerate() {
@@ -204,7 +149,8 @@ fn replay_lanes(
         let (mine, others) = std::mem::take(&mut rest).split_at_mut(take);
         rest = others;
         let mut replay = lane(buffers, lists, mine, lo, hi, latency_us);
-        replay.guessing = guessing;
+        replay.units_total = units_total;
+        replay.alone = lanes == 1;
         replays.push(replay);
     }
     let busy = if let [only] = replays.as_mut_slice() {
@@ -212,16 +158,19 @@ fn replay_lanes(
         only.run_until(u64::MAX);
         None
     } else {
-        Some(run_in_windows(&mut replays, latency_us, lists))
+        Some(run_in_windows(&mut replays, latency_us, lists, planned))
     };
-    let copied = replays.iter().any(|r| r.copied);
-    if let (Some(busy), false) = (busy, copied) {
+    if let Some(busy) = busy {
         scratch.learn([cut, n - cut], busy);
     }
     // The first lane's outcome, with the others' appended.
     let mut out: Option<Replayed> = None;
-    for (r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
+    let mut races = Vec::new();
+    for (mut r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
+        r.count_copies_left();
         let part = r.out;
+        let mut lane_races = r.races;
+        races.append(&mut lane_races);
         match out.as_mut() {
             None => out = Some(part),
             Some(out) => {
@@ -242,14 +191,13 @@ fn replay_lanes(
             messages: r.messages,
             carried: r.carried,
             flat: r.flat,
-            cloned: r.cloned,
-            cloned_done: r.cloned_done,
+            races: lane_races,
+            first_raced: r.first_raced,
             outbox: r.outbox,
         };
     }
-    if copied {
-        return None;
-    }
+    let mut out = out.expect("at least one lane");
+    super::replay::settle_races(&mut out, &mut races);
     out
 }
 
@@ -270,8 +218,6 @@ fn lane<'a>(
     Replay {
         clone_in_flight,
         rest_in_flight,
-        guessing: false,
-        copied: false,
         timings: lists.base,
         clock: lists.clock,
         agents,
@@ -285,8 +231,12 @@ fn lane<'a>(
         messages: cleared(&mut buffers.messages, Vec::clear),
         carried: cleared(&mut buffers.carried, Vec::clear),
         flat: cleared(&mut buffers.flat, Vec::clear),
-        cloned: cleared(&mut buffers.cloned, super::replay::Keys::clear),
-        cloned_done: cleared(&mut buffers.cloned_done, super::replay::Keys::clear),
+        races: cleared(&mut buffers.races, Vec::clear),
+        units_total: 0,
+        plain_done: 0,
+        first_raced: cleared(&mut buffers.first_raced, Vec::clear),
+        alone: true,
+        end_limit: u64::MAX,
         outbox: cleared(&mut buffers.outbox, Vec::clear),
         out: Replayed {
             iteration: lists.base.iteration,
@@ -311,43 +261,43 @@ fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
 
 /// Runs two lanes side by side, window by window, until neither has an event.
 /// Returns how long each was busy, ns.
-fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'_>) -> [u64; 2] {
+fn run_in_windows(
+    replays: &mut [Replay<'_>],
+    latency_us: u64,
+    lists: &Planned<'_>,
+    planned: &[(u32, u32, ControlKind)],
+) -> [u64; 2] {
     let busy = [AtomicU64::new(0), AtomicU64::new(0)];
     let heads = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
-    // A lane that would have copied a unit in flight (see `Replay::guessing`).
-    let copied = AtomicBool::new(false);
     let mailboxes: [Mutex<Vec<Crossing>>; 2] = Default::default();
+    let tallies: [Tally; 2] = Default::default();
     let barrier = SpinBarrier::default();
     std::thread::scope(|scope| {
         for (k, r) in replays.iter_mut().enumerate().take(2) {
             let (heads, mailboxes, barrier, busy) = (&heads, &mailboxes, &barrier, &busy);
-            let copied = &copied;
+            let tallies = &tallies;
             scope.spawn(move || {
                 let started = std::time::Instant::now();
-                r.start(lists, &[]);
+                r.start(lists, planned);
                 let mut busy_ns = started.elapsed().as_nanos() as u64;
                 let mut arrived: Vec<Crossing> = Vec::new();
                 loop {
                     heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
-                    // Read before the barrier: the other lane sets it only
-                    // in a window both have entered, so both read the same.
-                    let stop = copied.load(Ordering::SeqCst);
                     barrier.wait();
                     let earliest = heads[0]
                         .load(Ordering::SeqCst)
                         .min(heads[1].load(Ordering::SeqCst));
-                    if earliest == u64::MAX || stop {
+                    // (the lanes set the iteration's end together)
+                    if earliest >= r.end_limit {
                         break;
                     }
                     let started = std::time::Instant::now();
                     r.run_until(earliest.saturating_add(latency_us));
                     busy_ns += started.elapsed().as_nanos() as u64;
-                    if r.copied {
-                        copied.store(true, Ordering::SeqCst);
-                    }
                     if let Ok(mut m) = mailboxes[1 - k].lock() {
                         m.append(&mut r.outbox);
                     }
+                    tallies[k].count(r);
                     barrier.wait();
                     // The mailbox and this lane's spare swap buffers (a
                     // fresh one each window is a large allocation, mapped
@@ -358,12 +308,76 @@ fn run_in_windows(replays: &mut [Replay<'_>], latency_us: u64, lists: &Planned<'
                     for c in arrived.drain(..) {
                         r.accept(c);
                     }
+                    if r.end_limit == u64::MAX && Tally::may_have_ended(tallies, r.units_total) {
+                        // Every unit may have a finished copy: which units
+                        // finished is settled from both lanes' first ends.
+                        tallies[k].publish(r);
+                        barrier.wait();
+                        if let Some(makespan) = Tally::ended(tallies, r.units_total) {
+                            r.end_at(makespan);
+                        }
+                        barrier.wait();
+                    }
                 }
                 busy[k].store(busy_ns, Ordering::Relaxed);
             });
         }
     });
     busy.map(AtomicU64::into_inner)
+}
+
+/// What a lane has finished, told the other at each exchange: whether
+/// every unit of the iteration has a finished copy, and when the last one
+/// first ended.
+#[derive(Default)]
+struct Tally {
+    /// Units finished with no other copy, and raced units it finished a
+    /// copy of (the sum over lanes counts a unit raced in both twice).
+    plain: AtomicUsize,
+    raced: AtomicUsize,
+    /// Its latest plain unit's end and its raced units' first ends, once
+    /// their sum may be all of them.
+    published: Mutex<(u64, Vec<(UnitKey, u64)>)>,
+}
+
+impl Tally {
+    fn count(&self, r: &Replay<'_>) {
+        self.plain.store(r.plain_done, Ordering::SeqCst);
+        self.raced.store(r.first_raced.len(), Ordering::SeqCst);
+    }
+
+    /// Whether the lanes' counts could add up to `total` units.
+    fn may_have_ended(tallies: &[Tally; 2], total: usize) -> bool {
+        let sum: usize = tallies
+            .iter()
+            .map(|t| t.plain.load(Ordering::SeqCst) + t.raced.load(Ordering::SeqCst))
+            .sum();
+        total > 0 && sum >= total
+    }
+
+    fn publish(&self, r: &Replay<'_>) {
+        if let Ok(mut p) = self.published.lock() {
+            p.0 = r.out.makespan_us;
+            p.1.clear();
+            p.1.extend_from_slice(&r.first_raced);
+        }
+    }
+
+    /// When the iteration's last unit first ended, if every unit of the
+    /// `total` has ended (both lanes read the same).
+    fn ended(tallies: &[Tally; 2], total: usize) -> Option<u64> {
+        let mut makespan = 0;
+        let mut raced: Vec<(UnitKey, u64)> = Vec::new();
+        for t in tallies {
+            let p = t.published.lock().ok()?;
+            makespan = makespan.max(p.0);
+            raced.extend_from_slice(&p.1);
+        }
+        raced.sort_unstable();
+        raced.dedup_by_key(|r| r.0);
+        let plain: usize = tallies.iter().map(|t| t.plain.load(Ordering::SeqCst)).sum();
+        (plain + raced.len() == total).then(|| raced.iter().map(|r| r.1).fold(makespan, u64::max))
+    }
 }
 
 /// A barrier for the two lanes: a window is tens of microseconds of work, so

@@ -3,6 +3,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use smallvec::SmallVec;
+
 use super::fifo::{Fifo, InFlight};
 
 use super::{IterationTimings, Planned, TimedUnit};
@@ -10,10 +12,8 @@ use crate::data::UnitKey;
 use crate::policy::handover::{self, Cancelled, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::{ControlKind, PeerAgent};
 
-mod keys;
 mod lists;
 mod worker;
-pub(super) use self::keys::Keys;
 use self::lists::LaneLists;
 pub(super) use self::worker::Worker;
 
@@ -51,6 +51,36 @@ pub(super) enum Event {
     BrokerDue(u64),
     /// A control message reaches `to`.
     Message { to: u32, message: Message },
+}
+
+/// A finished copy of a unit that had more than one.
+pub(super) struct Race {
+    key: UnitKey,
+    /// When it finished, and its end's order among ties.
+    at: u64,
+    order: u64,
+    worker: u32,
+    /// Whether the unit was its worker's own.
+    own: bool,
+}
+
+/// Settles the races of every lane into `out`: the first copy of each unit
+/// to finish (by time, then order) counts, as at its shard owner, and every
+/// later one is wasted. The settled units follow `out.executed`'s, in their
+/// finishing order.
+pub(super) fn settle_races(out: &mut Replayed, races: &mut Vec<Race>) {
+    races.sort_unstable_by_key(|r| (r.key, r.at, r.order));
+    let before = races.len();
+    races.dedup_by_key(|r| r.key);
+    out.wasted += (before - races.len()) as u32;
+    races.sort_unstable_by_key(|r| (r.at, r.order));
+    for r in races.drain(..) {
+        out.makespan_us = out.makespan_us.max(r.at);
+        out.executed.push((r.key, r.worker));
+        if !r.own {
+            out.reassigned += 1;
+        }
+    }
 }
 
 /// A message in flight; units travel with an `Assign`, a `Clone` and a `Done`
@@ -130,16 +160,25 @@ pub(super) struct Replay<'a> {
     /// Whether it answers with the rest of its unit in flight instead,
     /// between micro-batches ([`handover::rest_in_flight`]).
     pub(super) rest_in_flight: bool,
-    /// Whether the lane runs beside another on the guess that no unit in
-    /// flight is copied (copies race across lanes: see `lanes`). The first
-    /// copy it would make sets `copied` and stops it instead; the iteration
-    /// is then replayed on one lane.
-    pub(super) guessing: bool,
-    pub(super) copied: bool,
-    /// Units with more than one copy, and those of them already finished
-    /// (clones never cross lanes: a replay with clones runs one lane).
-    pub(super) cloned: Keys,
-    pub(super) cloned_done: Keys,
+    /// Copies of raced units (cloned out, or clones) that this lane's
+    /// workers finished: which came first is settled when every lane is
+    /// done ([`settle_races`]), as a shard owner takes the first gradient
+    /// of a unit to arrive.
+    pub(super) races: Vec<Race>,
+    /// Units of the iteration, all lanes': the iteration ends when each
+    /// has a finished copy.
+    pub(super) units_total: usize,
+    /// This lane's units finished with no other copy, and the first end of
+    /// each raced unit it finished a copy of: (unit, time).
+    pub(super) plain_done: usize,
+    pub(super) first_raced: Vec<(UnitKey, u64)>,
+    /// Whether the lane runs alone: it then sees the iteration end itself
+    /// (side by side, the lanes settle it at their exchanges).
+    pub(super) alone: bool,
+    /// Events from this time on are not replayed: the workers hear that
+    /// the iteration ended a message's time after its last unit ended, and
+    /// leave it (u64::MAX until then).
+    pub(super) end_limit: u64,
     /// Messages to workers of other lanes, sent since the last exchange.
     pub(super) outbox: Vec<Crossing>,
     /// The lane's part of the outcome (`finish_us` of its workers).
@@ -297,8 +336,9 @@ impl Replay<'_> {
             head += own.len();
         }
         self.out.executed.reserve(self.flat.len());
-        for (from, to, kind) in planned {
-            self.send_all(*from, vec![(*to, kind.clone())], 0);
+        let lane = self.lo..self.lo + self.workers.len() as u32;
+        for (from, to, kind) in planned.iter().filter(|p| lane.contains(&p.0)) {
+            self.send_all(*from, [(*to, kind.clone())], 0);
         }
         let hi = self.lo + self.workers.len() as u32;
         for w in self.lo..hi {
@@ -308,10 +348,7 @@ impl Replay<'_> {
 
     /// Runs every event before `limit`.
     pub(super) fn run_until(&mut self, limit: u64) {
-        while !self.copied {
-            let Some((now, event)) = self.pop(limit) else {
-                break;
-            };
+        while let Some((now, event)) = self.pop(limit.min(self.end_limit)) {
             match event {
                 Event::UnitDone(w, order) => {
                     // (a unit stopped for a copy that came first: not awaited)
@@ -417,54 +454,83 @@ impl Replay<'_> {
     fn unit_done(&mut self, w: u32, now: u64) {
         let worker = &mut self.workers[(w - self.lo) as usize];
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
-        worker.end_order = 0;
+        // (its end's order, unique in the iteration: which copy of a raced
+        // unit came first, among copies that ended at the same time)
+        let order = std::mem::take(&mut worker.end_order);
         worker.units_done += 1;
         worker.last_end_us = now;
         worker.last_unit_us = now - worker.started;
         let unit_us = worker.unit_us();
         self.out.finish_us[(w - self.lo) as usize] = now;
-        let raced = !self.cloned.is_empty() && self.cloned.contains(&unit.key);
-        let first = !raced || self.cloned_done.insert(unit.key);
-        if first {
+        // A copy races another when it is a clone, or its worker cloned it
+        // out: each copy's worker tells the other holders it is done (it
+        // cannot know whether it came first; a notice about a unit finished
+        // already is read and dropped), as the run's worker does.
+        let worker = &mut self.workers[(w - self.lo) as usize];
+        let holders: SmallVec<[u32; 2]> = match clone_of {
+            Some(owner) => smallvec::smallvec![owner],
+            None => {
+                let peers = worker
+                    .cloned_out
+                    .iter()
+                    .filter(|c| c.0 == unit.key)
+                    .map(|c| c.1)
+                    .collect();
+                worker.cloned_out.retain(|c| c.0 != unit.key);
+                peers
+            }
+        };
+        if holders.is_empty() {
             // The iteration ends when every unit has one finished copy.
             self.out.makespan_us = self.out.makespan_us.max(now);
+            self.plain_done += 1;
             self.out.executed.push((unit.key, w));
             if !own {
                 self.out.reassigned += 1;
             }
-            if raced {
-                // Tell the other holders of a copy to skip theirs: the owner
-                // of this copy, or the peers this unit was copied to.
-                let holders: Vec<u32> = match clone_of {
-                    Some(owner) => vec![owner],
-                    None => {
-                        let worker = &mut self.workers[(w - self.lo) as usize];
-                        let peers = worker
-                            .cloned_out
-                            .iter()
-                            .filter(|c| c.0 == unit.key)
-                            .map(|c| c.1)
-                            .collect();
-                        worker.cloned_out.retain(|c| c.0 != unit.key);
-                        peers
-                    }
-                };
-                let at = self.carried.len();
-                self.carried.push(unit);
-                for to in holders {
-                    self.send(w, to, ControlKind::Done, at..at + 1, now);
-                }
-            }
         } else {
-            self.out.wasted += 1;
+            self.races.push(Race {
+                key: unit.key,
+                at: now,
+                order,
+                worker: w,
+                own,
+            });
+            if !self.first_raced.iter().any(|r| r.0 == unit.key) {
+                self.first_raced.push((unit.key, now));
+            }
+            let at = self.carried.len();
+            self.carried.push(unit);
+            for to in holders {
+                self.send(w, to, ControlKind::Done, at..at + 1, now);
+            }
         }
-        if own && first {
+        let ended = self.plain_done + self.first_raced.len() == self.units_total;
+        if self.alone && ended && self.end_limit == u64::MAX {
+            self.end_at(now);
+        }
+        if own {
             if let Some(agent) = self.observed(w, now) {
                 let sends = agent.on_own_unit_done(unit_us);
                 self.send_all(w, sends, now);
             }
         }
         self.next_unit(w, now);
+    }
+
+    /// Counts the copies the workers still hold when the iteration ended
+    /// as wasted (nothing of a unit finished elsewhere counts).
+    pub(super) fn count_copies_left(&mut self) {
+        if self.end_limit != u64::MAX {
+            self.out.wasted += self.workers.iter().map(Worker::copies_left).sum::<u32>();
+        }
+    }
+
+    /// The iteration's last unit ended at `makespan`: the workers hear of
+    /// it a message's time later (at once without latency), and nothing
+    /// after that is replayed.
+    pub(super) fn end_at(&mut self, makespan: u64) {
+        self.end_limit = makespan + self.latency_us.max(1);
     }
 
     /// Worker `w` reads `message` as it arrives (also mid-unit).
@@ -643,15 +709,9 @@ impl Replay<'_> {
             }
             return false;
         }
-        if self.guessing {
-            // The guess was wrong: the lane stops here, its outcome unused.
-            self.copied = true;
-            return false;
-        }
         worker.cloned_out.push((unit.key, to));
         worker.waiting.clear();
         worker.check_order = 0;
-        self.cloned.insert(unit.key);
         let at = self.carried.len();
         self.carried.push(unit);
         self.send(w, to, ControlKind::Clone { count: 1 }, at..at + 1, now);
@@ -780,11 +840,6 @@ impl Replay<'_> {
         now: u64,
     ) {
         for (to, kind) in sends {
-            if self.guessing && matches!(kind, ControlKind::Clone { .. }) {
-                // A copy races across lanes: the guess was wrong.
-                self.copied = true;
-                return;
-            }
             let start = self.carried.len();
             let mut lists = LaneLists {
                 worker: &mut self.workers[(from - self.lo) as usize],
@@ -804,10 +859,6 @@ impl Replay<'_> {
             };
             if handed == Some(0) {
                 continue;
-            }
-            if let ControlKind::Clone { .. } = kind {
-                self.cloned
-                    .extend(self.carried[start..].iter().map(|u| u.key));
             }
             self.send(from, to, kind, start..self.carried.len(), now);
         }

@@ -59,6 +59,24 @@ impl Worker {
         self.idle_reported = false;
     }
 
+    /// Copies it still holds of units that have finished elsewhere, once
+    /// every unit has (the iteration ended before the notices that would
+    /// have stopped them arrived): the one in flight, if it raced, clones
+    /// queued, and own units cloned out and not begun.
+    pub(in crate::whatif) fn copies_left(&self) -> u32 {
+        let running = self.running.map(|r| r.0.key);
+        let raced_in_flight = self.running.is_some_and(|(u, _, clone_of)| {
+            clone_of.is_some() || self.cloned_out.iter().any(|c| c.0 == u.key)
+        });
+        let queued = self.given.iter().filter(|g| g.2).count();
+        let listed = self
+            .cloned_out
+            .iter()
+            .filter(|c| Some(c.0) != running)
+            .count();
+        u32::from(raced_in_flight) + (queued + listed) as u32
+    }
+
     /// Own units still in its list that could be handed off.
     pub(in crate::whatif) fn left(&self) -> usize {
         // Units cloned out are in the list, or the one in flight.
