@@ -1,21 +1,30 @@
 //! An iteration's replay, on one core or split between two.
 //!
-//! Split, each core runs a lane of the workers (the first half, the second),
-//! in windows: every message takes the latency L, so nothing a lane does at
+//! Split, each core runs a lane of the workers, in windows: every message takes the latency L, so nothing a lane does at
 //! time t reaches the other before t + L, and with T the earliest pending
 //! event of both, each lane can run every event before T + L on its own. Then
 //! the lanes swap the messages they sent each other and begin the next window.
 //! Ties between events are broken by the worker that caused them and its
 //! count of events, so the outcome is the same to the bit on one lane or two.
+//!
+//! The lanes hold alternate blocks of [`BLOCK`] workers rather than a half
+//! each: a worker's messages mostly go to its neighbours (its helper group),
+//! so few cross, and what happens at one moment of an iteration (a burst of
+//! reports, the units a balance put on the first workers) falls on both
+//! lanes alike. Cut in halves, the lanes took turns waiting for each other,
+//! window after window.
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::replay::{Crossing, Replay, Worker};
+use super::replay::{Crossing, Replay, Worker, LANE_BIT};
 use super::{IterationTimings, Planned, Replayed, TimedUnit};
 use crate::data::UnitKey;
 use crate::policy::{ControlKind, PeerAgent};
+
+/// Workers in a block of a lane ([`Layout`]).
+const BLOCK: usize = 128;
 
 /// Workers below which an iteration is not split (a window's exchange costs
 /// more than the lane saves).
@@ -38,14 +47,35 @@ struct LaneBuffers {
     outbox: Vec<Crossing>,
 }
 
-/// Buffers a replay reuses across iterations, how many lanes it may run,
-/// and where it cuts the workers between two.
+/// Which lane holds each worker: for every worker its lane (the top bit,
+/// [`LANE_BIT`]) and its place there, and each lane's workers, ascending.
+#[derive(Default)]
+struct Layout {
+    slot: Vec<u32>,
+    ids: [Vec<u32>; 2],
+}
+
+impl Layout {
+    /// `n` workers on one lane, or on two in alternate blocks of [`BLOCK`].
+    fn lay_out(&mut self, n: usize, lanes: usize) {
+        self.slot.clear();
+        self.ids.iter_mut().for_each(Vec::clear);
+        for w in 0..n {
+            let lane = (w / BLOCK) % lanes;
+            let place = self.ids[lane].len() as u32;
+            self.slot.push(place | if lane == 1 { LANE_BIT } else { 0 });
+            self.ids[lane].push(w as u32);
+        }
+    }
+}
+
+/// Buffers a replay reuses across iterations, and how many lanes it may
+/// run.
 #[derive(Default)]
 pub struct Scratch {
     lanes: Vec<LaneBuffers>,
+    layout: Layout,
     split: bool,
-    /// Share of the workers in the first lane (none measured yet: half).
-    first_share: Option<f64>,
 }
 
 impl Scratch {
@@ -55,29 +85,6 @@ impl Scratch {
             split: true,
             ..Self::default()
         }
-    }
-
-    /// The first lane's share of `n` workers: half at first, then moved
-    /// towards what evened out the lanes' busy times last time (worker 0's
-    /// lane also runs the broker, say). Where the cut falls does not change
-    /// the outcome, only how long the lanes wait for each other.
-    fn cut(&self, n: usize) -> usize {
-        let share = self.first_share.unwrap_or(0.5);
-        ((n as f64 * share).round() as usize).clamp(1, n.saturating_sub(1).max(1))
-    }
-
-    /// Learns from an iteration whose lanes of `sizes` workers were busy
-    /// `busy_ns` each.
-    fn learn(&mut self, sizes: [usize; 2], busy_ns: [u64; 2]) {
-        let per = |k: usize| busy_ns[k] as f64 / sizes[k].max(1) as f64;
-        let (a, b) = (per(0), per(1));
-        if a <= 0.0 || b <= 0.0 {
-            return;
-        }
-        // Even lanes: n0 · a = n1 · b.
-        let even = b / (a + b);
-        let old = self.first_share.unwrap_or(0.5);
-        self.first_share = Some((0.5 * old + 0.5 * even).clamp(0.25, 0.75));
     }
 }
 
@@ -139,49 +146,55 @@ fn replay_lanes(
     scratch
         .lanes
         .resize_with(lanes.max(scratch.lanes.len()), Default::default);
-    let cut = if lanes == 1 { n } else { scratch.cut(n) };
+    scratch.layout.lay_out(n, lanes);
+    let layout = &scratch.layout;
     let units_total = (0..n).map(|w| lists.own(w).len()).sum();
-    let mut rest = agents;
+    let mut held: [Vec<&mut Option<PeerAgent>>; 2] = Default::default();
+    for (w, agent) in agents.iter_mut().enumerate() {
+        held[usize::from(layout.slot[w] >= LANE_BIT)].push(agent);
+    }
     let mut replays = Vec::with_capacity(lanes);
-    for (k, buffers) in scratch.lanes.iter_mut().take(lanes).enumerate() {
-        let (lo, hi) = if k == 0 { (0, cut) } else { (cut, n) };
-        let take = (hi - lo).min(rest.len());
-        let (mine, others) = std::mem::take(&mut rest).split_at_mut(take);
-        rest = others;
-        let mut replay = lane(buffers, lists, mine, lo, hi, latency_us);
+    for ((k, buffers), agents) in scratch.lanes.iter_mut().take(lanes).enumerate().zip(held) {
+        let mut replay = lane(buffers, lists, agents, layout, k, latency_us);
         replay.units_total = units_total;
         replay.alone = lanes == 1;
         replays.push(replay);
     }
-    let busy = if let [only] = replays.as_mut_slice() {
+    if let [only] = replays.as_mut_slice() {
         only.start(lists, planned);
         only.run_until(u64::MAX);
-        None
     } else {
-        Some(run_in_windows(&mut replays, latency_us, lists, planned))
-    };
-    if let Some(busy) = busy {
-        scratch.learn([cut, n - cut], busy);
+        run_in_windows(&mut replays, latency_us, lists, planned);
     }
-    // The first lane's outcome, with the others' appended.
-    let mut out: Option<Replayed> = None;
+    // The first lane's outcome, with the others' added (each worker's
+    // finish at its place among all).
+    let mut out = Replayed {
+        iteration: lists.base.iteration,
+        makespan_us: 0,
+        finish_us: vec![0; n],
+        executed: Vec::new(),
+        reassigned: 0,
+        wasted: 0,
+        messages: 0,
+    };
     let mut races = Vec::new();
     for (mut r, buffers) in replays.into_iter().zip(scratch.lanes.iter_mut()) {
         r.count_copies_left();
         let part = r.out;
         let mut lane_races = r.races;
         races.append(&mut lane_races);
-        match out.as_mut() {
-            None => out = Some(part),
-            Some(out) => {
-                out.makespan_us = out.makespan_us.max(part.makespan_us);
-                out.finish_us.extend(part.finish_us);
-                out.executed.extend(part.executed);
-                out.reassigned += part.reassigned;
-                out.wasted += part.wasted;
-                out.messages += part.messages;
-            }
+        for (&w, &finish) in r.ids.iter().zip(&part.finish_us) {
+            out.finish_us[w as usize] = finish;
         }
+        out.makespan_us = out.makespan_us.max(part.makespan_us);
+        if out.executed.is_empty() {
+            out.executed = part.executed;
+        } else {
+            out.executed.extend(part.executed);
+        }
+        out.reassigned += part.reassigned;
+        out.wasted += part.wasted;
+        out.messages += part.messages;
         *buffers = LaneBuffers {
             workers: r.workers,
             units: r.units,
@@ -196,32 +209,38 @@ fn replay_lanes(
             outbox: r.outbox,
         };
     }
-    let mut out = out.expect("at least one lane");
     super::replay::settle_races(&mut out, &mut races);
     out
 }
 
-/// The lane of workers `lo..hi`, built from `buffers`.
+/// Lane `k` of `layout`, built from `buffers`.
 fn lane<'a>(
     buffers: &mut LaneBuffers,
     lists: &Planned<'a>,
-    agents: &'a mut [Option<PeerAgent>],
-    lo: usize,
-    hi: usize,
+    agents: Vec<&'a mut Option<PeerAgent>>,
+    layout: &'a Layout,
+    k: usize,
     latency_us: u64,
 ) -> Replay<'a> {
+    let ids = &layout.ids[k];
     let mut workers = std::mem::take(&mut buffers.workers);
-    workers.resize_with(hi - lo, Worker::default);
-    workers.truncate(hi - lo);
-    let clone_in_flight = agents.iter().flatten().any(PeerAgent::copies_in_flight);
-    let rest_in_flight = agents.iter().flatten().any(PeerAgent::rests_in_flight);
+    workers.resize_with(ids.len(), Worker::default);
+    workers.truncate(ids.len());
+    let clone_in_flight = agents
+        .iter()
+        .any(|a| a.as_ref().is_some_and(PeerAgent::copies_in_flight));
+    let rest_in_flight = agents
+        .iter()
+        .any(|a| a.as_ref().is_some_and(PeerAgent::rests_in_flight));
     Replay {
         clone_in_flight,
         rest_in_flight,
         timings: lists.base,
         clock: lists.clock,
         agents,
-        lo: lo as u32,
+        ids,
+        slot: &layout.slot,
+        lane: k as u32,
         latency_us,
         workers,
         units: cleared(&mut buffers.units, BinaryHeap::clear),
@@ -241,7 +260,7 @@ fn lane<'a>(
         out: Replayed {
             iteration: lists.base.iteration,
             makespan_us: 0,
-            finish_us: vec![0; hi - lo],
+            finish_us: vec![0; ids.len()],
             executed: Vec::new(),
             reassigned: 0,
             wasted: 0,
@@ -260,70 +279,93 @@ fn cleared<T: Default>(buffer: &mut T, clear: impl FnOnce(&mut T)) -> T {
 }
 
 /// Runs two lanes side by side, window by window, until neither has an event.
-/// Returns how long each was busy, ns.
 fn run_in_windows(
     replays: &mut [Replay<'_>],
     latency_us: u64,
     lists: &Planned<'_>,
     planned: &[(u32, u32, ControlKind)],
-) -> [u64; 2] {
-    let busy = [AtomicU64::new(0), AtomicU64::new(0)];
+) {
     let heads = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
     let mailboxes: [Mutex<Vec<Crossing>>; 2] = Default::default();
     let tallies: [Tally; 2] = Default::default();
     let barrier = SpinBarrier::default();
+    let shared = Shared {
+        heads: &heads,
+        mailboxes: &mailboxes,
+        tallies: &tallies,
+        barrier: &barrier,
+    };
+    // The second lane on a thread of its own, the first on this one.
+    let [first, second, ..] = replays else {
+        return;
+    };
     std::thread::scope(|scope| {
-        for (k, r) in replays.iter_mut().enumerate().take(2) {
-            let (heads, mailboxes, barrier, busy) = (&heads, &mailboxes, &barrier, &busy);
-            let tallies = &tallies;
-            scope.spawn(move || {
-                let started = std::time::Instant::now();
-                r.start(lists, planned);
-                let mut busy_ns = started.elapsed().as_nanos() as u64;
-                let mut arrived: Vec<Crossing> = Vec::new();
-                loop {
-                    heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
-                    barrier.wait();
-                    let earliest = heads[0]
-                        .load(Ordering::SeqCst)
-                        .min(heads[1].load(Ordering::SeqCst));
-                    // (the lanes set the iteration's end together)
-                    if earliest >= r.end_limit {
-                        break;
-                    }
-                    let started = std::time::Instant::now();
-                    r.run_until(earliest.saturating_add(latency_us));
-                    busy_ns += started.elapsed().as_nanos() as u64;
-                    if let Ok(mut m) = mailboxes[1 - k].lock() {
-                        m.append(&mut r.outbox);
-                    }
-                    tallies[k].count(r);
-                    barrier.wait();
-                    // The mailbox and this lane's spare swap buffers (a
-                    // fresh one each window is a large allocation, mapped
-                    // and faulted in anew).
-                    if let Ok(mut m) = mailboxes[k].lock() {
-                        std::mem::swap(&mut *m, &mut arrived);
-                    }
-                    for c in arrived.drain(..) {
-                        r.accept(c);
-                    }
-                    if r.end_limit == u64::MAX && Tally::may_have_ended(tallies, r.units_total) {
-                        // Every unit may have a finished copy: which units
-                        // finished is settled from both lanes' first ends.
-                        tallies[k].publish(r);
-                        barrier.wait();
-                        if let Some(makespan) = Tally::ended(tallies, r.units_total) {
-                            r.end_at(makespan);
-                        }
-                        barrier.wait();
-                    }
-                }
-                busy[k].store(busy_ns, Ordering::Relaxed);
-            });
-        }
+        scope.spawn(|| run_lane(1, second, shared, latency_us, lists, planned));
+        run_lane(0, first, shared, latency_us, lists, planned);
     });
-    busy.map(AtomicU64::into_inner)
+}
+
+/// What the two lanes share.
+#[derive(Clone, Copy)]
+struct Shared<'s> {
+    heads: &'s [AtomicU64; 2],
+    mailboxes: &'s [Mutex<Vec<Crossing>>; 2],
+    tallies: &'s [Tally; 2],
+    barrier: &'s SpinBarrier,
+}
+
+/// Lane `k`'s part of [`run_in_windows`].
+fn run_lane(
+    k: usize,
+    r: &mut Replay<'_>,
+    shared: Shared<'_>,
+    latency_us: u64,
+    lists: &Planned<'_>,
+    planned: &[(u32, u32, ControlKind)],
+) {
+    let Shared {
+        heads,
+        mailboxes,
+        tallies,
+        barrier,
+    } = shared;
+    r.start(lists, planned);
+    let mut arrived: Vec<Crossing> = Vec::new();
+    loop {
+        heads[k].store(r.head().unwrap_or(u64::MAX), Ordering::SeqCst);
+        barrier.wait();
+        let earliest = heads[0]
+            .load(Ordering::SeqCst)
+            .min(heads[1].load(Ordering::SeqCst));
+        // (the lanes set the iteration's end together)
+        if earliest >= r.end_limit {
+            break;
+        }
+        r.run_until(earliest.saturating_add(latency_us));
+        if let Ok(mut m) = mailboxes[1 - k].lock() {
+            m.append(&mut r.outbox);
+        }
+        tallies[k].count(r);
+        barrier.wait();
+        // The mailbox and this lane's spare swap buffers (a fresh one each
+        // window is a large allocation, mapped and faulted in anew).
+        if let Ok(mut m) = mailboxes[k].lock() {
+            std::mem::swap(&mut *m, &mut arrived);
+        }
+        for c in arrived.drain(..) {
+            r.accept(c);
+        }
+        if r.end_limit == u64::MAX && Tally::may_have_ended(tallies, r.units_total) {
+            // Every unit may have a finished copy: which units finished is
+            // settled from both lanes' first ends.
+            tallies[k].publish(r);
+            barrier.wait();
+            if let Some(makespan) = Tally::ended(tallies, r.units_total) {
+                r.end_at(makespan);
+            }
+            barrier.wait();
+        }
+    }
 }
 
 /// What a lane has finished, told the other at each exchange: whether

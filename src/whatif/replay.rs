@@ -122,7 +122,7 @@ pub(super) struct Crossing {
     pub(super) units: Vec<TimedUnit>,
 }
 
-/// One lane of an iteration's replay: workers `lo..lo + workers.len()`, their
+/// One lane of an iteration's replay: the workers `ids`, their
 /// agents, pending events and messages. A replay runs one lane for every
 /// worker, or several side by side (see `lanes`).
 pub(super) struct Replay<'a> {
@@ -130,9 +130,13 @@ pub(super) struct Replay<'a> {
     /// The slowdowns over the job clock and the iteration's start on it,
     /// when they follow the clock.
     pub(super) clock: Option<(&'a super::Clock, u64)>,
-    pub(super) agents: &'a mut [Option<PeerAgent>],
-    /// The lane's first worker.
-    pub(super) lo: u32,
+    /// The lane's workers' agents, in the order of `ids`.
+    pub(super) agents: Vec<&'a mut Option<PeerAgent>>,
+    /// The lane's workers, ascending, and for every worker of the
+    /// iteration its lane and its place there ([`Layout`](super::lanes)).
+    pub(super) ids: &'a [u32],
+    pub(super) slot: &'a [u32],
+    pub(super) lane: u32,
     pub(super) latency_us: u64,
     pub(super) workers: Vec<Worker>,
     /// Units being computed, by when they end: (time, order among ties),
@@ -199,11 +203,26 @@ const CHECK: u64 = 1 << 62;
 /// The flag of the broker's event (worker 0's).
 const BROKER_DUE: u64 = 1 << 61;
 
+/// The bit of a worker's slot that names its lane (below it, its place).
+pub(super) const LANE_BIT: u32 = 1 << 31;
+
+/// Worker `w`'s place in its lane, by the lanes' `slot`s.
+#[inline]
+fn place(slot: &[u32], w: u32) -> usize {
+    (slot[w as usize] & !LANE_BIT) as usize
+}
+
 impl Replay<'_> {
+    /// Whether the lane holds worker `w`.
+    #[inline]
+    fn holds(&self, w: u32) -> bool {
+        (self.slot[w as usize] >= LANE_BIT) == (self.lane == 1)
+    }
+
     /// The order among ties of the next event worker `w` causes: (the
     /// worker, its count of events), the same however the workers are split.
     fn next_order(&mut self, w: u32) -> u64 {
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         worker.caused += 1;
         u64::from(w) << 32 | u64::from(worker.caused)
     }
@@ -211,7 +230,7 @@ impl Replay<'_> {
     /// Files the end of the unit worker `w` starts now, at time `at`.
     fn push_unit_done(&mut self, at: u64, w: u32) {
         let order = self.next_order(w);
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         worker.ends = at;
         worker.end_order = order;
         self.units.push(Reverse((at, order)));
@@ -318,10 +337,10 @@ impl Replay<'_> {
         let mut head = 0;
         let iteration = self.timings.iteration;
         for (i, worker) in self.workers.iter_mut().enumerate() {
-            let own = lists.own(self.lo as usize + i);
+            let own = lists.own(self.ids[i] as usize);
             self.flat.extend_from_slice(own);
             worker.clear();
-            if let Some(agent) = self.agents.get_mut(i).and_then(Option::as_mut) {
+            if let Some(agent) = self.agents.get_mut(i).and_then(|a| a.as_mut()) {
                 agent.observe(None, 0, own.len(), 0);
                 agent.begin(iteration, own.len() as u32);
                 if agent.brokers() {
@@ -336,13 +355,13 @@ impl Replay<'_> {
             head += own.len();
         }
         self.out.executed.reserve(self.flat.len());
-        let lane = self.lo..self.lo + self.workers.len() as u32;
-        for (from, to, kind) in planned.iter().filter(|p| lane.contains(&p.0)) {
-            self.send_all(*from, [(*to, kind.clone())], 0);
+        for (from, to, kind) in planned {
+            if self.holds(*from) {
+                self.send_all(*from, [(*to, kind.clone())], 0);
+            }
         }
-        let hi = self.lo + self.workers.len() as u32;
-        for w in self.lo..hi {
-            self.next_unit(w, 0);
+        for i in 0..self.ids.len() {
+            self.next_unit(self.ids[i], 0);
         }
     }
 
@@ -352,7 +371,7 @@ impl Replay<'_> {
             match event {
                 Event::UnitDone(w, order) => {
                     // (a unit stopped for a copy that came first: not awaited)
-                    if self.workers[(w - self.lo) as usize].end_order == order {
+                    if self.workers[place(self.slot, w)].end_order == order {
                         self.unit_done(w, now);
                         if w == 0 {
                             self.file_broker_due(now);
@@ -360,7 +379,7 @@ impl Replay<'_> {
                     }
                 }
                 Event::Check(w, order) => {
-                    if self.workers[(w - self.lo) as usize].check_order == order {
+                    if self.workers[place(self.slot, w)].check_order == order {
                         self.copy_to_waiting_helper(w, now);
                     }
                 }
@@ -383,7 +402,7 @@ impl Replay<'_> {
     /// Files worker 0's broker's time to balance without the paces missing,
     /// once it knows it (a quorum in), or anew when it moved.
     fn file_broker_due(&mut self, now: u64) {
-        if self.lo != 0 {
+        if !self.holds(0) {
             return;
         }
         let Some(due) = self.agent(0).and_then(PeerAgent::broker_due) else {
@@ -437,14 +456,13 @@ impl Replay<'_> {
     }
 
     fn agent(&mut self, w: u32) -> Option<&mut PeerAgent> {
-        self.agents
-            .get_mut((w - self.lo) as usize)
-            .and_then(Option::as_mut)
+        let at = place(self.slot, w);
+        self.agents.get_mut(at).and_then(|a| a.as_mut())
     }
 
     /// Worker `w`'s agent, told what the worker is doing at `now`.
     fn observed(&mut self, w: u32, now: u64) -> Option<&mut PeerAgent> {
-        let worker = &self.workers[(w - self.lo) as usize];
+        let worker = &self.workers[place(self.slot, w)];
         let (running, queued, listed) = (worker.running_us(now), worker.given.len(), worker.left());
         let agent = self.agent(w)?;
         agent.observe(running, queued, listed, now);
@@ -452,7 +470,7 @@ impl Replay<'_> {
     }
 
     fn unit_done(&mut self, w: u32, now: u64) {
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         let (unit, own, clone_of) = worker.running.take().expect("a unit was running");
         // (its end's order, unique in the iteration: which copy of a raced
         // unit came first, among copies that ended at the same time)
@@ -461,12 +479,12 @@ impl Replay<'_> {
         worker.last_end_us = now;
         worker.last_unit_us = now - worker.started;
         let unit_us = worker.unit_us();
-        self.out.finish_us[(w - self.lo) as usize] = now;
+        self.out.finish_us[place(self.slot, w)] = now;
         // A copy races another when it is a clone, or its worker cloned it
         // out: each copy's worker tells the other holders it is done (it
         // cannot know whether it came first; a notice about a unit finished
         // already is read and dropped), as the run's worker does.
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         let holders: SmallVec<[u32; 2]> = match clone_of {
             Some(owner) => smallvec::smallvec![owner],
             None => {
@@ -542,7 +560,7 @@ impl Replay<'_> {
             return;
         }
         let clone = matches!(kind, ControlKind::Clone { .. });
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         if !units.is_empty() {
             worker
                 .given
@@ -571,7 +589,7 @@ impl Replay<'_> {
             self.send_all(w, sends, now);
         }
         if let ControlKind::Decline = kind {
-            self.workers[(w - self.lo) as usize].idle_reported = false; // try another peer
+            self.workers[place(self.slot, w)].idle_reported = false; // try another peer
         }
     }
 
@@ -580,7 +598,7 @@ impl Replay<'_> {
         for i in units {
             let key = self.carried[i].key;
             let mut lists = LaneLists {
-                worker: &mut self.workers[(w - self.lo) as usize],
+                worker: &mut self.workers[place(self.slot, w)],
                 flat: &self.flat,
             };
             match handover::done(&mut lists, from, key) {
@@ -588,7 +606,7 @@ impl Replay<'_> {
                 Cancelled::Copy | Cancelled::Handed => self.out.wasted += 1,
                 Cancelled::Own | Cancelled::Running => {
                     self.out.wasted += 1;
-                    let unit_us = self.workers[(w - self.lo) as usize].unit_us();
+                    let unit_us = self.workers[place(self.slot, w)].unit_us();
                     // Its own unit is done, by the clone.
                     if let Some(agent) = self.observed(w, now) {
                         let sends = agent.on_own_unit_done(unit_us);
@@ -601,7 +619,7 @@ impl Replay<'_> {
 
     /// Starts the next unit (a peer's first), or offers help when there is none.
     fn next_unit(&mut self, w: u32, now: u64) {
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         if worker.running.is_some() {
             return;
         }
@@ -651,7 +669,7 @@ impl Replay<'_> {
     /// its queue, as many as [`handover::pass_on`] says, as the run's worker
     /// does (copies stay). Returns whether any went.
     fn pass_queued(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest;
         let queued = worker.given.iter().filter(|g| movable(g)).count();
         if queued == 0 {
@@ -691,7 +709,7 @@ impl Replay<'_> {
     /// run's worker does. Otherwise the helper waits for a later look (see
     /// [`Replay::file_check`]). Returns whether a copy went.
     fn copy_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         let (Some((unit, _, clone_of)), Some(in_flight)) = (worker.running, worker.in_flight(now))
         else {
             return false;
@@ -724,7 +742,7 @@ impl Replay<'_> {
     /// (a rest is never copied), if before its end and not copied already
     /// (as the compute operator's `next_check`).
     fn file_check(&mut self, w: u32, now: u64) {
-        let worker = &self.workers[(w - self.lo) as usize];
+        let worker = &self.workers[place(self.slot, w)];
         let Some(fastest) = worker.waiting.iter().map(|h| h.1).min() else {
             return;
         };
@@ -755,14 +773,14 @@ impl Replay<'_> {
             return;
         }
         let order = self.next_order(w);
-        self.workers[(w - self.lo) as usize].check_order = order;
+        self.workers[place(self.slot, w)].check_order = order;
         self.events.push(Reverse((at, order, CHECK | u64::from(w))));
     }
 
     /// Worker `w`'s look for a waiting helper: a copy of its unit in flight
     /// to the fastest, now that it is late enough.
     fn copy_to_waiting_helper(&mut self, w: u32, now: u64) {
-        let worker = &self.workers[(w - self.lo) as usize];
+        let worker = &self.workers[place(self.slot, w)];
         let Some(&fastest) = worker.waiting.iter().min_by_key(|h| (h.1, h.0)) else {
             return;
         };
@@ -780,7 +798,7 @@ impl Replay<'_> {
         if !self.rest_in_flight {
             return false;
         }
-        let worker = &mut self.workers[(w - self.lo) as usize];
+        let worker = &mut self.workers[place(self.slot, w)];
         let (Some((unit, own, clone_of)), Some(in_flight)) =
             (worker.running, worker.in_flight(now))
         else {
@@ -842,7 +860,7 @@ impl Replay<'_> {
         for (to, kind) in sends {
             let start = self.carried.len();
             let mut lists = LaneLists {
-                worker: &mut self.workers[(from - self.lo) as usize],
+                worker: &mut self.workers[place(self.slot, from)],
                 flat: &self.flat,
             };
             let handed = match kind {
@@ -875,8 +893,7 @@ impl Replay<'_> {
         self.out.messages += 1;
         let arrives = now + self.latency_us;
         let order = self.next_order(from);
-        let lane = self.lo..self.lo + self.workers.len() as u32;
-        if !lane.contains(&to) {
+        if !self.holds(to) {
             self.outbox.push(Crossing {
                 arrives,
                 order,
