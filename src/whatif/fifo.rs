@@ -74,6 +74,16 @@ impl<M: InFlight> Fifo<M> {
         self.queue.front().map(|m| (m.arrives(), m.order()))
     }
 
+    /// The first message, to change in place.
+    pub(super) fn front_mut(&mut self) -> Option<&mut M> {
+        self.queue.front_mut()
+    }
+
+    /// The message sent last, to change in place.
+    pub(super) fn back_mut(&mut self) -> Option<&mut M> {
+        self.queue.back_mut()
+    }
+
     /// Takes the first message.
     pub(super) fn pop(&mut self) -> Option<M> {
         self.queue.pop_front()

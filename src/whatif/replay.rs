@@ -94,11 +94,18 @@ pub(super) struct Message {
 /// A message this lane sent to one of its own workers, in the queue: read
 /// in sending order, so the queue is read as it was written (the message
 /// sits in it rather than elsewhere in memory).
+///
+/// A report sent to several of them at once is one entry: its first
+/// receiver (and that copy's order) here, the others in the lane's
+/// `fanouts[fan..fan + more]`, read one after the other (a group's reports
+/// were most of a large replay's queue, eight copies of one message).
 pub(super) struct Local {
     /// Arrival time and order among ties.
     pub(super) arrives: u64,
     pub(super) order: u64,
     to: u32,
+    more: u32,
+    fan: u32,
     message: Message,
 }
 
@@ -148,6 +155,9 @@ pub(super) struct Replay<'a> {
     pub(super) events: BinaryHeap<Reverse<(u64, u64, u64)>>,
     /// Messages this lane sent to its own workers, in sending order.
     pub(super) in_flight: Fifo<Local>,
+    /// The further receivers of reports sent to several (see [`Local`]):
+    /// (worker, the copy's order).
+    pub(super) fanouts: Vec<(u32, u64)>,
     /// Messages from the other lane, in its sending order (they come a
     /// window's worth at a time, each window's after the last one's).
     pub(super) crossed: Fifo<Local>,
@@ -306,12 +316,27 @@ impl Replay<'_> {
                 order >> 32
             }
             Source::Heap => self.events.pop()?.0 .2,
-            Source::Crossed | Source::Local => {
-                let queue = match source {
-                    Source::Local => &mut self.in_flight,
-                    _ => &mut self.crossed,
+            Source::Crossed => {
+                let Local { to, message, .. } = self.crossed.pop()?;
+                return Some((t, Event::Message { to, message }));
+            }
+            Source::Local => {
+                let front = self.in_flight.front_mut()?;
+                if front.more == 0 {
+                    let Local { to, message, .. } = self.in_flight.pop()?;
+                    return Some((t, Event::Message { to, message }));
+                }
+                // One copy of a report to several: the entry stays for the
+                // next receiver, whose order follows this one's.
+                let to = front.to;
+                let message = Message {
+                    from: front.message.from,
+                    units: front.message.units.clone(),
+                    kind: front.message.kind.clone(),
                 };
-                let Local { to, message, .. } = queue.pop()?;
+                (front.to, front.order) = self.fanouts[front.fan as usize];
+                front.fan += 1;
+                front.more -= 1;
                 return Some((t, Event::Message { to, message }));
             }
         };
@@ -437,6 +462,8 @@ impl Replay<'_> {
             arrives: c.arrives,
             order: c.order,
             to: c.to,
+            more: 0,
+            fan: 0,
             message: Message {
                 from: c.from,
                 kind: c.kind,
@@ -857,7 +884,22 @@ impl Replay<'_> {
         sends: impl IntoIterator<Item = (u32, ControlKind)>,
         now: u64,
     ) {
+        // Whether the queue's last entry is a report this call sent, to
+        // which copies of the same report for the lane's workers join.
+        let mut reporting = false;
         for (to, kind) in sends {
+            if let ControlKind::Progress { .. } = kind {
+                if self.latency_us > 0 && self.holds(to) {
+                    if reporting && self.join_report(from, to, &kind) {
+                        continue;
+                    }
+                    self.send(from, to, kind, 0..0, now);
+                    reporting = true;
+                    continue;
+                }
+            } else if self.latency_us == 0 || self.holds(to) {
+                reporting = false;
+            }
             let start = self.carried.len();
             let mut lists = LaneLists {
                 worker: &mut self.workers[place(self.slot, from)],
@@ -880,6 +922,31 @@ impl Replay<'_> {
             }
             self.send(from, to, kind, start..self.carried.len(), now);
         }
+    }
+
+    /// Sends `to` a copy of `report`, which `from` just sent to another
+    /// worker of the lane (the queue's last entry), as a further receiver of
+    /// that entry. Returns whether it joined.
+    fn join_report(&mut self, from: u32, to: u32, report: &ControlKind) -> bool {
+        let fan = self.fanouts.len() as u32;
+        let joins = self.in_flight.back_mut().is_some_and(|back| {
+            back.message.from == from
+                && back.message.kind == *report
+                && (back.more == 0 || back.fan + back.more == fan)
+        });
+        if !joins {
+            return false;
+        }
+        let order = self.next_order(from);
+        self.out.messages += 1;
+        self.fanouts.push((to, order));
+        if let Some(back) = self.in_flight.back_mut() {
+            if back.more == 0 {
+                back.fan = fan;
+            }
+            back.more += 1;
+        }
+        true
     }
 
     fn send(
@@ -917,6 +984,8 @@ impl Replay<'_> {
                 arrives,
                 order,
                 to,
+                more: 0,
+                fan: 0,
                 message,
             });
         }
