@@ -20,7 +20,7 @@
 //! given twice or lost.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 
@@ -156,7 +156,8 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
     let mut takers: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
         .filter_map(|w| speed[w].map(|t| Reverse((bits(finish(w, &count) + t), w))))
         .collect();
-    let mut moved: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    // Every unit moved, as (giver, receiver): counted by pair at the end.
+    let mut moved: Vec<(u32, u32)> = Vec::new();
     loop {
         // The worker predicted to finish last among those that can still give.
         let slow = loop {
@@ -210,7 +211,7 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
         count[slow] -= 1;
         own_left[slow] -= 1;
         count[fast] += 1;
-        *moved.entry((slow, fast)).or_default() += 1;
+        moved.push((slow as u32, fast as u32));
         for w in [slow, fast] {
             let f = finish(w, &count);
             latest.push((bits(f), Reverse(w)));
@@ -220,14 +221,15 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
             takers.push(Reverse((bits(f + speed[w].unwrap_or(0.0)), w)));
         }
     }
-    moved
-        .into_iter()
-        .map(|((from, to), count)| Move {
-            from: from as u32,
-            to: to as u32,
-            count,
-        })
-        .collect()
+    moved.sort_unstable();
+    let mut moves: Vec<Move> = Vec::new();
+    for (from, to) in moved {
+        match moves.last_mut() {
+            Some(m) if (m.from, m.to) == (from, to) => m.count += 1,
+            _ => moves.push(Move { from, to, count: 1 }),
+        }
+    }
+    moves
 }
 
 /// The order of a giver's own `units` before it executes its row of the plan.
