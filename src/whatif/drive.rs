@@ -41,9 +41,11 @@ pub struct Outcome {
     pub moved_units_per_iteration: f64,
     /// Units moved (or cloned) before iterations by a plan, per iteration.
     pub planned_units_per_iteration: f64,
-    /// Copies of cloned units computed in vain or dropped, per iteration.
+    /// Copies of cloned units computed in vain, dropped, or still held
+    /// when the iteration ended, per iteration.
     pub wasted_copies_per_iteration: f64,
-    /// Control messages, per iteration.
+    /// Control messages sent before the workers heard that the iteration
+    /// ended (a message's time after its last unit), per iteration.
     pub messages_per_iteration: f64,
 }
 
