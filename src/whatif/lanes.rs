@@ -1,9 +1,10 @@
 //! An iteration's replay, on one core or split between two.
 //!
-//! Split, each core runs a lane of the workers, in windows: every message takes the latency L, so nothing a lane does at
-//! time t reaches the other before t + L, and with T the earliest pending
-//! event of both, each lane can run every event before T + L on its own. Then
-//! the lanes swap the messages they sent each other and begin the next window.
+//! Split, each core runs a lane of the workers, in windows: every message
+//! takes the latency L, so nothing a lane does at time t reaches the other
+//! before t + L, and with T the earliest pending event of both, each lane
+//! can run every event before T + L on its own. Then the lanes swap the
+//! messages they sent each other and begin the next window.
 //! Ties between events are broken by the worker that caused them and its
 //! count of events, so the outcome is the same to the bit on one lane or two.
 //!
@@ -452,5 +453,35 @@ impl SpinBarrier {
                 std::thread::yield_now();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two lanes take alternate blocks; each worker's slot names its lane
+    /// and its place among the lane's workers, which ascend; one lane holds
+    /// every worker in place.
+    #[test]
+    fn lanes_hold_alternate_blocks_and_slots_find_each_worker() {
+        let mut layout = Layout::default();
+        let n = 5 * BLOCK + 3;
+        layout.lay_out(n, 2);
+        assert_eq!(layout.ids[0].len() + layout.ids[1].len(), n);
+        assert_eq!(layout.ids[0].len(), 3 * BLOCK);
+        for (lane, ids) in layout.ids.iter().enumerate() {
+            assert!(ids.windows(2).all(|p| p[0] < p[1]));
+            for (place, &w) in ids.iter().enumerate() {
+                assert_eq!((w as usize / BLOCK) % 2, lane);
+                let slot = layout.slot[w as usize];
+                assert_eq!(slot >= LANE_BIT, lane == 1);
+                assert_eq!((slot & !LANE_BIT) as usize, place);
+            }
+        }
+        layout.lay_out(7, 1);
+        assert_eq!(layout.ids[0], (0..7).collect::<Vec<u32>>());
+        assert!(layout.ids[1].is_empty());
+        assert_eq!(layout.slot, (0..7).collect::<Vec<u32>>());
     }
 }
