@@ -1,0 +1,195 @@
+//! A worker's unit in flight, when a peer offers help: units queued ahead
+//! of it passed on, a copy of it, or the rest of it after the micro-batches
+//! done, as the run's worker gives them (see [`handover`]).
+
+use std::cmp::Reverse;
+
+use super::{place, Replay, CHECK};
+use crate::policy::handover::{self, CLONE_IN_FLIGHT_MARGIN};
+use crate::policy::ControlKind;
+use crate::whatif::TimedUnit;
+
+impl Replay<'_> {
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// units peers handed to worker `w` that wait unbegun, from the end of
+    /// its queue, as many as [`handover::pass_on`] says, as the run's worker
+    /// does (copies stay). Returns whether any went.
+    pub(super) fn pass_queued(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let worker = &mut self.workers[place(self.slot, w)];
+        let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest;
+        let queued = worker.given.iter().filter(|g| movable(g)).count();
+        if queued == 0 {
+            return false;
+        }
+        let running = worker.in_flight(now);
+        let count = handover::pass_on(queued, running.as_ref(), worker.unit_us(), helper_us);
+        if count == 0 {
+            return false;
+        }
+        let start = self.carried.len();
+        let mut k = worker.given.len();
+        while self.carried.len() - start < count && k > 0 {
+            k -= 1;
+            if movable(&worker.given[k]) {
+                let (unit, _, _) = worker.given.remove(k).expect("in range");
+                self.carried.push(unit);
+            }
+        }
+        self.carried[start..].reverse(); // in queue order
+        let count = (self.carried.len() - start) as u32;
+        self.send(
+            w,
+            to,
+            ControlKind::Assign { count },
+            start..self.carried.len(),
+            now,
+        );
+        true
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// a copy of worker `w`'s unit in flight (own or handed over, not itself
+    /// a copy), when
+    /// [`handover::clone_in_flight`] says it is far enough from its end (a
+    /// replayed unit is one micro-batch: the trace does not say more), as the
+    /// run's worker does. Otherwise the helper waits for a later look (see
+    /// [`Replay::file_check`]). Returns whether a copy went.
+    pub(super) fn copy_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let worker = &mut self.workers[place(self.slot, w)];
+        let (Some((unit, _, clone_of)), Some(in_flight)) = (worker.running, worker.in_flight(now))
+        else {
+            return false;
+        };
+        let eligible = clone_of.is_none()
+            && !unit.rest
+            && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
+            && handover::clone_in_flight(&in_flight, helper_us);
+        if !eligible {
+            if helper_us > 0 {
+                // Not late yet: it may be by the next look.
+                worker.waiting.retain(|h| h.0 != to);
+                worker.waiting.push((to, helper_us));
+                self.file_check(w, now);
+            }
+            return false;
+        }
+        worker.cloned_out.push((unit.key, to));
+        worker.waiting.clear();
+        worker.check_order = 0;
+        let at = self.carried.len();
+        self.carried.push(unit);
+        self.send(w, to, ControlKind::Clone { count: 1 }, at..at + 1, now);
+        true
+    }
+
+    /// Files worker `w`'s next look at its unit in flight for the fastest
+    /// helper waiting: the end of its micro-batch in flight at `now`, or the
+    /// moment it has run [`CLONE_IN_FLIGHT_MARGIN`] of that helper's units
+    /// (a rest is never copied), if before its end and not copied already
+    /// (as the compute operator's `next_check`).
+    pub(super) fn file_check(&mut self, w: u32, now: u64) {
+        let worker = &self.workers[place(self.slot, w)];
+        let Some(fastest) = worker.waiting.iter().map(|h| h.1).min() else {
+            return;
+        };
+        let Some((unit, _, None)) = worker.running else {
+            return;
+        };
+        if worker.cloned_out.iter().any(|c| c.0 == unit.key) {
+            return;
+        }
+        let late = match unit.rest {
+            true => u64::MAX,
+            false => worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1,
+        };
+        // Late enough already: a look now if the fastest helper waiting
+        // would get a copy now, else only a micro-batch's end changes the
+        // answer (filed at its time past, the look went back in time, and
+        // one that found the unit too near its end filed itself again and
+        // again).
+        let late = match late > now {
+            true => late,
+            false => match worker.in_flight(now) {
+                Some(f) if !unit.rest && handover::clone_in_flight(&f, fastest) => now,
+                _ => u64::MAX,
+            },
+        };
+        let at = worker.next_boundary(now).map_or(late, |b| b.min(late));
+        if at >= worker.ends {
+            return;
+        }
+        let order = self.next_order(w);
+        self.workers[place(self.slot, w)].check_order = order;
+        self.events.push(Reverse((at, order, CHECK | u64::from(w))));
+    }
+
+    /// Worker `w`'s look for a waiting helper: a copy of its unit in flight
+    /// to the fastest, now that it is late enough.
+    pub(super) fn copy_to_waiting_helper(&mut self, w: u32, now: u64) {
+        let worker = &self.workers[place(self.slot, w)];
+        let Some(&fastest) = worker.waiting.iter().min_by_key(|h| (h.1, h.0)) else {
+            return;
+        };
+        // Never its rest: the helper may have taken other work since it
+        // offered (see `run::worker::control::clone_to_waiting_helper`).
+        self.copy_in_flight(w, fastest, now);
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// the rest of worker `w`'s unit in flight (own or handed over, not a
+    /// copy, not copied to a peer) when [`handover::rest_in_flight`] says
+    /// so, as the run's worker does: the micro-batches not yet ended go, the
+    /// unit stops here, and the worker goes on. Returns whether it went.
+    pub(super) fn rest_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        if !self.rest_in_flight {
+            return false;
+        }
+        let worker = &mut self.workers[place(self.slot, w)];
+        let (Some((unit, own, clone_of)), Some(in_flight)) =
+            (worker.running, worker.in_flight(now))
+        else {
+            return false;
+        };
+        let eligible = clone_of.is_none()
+            && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
+            && handover::rest_in_flight(&in_flight, helper_us);
+        if !eligible {
+            return false;
+        }
+        let (done, total) = (u64::from(in_flight.done), u64::from(in_flight.total));
+        let part = |of: u64| of - of * done / total;
+        let rest = TimedUnit {
+            rows: part(u64::from(unit.rows)) as u32,
+            owner_us: part(unit.owner_us),
+            micro_batches: in_flight.total - in_flight.done,
+            rest: true,
+            ..unit
+        };
+        worker.running = None;
+        worker.end_order = 0;
+        worker.waiting.clear();
+        worker.check_order = 0;
+        worker.last_end_us = now;
+        let unit_us = worker.unit_us();
+        let at = self.carried.len();
+        self.carried.push(rest);
+        self.send(
+            w,
+            to,
+            ControlKind::Rest {
+                done: in_flight.done,
+            },
+            at..at + 1,
+            now,
+        );
+        if own {
+            // Out of its hands: for its progress, an own unit done.
+            if let Some(agent) = self.observed(w, now) {
+                let sends = agent.on_own_unit_done(unit_us);
+                self.send_all(w, sends, now);
+            }
+        }
+        self.next_unit(w, now);
+        true
+    }
+}
