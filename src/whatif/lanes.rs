@@ -45,7 +45,7 @@ struct LaneBuffers {
     carried: Vec<TimedUnit>,
     flat: Vec<TimedUnit>,
     races: Vec<super::replay::Race>,
-    first_raced: Vec<(UnitKey, u64)>,
+    first_raced: super::replay::FirstEnds,
     outbox: Vec<Crossing>,
 }
 
@@ -168,8 +168,8 @@ fn replay_lanes(
     } else {
         run_in_windows(&mut replays, latency_us, lists, planned);
     }
-    // The first lane's outcome, with the others' added (each worker's
-    // finish at its place among all).
+    // Every lane's outcome added up (each worker's finish at its place
+    // among all), the races settled last.
     let mut out = Replayed {
         iteration: lists.base.iteration,
         makespan_us: 0,
@@ -257,7 +257,7 @@ fn lane<'a>(
         races: cleared(&mut buffers.races, Vec::clear),
         units_total: 0,
         plain_done: 0,
-        first_raced: cleared(&mut buffers.first_raced, Vec::clear),
+        first_raced: cleared(&mut buffers.first_raced, super::replay::FirstEnds::clear),
         alone: true,
         end_limit: u64::MAX,
         outbox: cleared(&mut buffers.outbox, Vec::clear),
@@ -405,7 +405,7 @@ impl Tally {
         if let Ok(mut p) = self.published.lock() {
             p.0 = r.out.makespan_us;
             p.1.clear();
-            p.1.extend_from_slice(&r.first_raced);
+            p.1.extend(r.first_raced.iter().map(|(&k, &t)| (k, t)));
         }
     }
 

@@ -13,8 +13,10 @@ use crate::policy::handover::{self, Cancelled};
 use crate::policy::{ControlKind, PeerAgent};
 
 mod in_flight;
+mod keys;
 mod lists;
 mod worker;
+pub(super) use self::keys::FirstEnds;
 use self::lists::LaneLists;
 pub(super) use self::worker::Worker;
 
@@ -186,7 +188,7 @@ pub(super) struct Replay<'a> {
     /// This lane's units finished with no other copy, and the first end of
     /// each raced unit it finished a copy of: (unit, time).
     pub(super) plain_done: usize,
-    pub(super) first_raced: Vec<(UnitKey, u64)>,
+    pub(super) first_raced: FirstEnds,
     /// Whether the lane runs alone: it then sees the iteration end itself
     /// (side by side, the lanes settle it at their exchanges).
     pub(super) alone: bool,
@@ -542,9 +544,7 @@ impl Replay<'_> {
                 worker: w,
                 own,
             });
-            if !self.first_raced.iter().any(|r| r.0 == unit.key) {
-                self.first_raced.push((unit.key, now));
-            }
+            self.first_raced.entry(unit.key).or_insert(now);
             let at = self.carried.len();
             self.carried.push(unit);
             for to in holders {
