@@ -12,7 +12,8 @@
 //! THREADS the threads a replay may use: by default one per core;
 //! MICRO_BATCHES the micro-batches of every unit, between which `forestall`
 //! may hand the rest of a unit slowed in flight to a peer: by default 1;
-//! UNITS the units of every worker: by default 4).
+//! UNITS the units of every worker: by default 4; ROWS the rows of every
+//! unit: by default 100).
 
 #![allow(missing_docs)]
 
@@ -70,12 +71,13 @@ fn main() {
     let workers = env_or("WORKERS", 10_000) as u32;
     let iterations = env_or("ITERATIONS", 1_000);
     let units = env_or("UNITS", 4) as u32;
+    let rows = env_or("ROWS", 100) as u32;
     let dir = tempfile::tempdir().expect("temp dir");
     let synth = Synth {
         workers,
         iterations,
         units,
-        rows: 100,
+        rows,
         us_per_row: 10.0,
         jitter: 0.0,
         schedule: StragglerSchedule::new(
@@ -105,7 +107,7 @@ fn main() {
     let load_mib = peak_mib();
     let m = this_machine();
     println!("# What-if replay at scale\n");
-    let threads_env: String = ["THREADS", "POLICIES", "MICRO_BATCHES", "UNITS"]
+    let threads_env: String = ["THREADS", "POLICIES", "MICRO_BATCHES", "UNITS", "ROWS"]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
         .collect();
@@ -117,7 +119,7 @@ fn main() {
         "- machine: {} ({}, {} cores, {:.1} GiB), {}, {}",
         m.host, m.cpu, m.cores, m.memory_gib, m.rustc, m.os
     );
-    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, {units} units × 100 rows × 10 µs/row, {micro_batches} micro-batch(es) a unit; messages take 100 µs\n");
+    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, {units} units × {rows} rows × 10 µs/row, {micro_batches} micro-batch(es) a unit; messages take 100 µs\n");
     println!(
         "| step | wall s | CPU s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
     );

@@ -9,7 +9,7 @@ use super::fifo::{Fifo, InFlight};
 
 use super::{IterationTimings, Planned, TimedUnit};
 use crate::data::UnitKey;
-use crate::policy::handover::{self, Cancelled};
+use crate::policy::handover::{self, Cancelled, Taker};
 use crate::policy::{ControlKind, PeerAgent};
 
 mod in_flight;
@@ -607,11 +607,17 @@ impl Replay<'_> {
                 // far from its end, is worth a copy.
                 let helper = (*to, *unit_us);
                 if self.clone_in_flight
-                    && (self.pass_queued(w, helper, now)
+                    && (self.pass_queued(w, *to, Taker::idle(*unit_us), now)
                         || self.rest_in_flight(w, helper, now)
                         || self.copy_in_flight(w, helper, now))
                 {
                     sends.clear();
+                }
+            }
+            if self.clone_in_flight {
+                // A peer with less work left than the units queued here.
+                if let Some(taker) = handover::report_taker(&kind, &sends) {
+                    self.pass_queued(w, from, taker, now);
                 }
             }
             self.send_all(w, sends, now);

@@ -7,7 +7,7 @@ use super::compute::{advance, split_unit};
 use super::epoch::{Epoch, Given};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
-use crate::policy::handover::{self, Cancelled};
+use crate::policy::handover::{self, Cancelled, Taker};
 use crate::policy::{ControlKind, PeerAgent};
 use crate::predict::Timing;
 use crate::run::context::JobContext;
@@ -131,7 +131,8 @@ impl ComputeState {
             // from its end, is worth a copy.
             let helper = (*to, *unit_us);
             if self.cx.plan.policy.clones_in_flight() {
-                if pass_queued(self.worker, epoch, &self.holdings, helper, now_us, emit)
+                let idle = (*to, Taker::idle(*unit_us));
+                if pass_queued(self.worker, epoch, &self.holdings, idle, now_us, emit)
                     || rest_running(
                         (&self.cx, self.worker, &self.holdings),
                         epoch,
@@ -148,6 +149,13 @@ impl ComputeState {
                     epoch.waiting_helpers.retain(|h| h.0 != helper.0);
                     epoch.waiting_helpers.push(helper);
                 }
+            }
+        }
+        if self.cx.plan.policy.clones_in_flight() {
+            // A peer with less work left than the units queued here.
+            if let Some(taker) = handover::report_taker(&message.kind, &out) {
+                let to = (message.from, taker);
+                pass_queued(self.worker, epoch, &self.holdings, to, now_us, emit);
             }
         }
         send_all(self.worker, epoch, &self.holdings, out, emit);
@@ -422,17 +430,18 @@ fn rows_for(holdings: &Holdings, to: u32, unit: &Given) -> Vec<DataRow> {
     }
 }
 
-/// Answers an offer of help from `helper` = (peer, its µs per unit) with
-/// units peers handed to this worker that wait here unbegun, from the end of
-/// the queue, as many as [`handover::pass_on`] says (a helper slowed in turn
-/// passes on what it took). Copies and units of earlier iterations stay.
-/// They go with their rows unless the helper holds them. Returns whether
-/// any went.
+/// Passes units peers handed to this worker that wait here unbegun on to
+/// `to` = (peer, as a [`Taker`]: offering help, or reporting less work left
+/// than this worker has), from the end of the queue, as many as
+/// [`handover::pass_on`] says (a helper slowed in turn, or handed units
+/// from two sides at once, passes on what it took). Copies and units of
+/// earlier iterations stay. They go with their rows unless the peer holds
+/// them. Returns whether any went.
 fn pass_queued(
     worker: u32,
     epoch: &mut Epoch,
     holdings: &Holdings,
-    (to, helper_unit_us): (u32, u64),
+    (to, taker): (u32, Taker),
     now_us: u64,
     emit: &mut Emit<'_>,
 ) -> bool {
@@ -445,7 +454,7 @@ fn pass_queued(
         return false;
     }
     let running = epoch.running.as_ref().map(|r| r.in_flight(now_us));
-    let count = handover::pass_on(queued, running.as_ref(), epoch.unit_us(), helper_unit_us);
+    let count = handover::pass_on(queued, running.as_ref(), epoch.unit_us(), taker);
     if count == 0 {
         return false;
     }

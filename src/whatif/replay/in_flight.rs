@@ -5,16 +5,16 @@
 use std::cmp::Reverse;
 
 use super::{place, Replay, CHECK};
-use crate::policy::handover::{self, CLONE_IN_FLIGHT_MARGIN};
+use crate::policy::handover::{self, Taker, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::ControlKind;
 use crate::whatif::TimedUnit;
 
 impl Replay<'_> {
-    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
-    /// units peers handed to worker `w` that wait unbegun, from the end of
-    /// its queue, as many as [`handover::pass_on`] says, as the run's worker
-    /// does (copies stay). Returns whether any went.
-    pub(super) fn pass_queued(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+    /// Passes units peers handed to worker `w` that wait unbegun on to
+    /// peer `to` (offering help, or reporting less work left than `w` has),
+    /// from the end of its queue, as many as [`handover::pass_on`] says, as
+    /// the run's worker does (copies stay). Returns whether any went.
+    pub(super) fn pass_queued(&mut self, w: u32, to: u32, taker: Taker, now: u64) -> bool {
         let worker = &mut self.workers[place(self.slot, w)];
         let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest;
         let queued = worker.given.iter().filter(|g| movable(g)).count();
@@ -22,7 +22,7 @@ impl Replay<'_> {
             return false;
         }
         let running = worker.in_flight(now);
-        let count = handover::pass_on(queued, running.as_ref(), worker.unit_us(), helper_us);
+        let count = handover::pass_on(queued, running.as_ref(), worker.unit_us(), taker);
         if count == 0 {
             return false;
         }
