@@ -135,32 +135,41 @@ pub fn rest_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
     unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * rest * helper_unit_us as f64
 }
 
-/// A peer units may be passed on to: its time per unit, and the work it
-/// has before it would start them (0 for a peer offering help: it is idle).
+/// A peer units may be passed on to: its time per unit, the work it has
+/// before it would start them (0 for a peer offering help: it is idle), and
+/// how many peers like it may take a share as well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Taker {
     /// Its time per unit, µs (0: not known yet).
     pub unit_us: u64,
     /// Its work before the units passed on, µs.
     pub ahead_us: u64,
+    /// Peers like it, itself included, that may each take as many (at
+    /// least 1): a peer reporting is one of the group's, which report
+    /// together, and the first to report getting a balance with this
+    /// worker alone took more than the group's share.
+    pub alike: u32,
 }
 
 impl Taker {
-    /// A peer offering help at `unit_us` per unit.
+    /// A peer offering help at `unit_us` per unit (offers come one at a
+    /// time).
     pub fn idle(unit_us: u64) -> Self {
         Self {
             unit_us,
             ahead_us: 0,
+            alike: 1,
         }
     }
 }
 
 /// How many of the `queued` units a peer handed to this worker (waiting,
 /// not begun) to pass on to `taker`, taken from the end of the queue: the
-/// count that makes the two finish earliest, this worker after its unit in
+/// count that makes them finish earliest, this worker after its unit in
 /// flight (`running`, if any) and the rest of the queue at its time per
-/// unit, the taker after its own work and the units passed, when that gains
-/// more than half a taker's unit. Its time per unit is `unit_us`, or the
+/// unit (less as many again for each of the taker's `alike` peers), the
+/// taker after its own work and the units passed, when that gains more than
+/// half a taker's unit. Its time per unit is `unit_us`, or the
 /// unit in flight's time so far when longer; the unit in flight has
 /// [`InFlight::left_us`] to go, and at least what is left of a unit at that
 /// pace. A helper slowed in turn is not the end of the line for the units
@@ -171,11 +180,14 @@ pub fn pass_on(queued: usize, running: Option<&InFlight>, unit_us: u64, taker: T
         return 0;
     }
     let ahead_us = running.map_or(0, |r| r.left_us().max(unit_us - r.elapsed_us));
+    let alike = taker.alike.max(1) as usize;
     let finish = |n: usize| {
-        let mine = ahead_us + (queued - n) as u64 * unit_us;
+        let mine = ahead_us + (queued - alike * n) as u64 * unit_us;
         mine.max(taker.ahead_us + n as u64 * taker.unit_us)
     };
-    let best = (0..=queued).min_by_key(|&n| (finish(n), n)).unwrap_or(0);
+    let best = (0..=queued / alike)
+        .min_by_key(|&n| (finish(n), n))
+        .unwrap_or(0);
     // A gain under half a taker's unit is noise, not worth the messages.
     if finish(0).saturating_sub(finish(best)) * 2 <= taker.unit_us {
         return 0;
@@ -186,7 +198,8 @@ pub fn pass_on(queued: usize, running: Option<&InFlight>, unit_us: u64, taker: T
 /// The peer a report makes a taker of this worker's queued units, when the
 /// worker's own answer to it (`answer`, from its agent) gives none of its
 /// own list: the reporter at its pace, after the work its report says it
-/// has left (its own list and the units queued ahead of it).
+/// has left (its own list and the units queued ahead of it), one of
+/// `alike` peers that may take as much (its agent's helpers left).
 ///
 /// Without it, units handed to a worker could move on only when a peer
 /// offered help, that is, once that peer had nothing left at all. A worker
@@ -195,7 +208,11 @@ pub fn pass_on(queued: usize, running: Option<&InFlight>, unit_us: u64, taker: T
 /// held them while its peers finished, and set the iteration's end: at
 /// 10,000 workers of 16 units (the what-if replay, slow-worker 400 %) one
 /// such worker in most iterations made `forestall` 1.40× the fluid bound.
-pub fn report_taker(report: &ControlKind, answer: &[(u32, ControlKind)]) -> Option<Taker> {
+pub fn report_taker(
+    report: &ControlKind,
+    answer: &[(u32, ControlKind)],
+    alike: u32,
+) -> Option<Taker> {
     let ControlKind::Progress {
         done,
         total,
@@ -215,6 +232,7 @@ pub fn report_taker(report: &ControlKind, answer: &[(u32, ControlKind)]) -> Opti
     Some(Taker {
         unit_us,
         ahead_us: left.saturating_mul(unit_us),
+        alike: alike.max(1),
     })
 }
 
@@ -462,6 +480,7 @@ mod tests {
         let busy = |ahead_us| Taker {
             unit_us: 100,
             ahead_us,
+            alike: 1,
         };
         // 10 queued at 100 us, a peer with 400 us to go: 3 make us 700 and
         // it 700.
@@ -471,6 +490,12 @@ mod tests {
         assert_eq!(pass_on(10, None, 100, busy(5_000)), 0);
         // A peer a unit behind us: the gain is under half a unit.
         assert_eq!(pass_on(10, None, 100, busy(950)), 0);
+        // One of four such peers: 1 each leaves us 600 and each 500 (2 each
+        // would not end sooner); alone, the first would take 3.
+        let one_of = |alike| Taker { alike, ..busy(400) };
+        assert_eq!(pass_on(10, None, 100, one_of(4)), 1);
+        assert_eq!(pass_on(10, None, 100, one_of(0)), 3, "at least itself");
+        assert_eq!(pass_on(3, None, 100, one_of(4)), 0, "fewer than peers");
     }
 
     #[test]
@@ -482,18 +507,19 @@ mod tests {
             unit_us: 250,
         };
         assert_eq!(
-            report_taker(&report, &[]),
+            report_taker(&report, &[], 3),
             Some(Taker {
                 unit_us: 250,
-                ahead_us: 4 * 250
+                ahead_us: 4 * 250,
+                alike: 3,
             })
         );
         // Our own units went: nothing more.
         let gave = [(3, ControlKind::Assign { count: 2 })];
-        assert_eq!(report_taker(&report, &gave), None);
+        assert_eq!(report_taker(&report, &gave, 3), None);
         // A reply of our own progress is not a gift.
         let replied = [(3, report.clone())];
-        assert!(report_taker(&report, &replied).is_some());
+        assert!(report_taker(&report, &replied, 3).is_some());
         // No pace yet, or not a report.
         let unpaced = ControlKind::Progress {
             done: 0,
@@ -501,8 +527,9 @@ mod tests {
             queued: 0,
             unit_us: 0,
         };
-        assert_eq!(report_taker(&unpaced, &[]), None);
-        assert_eq!(report_taker(&ControlKind::Offer { unit_us: 9 }, &[]), None);
+        assert_eq!(report_taker(&unpaced, &[], 3), None);
+        let offer = ControlKind::Offer { unit_us: 9 };
+        assert_eq!(report_taker(&offer, &[], 3), None);
     }
 
     #[test]

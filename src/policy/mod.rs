@@ -285,6 +285,15 @@ impl PeerAgent {
         matches!(self, PeerAgent::Reassign(a) if a.hands_over_rests())
     }
 
+    /// How many peers may still take units from its worker, at least 1
+    /// (see [`handover::report_taker`]).
+    pub fn takers(&self) -> u32 {
+        match self {
+            PeerAgent::Reassign(a) => a.takers(),
+            PeerAgent::Speculate(_) => 1,
+        }
+    }
+
     /// Whether it is worker 0's with a broker, which wants every worker's
     /// list at the start of an iteration ([`PeerAgent::expect_lists`]).
     pub fn brokers(&self) -> bool {

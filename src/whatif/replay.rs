@@ -600,6 +600,7 @@ impl Replay<'_> {
         let left = worker.left();
         if let Some(agent) = self.observed(w, now) {
             let mut sends = agent.on_message(from, &kind, left);
+            let takers = agent.takers();
             if let (ControlKind::Offer { unit_us }, [(to, ControlKind::Decline)]) =
                 (&kind, sends.as_slice())
             {
@@ -616,7 +617,7 @@ impl Replay<'_> {
             }
             if self.clone_in_flight {
                 // A peer with less work left than the units queued here.
-                if let Some(taker) = handover::report_taker(&kind, &sends) {
+                if let Some(taker) = handover::report_taker(&kind, &sends, takers) {
                     self.pass_queued(w, from, taker, now);
                 }
             }

@@ -535,6 +535,12 @@ impl ReassignAgent {
         }
     }
 
+    /// [`ReassignAgent::helpers_left`], for the worker passing on units
+    /// queued with it (`handover::report_taker`).
+    pub fn takers(&self) -> u32 {
+        self.helpers_left() as u32
+    }
+
     /// Peers that may still take units: the group size less those given
     /// some already and those no faster than this worker (at least one, the
     /// one asking).

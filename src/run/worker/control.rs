@@ -153,7 +153,7 @@ impl ComputeState {
         }
         if self.cx.plan.policy.clones_in_flight() {
             // A peer with less work left than the units queued here.
-            if let Some(taker) = handover::report_taker(&message.kind, &out) {
+            if let Some(taker) = handover::report_taker(&message.kind, &out, agent.takers()) {
                 let to = (message.from, taker);
                 pass_queued(self.worker, epoch, &self.holdings, to, now_us, emit);
             }
