@@ -183,7 +183,16 @@ impl Broker {
             self.fill_missing(now_us);
         }
         self.balanced = true;
-        balance_now(&self.paces, self.started_us, now_us, self.min_gain)
+        let m = balance_now(&self.paces, self.started_us, now_us, self.min_gain);
+        if std::env::var_os("DBGB").is_some() {
+            eprintln!(
+                "balance at {} (heard {}) moves {:?}",
+                now_us.saturating_sub(self.started_us),
+                self.heard,
+                m
+            );
+        }
+        m
     }
 }
 
@@ -372,8 +381,8 @@ fn balance_now(
         });
         unit_us.push((t > 0.0).then_some(t));
     }
-    // Only a worker expected to finish well after the median (two of its
-    // units) gives: slow, or holding more than its share...
+    // Only a worker expected to finish well after the median (two units)
+    // gives: slow, or holding more than its share...
     let finish = |l: &Load, t: Option<f64>| l.start_us + f64::from(l.units) * t.unwrap_or(0.0);
     let median_finish = lower_median(
         loads
@@ -399,8 +408,16 @@ fn balance_now(
     } else {
         median_finish
     };
-    for (l, &t) in loads.iter_mut().zip(&unit_us) {
-        if finish(l, t) <= reference + 2.0 * t.unwrap_or(0.0) {
+    for ((l, &t), &(straggler, _)) in loads.iter_mut().zip(&unit_us).zip(&paced) {
+        // Two units at the common pace for a straggler: two of its own are
+        // ten of the others' at 5× slow, and a straggler reporting late (a
+        // first unit 5 median units long, the quorum reached only with it)
+        // with two units left kept both, ending 10 units after the rest.
+        let unit = match (straggler, t) {
+            (true, _) if common > 0.0 => common,
+            (_, t) => t.unwrap_or(0.0),
+        };
+        if finish(l, t) <= reference + 2.0 * unit {
             l.givable = 0;
         }
     }
@@ -576,6 +593,27 @@ mod tests {
             assert_eq!(!out.is_empty(), moves, "{first}: {out:?}");
             assert!(out.iter().all(|m| m.from == 3), "{out:?}");
         }
+    }
+
+    /// A straggler heard last, two units left at 5× the others' pace, gives
+    /// them away though two of its own units would be ten of theirs: the
+    /// margin for finishing late is two units at the common pace.
+    #[test]
+    fn a_straggler_heard_last_gives_its_last_two_units() {
+        let mut broker = Broker::new(8, 0.5);
+        // Seven at 1,000 µs a unit, their 4 units done by 4,000 µs.
+        for w in 0..7 {
+            assert!(broker.on_pace(w, pace(3, 1_000, 1_000), 1_000).is_empty());
+        }
+        // Worker 7's first unit took 5,000 µs (1,000 in the iteration before).
+        let slow = Pace {
+            usual_us: 1_000,
+            ..pace(2, 5_000, 5_000)
+        };
+        let moves = broker.on_pace(7, slow, 5_000);
+        assert!(moves.iter().all(|m| m.from == 7), "{moves:?}");
+        let given: u32 = moves.iter().map(|m| m.count).sum();
+        assert_eq!(given, 2, "both go to idle peers: {moves:?}");
     }
 
     /// Paces within `SLOW_PACE` of the median are noise: a worker whose
