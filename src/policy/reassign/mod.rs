@@ -536,8 +536,9 @@ impl ReassignAgent {
         }
     }
 
-    /// [`ReassignAgent::helpers_left`], for the worker passing on units
-    /// queued with it (`handover::report_taker`).
+    /// Peers that may still take units (the group less those given some
+    /// already and those idle and no faster), at least 1: for the worker
+    /// passing on units queued with it (`handover::report_taker`).
     pub fn takers(&self) -> u32 {
         self.helpers_left() as u32
     }
