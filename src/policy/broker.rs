@@ -183,16 +183,7 @@ impl Broker {
             self.fill_missing(now_us);
         }
         self.balanced = true;
-        let m = balance_now(&self.paces, self.started_us, now_us, self.min_gain);
-        if std::env::var_os("DBGB").is_some() {
-            eprintln!(
-                "balance at {} (heard {}) moves {:?}",
-                now_us.saturating_sub(self.started_us),
-                self.heard,
-                m
-            );
-        }
-        m
+        balance_now(&self.paces, self.started_us, now_us, self.min_gain)
     }
 }
 
