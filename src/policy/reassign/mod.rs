@@ -286,8 +286,10 @@ impl ReassignAgent {
         if self.remember {
             self.declined.retain(|&(t, _)| t >= keep_from);
         } else {
-            // Without slack every decline was about the iteration left.
+            // Without slack every decline, and every offer still unanswered,
+            // was about the iteration left.
             self.declined.clear();
+            self.waiting_on = None;
         }
         self.helped.clear();
         self.no_faster.clear();
@@ -800,6 +802,11 @@ impl ReassignAgent {
             .into_iter()
             .map(|(to, kind)| (to, iteration, kind))
             .collect();
+        // An offer about an iteration already reduced gets no answer that
+        // counts: it must not keep this worker from offering again.
+        if self.waiting_on.is_some_and(|(t, _)| t < oldest_open) {
+            self.waiting_on = None;
+        }
         if self.waiting_on.is_some() {
             return out;
         }

@@ -299,6 +299,37 @@ fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
     assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer)]);
 }
 
+/// An offer the iteration's end left unanswered is not waited on in the
+/// next: the worker offers help again (with or without slack).
+#[test]
+fn an_offer_left_unanswered_does_not_outlive_its_iteration() {
+    let p = |done| ControlKind::Progress {
+        done,
+        total: 8,
+        queued: 0,
+        unit_us: 100,
+    };
+    let offer = ControlKind::Offer { unit_us: 100 };
+    for slack in [0, 2] {
+        let mut h = agent(0).with_slack(slack);
+        h.begin(0, 2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        h.on_message(3, &p(2), 0);
+        assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
+        // iteration 0 is reduced before 3 answers
+        h.begin(1, 2);
+        h.on_own_unit_done(100);
+        h.on_own_unit_done(100);
+        h.on_message(1, &p(3), 0);
+        assert_eq!(
+            h.on_idle(100, 1),
+            vec![(1, 1, offer.clone())],
+            "slack {slack}"
+        );
+    }
+}
+
 /// Under SSP a helper in iteration 5 that is blocked offers help with the
 /// oldest open iteration, 4, to the peer that reported being behind there.
 #[test]
