@@ -13,7 +13,8 @@
 //!    its list (**assign**): as many as make all expect to finish together,
 //!    judged by each one's time per unit so far (its own: the mean of its units
 //!    done, or the unit in flight's time so far when longer), at least
-//!    `initial_units` — or, when it is only more loaded than the peer and not
+//!    `initial_units` when no other peer may be giving to it too — or, when
+//!    it is only more loaded than the peer and not
 //!    slower per unit, its part of that among the peers that may be giving
 //!    too (under `forestall`'s broker, a slower one too, when others may be
 //!    giving: its part of a balance with all its helpers). The units leave its list before the message is sent, so ownership
@@ -594,7 +595,8 @@ impl ReassignAgent {
         if share == 0 {
             return None;
         }
-        // Our part; alone, at least `initial_units`; within what may be given.
+        // Our part; alone, at least `initial_units` (see below); within what
+        // may be given.
         let most = (left - me.keep_least()) as u32;
         // A worker clearly slower per unit is a straggler its peers are not:
         // it gives its whole share. One that is only more loaded (a plan gone
@@ -607,7 +609,17 @@ impl ReassignAgent {
         let straggler = 2 * me.unit_us > 3 * their_unit_us;
         let givers = self.givers(to, theirs, their_unit_us);
         let count = if straggler && (givers <= 1 || !self.config.broker) {
-            share.max(self.config.initial_units)
+            // At least `initial_units` only as the one giver: workers slow
+            // for good each giving that many to the first peer to report
+            // buried it (the what-if replay of half the workers 2× slow in
+            // every iteration, 4 units each, W = 8: `rapid-reassign` 2.1×
+            // the fluid bound, `bsp` 1.6×; 1.4× since).
+            let floor = if givers <= 1 {
+                self.config.initial_units
+            } else {
+                1
+            };
+            share.max(floor)
         } else {
             let helpers = if straggler { self.helpers_left() } else { 1 };
             self.part(me, givers, helpers, their_left, their_unit_us, to)

@@ -225,6 +225,43 @@ fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
     assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
 }
 
+/// A straggler near the end of its list gives its share, at least
+/// `initial_units` when it is the one giver; when the group's others may
+/// give to the same peer too, its share alone (workers slow for good, each
+/// giving `initial_units` to the first peer to report, buried it).
+#[test]
+fn a_straggler_among_givers_gives_its_share_without_the_floor() {
+    let ahead = ControlKind::Progress {
+        done: 2,
+        total: 4,
+        queued: 0,
+        unit_us: 100,
+    };
+    // 3 left at 200 µs a unit, the peer 2 at 100: with the group's 3
+    // helpers all would finish at 257 µs, by when it does 1 of its own; its
+    // share of the other 2 among 3 helpers is 1.
+    let mut straggler = agent(1);
+    straggler.begin(0, 4);
+    straggler.on_own_unit_done(200);
+    // The group's other two peers are not heard from: they may give too.
+    assert_eq!(assigned(&straggler.on_message(2, &ahead, 3), 2), 1);
+    // Heard from and not behind the peer, it is the one giver: at least
+    // `initial_units`.
+    let mut alone = agent(1);
+    alone.begin(0, 4);
+    alone.on_own_unit_done(200);
+    let even = ControlKind::Progress {
+        done: 2,
+        total: 4,
+        queued: 0,
+        unit_us: 200,
+    };
+    for peer in [0, 3] {
+        assert!(alone.on_message(peer, &even, 3).is_empty());
+    }
+    assert_eq!(assigned(&alone.on_message(2, &ahead, 3), 2), 2);
+}
+
 /// A peer slower per unit than all our work left takes nothing.
 #[test]
 fn an_offer_from_a_slower_peer_is_declined() {

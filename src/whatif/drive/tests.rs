@@ -220,7 +220,7 @@ fn a_workers_table_replays_as_pinned() {
         &[
             ("bsp", 0x3c1f9f65674a6f87),
             ("ideal", 0x3c1f9f65674a6f87),
-            ("rapid-reassign", 0x20b4bff1532b6638),
+            ("rapid-reassign", 0xdd2e11c69b4f6215),
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0x9bd80693ff1674cc),
@@ -237,7 +237,7 @@ fn a_units_table_replays_as_pinned() {
         &[
             ("bsp", 0x9355c9038af44041),
             ("ideal", 0x9355c9038af44041),
-            ("rapid-reassign", 0x4299267ac68ca7e7),
+            ("rapid-reassign", 0x1c939c26fec52641),
             ("speculate", 0xb307a744f34d2259),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0x91e7f37ce0c29189),
@@ -254,7 +254,7 @@ fn a_clocked_trace_replays_as_pinned() {
         &[
             ("bsp", 0xe6705acbdb451bb8),
             ("ideal", 0xe6705acbdb451bb8),
-            ("rapid-reassign", 0xc74719e6893549e3),
+            ("rapid-reassign", 0xe259e5bc1e65f80a),
             ("speculate", 0xce8e7f8ae985dbbc),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x2507c150c17887a6),
