@@ -208,21 +208,28 @@ fn units_given_away_leave_the_giver_s_total() {
 /// heard from counted as givers too; a straggler gives its whole share.
 #[test]
 fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
-    let ahead = ControlKind::Progress {
-        done: 3,
-        total: 4,
-        queued: 0,
-        unit_us: 100,
-    };
-    let mut loaded = agent(1);
-    loaded.begin(0, 30);
-    loaded.on_own_unit_done(100);
-    let part = assigned(&loaded.on_message(2, &ahead, 29), 2);
-    let mut straggler = agent(1);
-    straggler.begin(0, 30);
-    straggler.on_own_unit_done(500);
-    let whole = assigned(&straggler.on_message(2, &ahead, 29), 2);
+    let ahead = report(3, 4, 100);
+    let part = assigned(&begun(30, 100).on_message(2, &ahead, 29), 2);
+    let whole = assigned(&begun(30, 500).on_message(2, &ahead, 29), 2);
     assert!(part >= 1 && part < whole, "part {part}, whole {whole}");
+}
+
+/// A peer's report: `done` of `total` own units, nothing queued.
+fn report(done: u32, total: u32, unit_us: u64) -> ControlKind {
+    ControlKind::Progress {
+        done,
+        total,
+        queued: 0,
+        unit_us,
+    }
+}
+
+/// Worker 1's agent after its first of `own` units, which took `unit_us`.
+fn begun(own: u32, unit_us: u64) -> ReassignAgent {
+    let mut a = agent(1);
+    a.begin(0, own);
+    a.on_own_unit_done(unit_us);
+    a
 }
 
 /// A straggler near the end of its list gives its share, at least
@@ -231,33 +238,18 @@ fn a_loaded_worker_gives_its_part_a_straggler_all_of_its_share() {
 /// giving `initial_units` to the first peer to report, buried it).
 #[test]
 fn a_straggler_among_givers_gives_its_share_without_the_floor() {
-    let ahead = ControlKind::Progress {
-        done: 2,
-        total: 4,
-        queued: 0,
-        unit_us: 100,
-    };
+    let ahead = report(2, 4, 100);
     // 3 left at 200 µs a unit, the peer 2 at 100: with the group's 3
     // helpers all would finish at 257 µs, by when it does 1 of its own; its
     // share of the other 2 among 3 helpers is 1.
-    let mut straggler = agent(1);
-    straggler.begin(0, 4);
-    straggler.on_own_unit_done(200);
+    let mut straggler = begun(4, 200);
     // The group's other two peers are not heard from: they may give too.
     assert_eq!(assigned(&straggler.on_message(2, &ahead, 3), 2), 1);
     // Heard from and not behind the peer, it is the one giver: at least
     // `initial_units`.
-    let mut alone = agent(1);
-    alone.begin(0, 4);
-    alone.on_own_unit_done(200);
-    let even = ControlKind::Progress {
-        done: 2,
-        total: 4,
-        queued: 0,
-        unit_us: 200,
-    };
+    let mut alone = begun(4, 200);
     for peer in [0, 3] {
-        assert!(alone.on_message(peer, &even, 3).is_empty());
+        assert!(alone.on_message(peer, &report(2, 4, 200), 3).is_empty());
     }
     assert_eq!(assigned(&alone.on_message(2, &ahead, 3), 2), 2);
 }
