@@ -237,7 +237,7 @@ fn a_units_table_replays_as_pinned() {
         &[
             ("bsp", 0x9355c9038af44041),
             ("ideal", 0x9355c9038af44041),
-            ("rapid-reassign", 0x1c939c26fec52641),
+            ("rapid-reassign", 0x9eca104cbcdf4229),
             ("speculate", 0xb307a744f34d2259),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0x91e7f37ce0c29189),
@@ -254,7 +254,7 @@ fn a_clocked_trace_replays_as_pinned() {
         &[
             ("bsp", 0xe6705acbdb451bb8),
             ("ideal", 0xe6705acbdb451bb8),
-            ("rapid-reassign", 0xe259e5bc1e65f80a),
+            ("rapid-reassign", 0xa1058b34288f7565),
             ("speculate", 0xce8e7f8ae985dbbc),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x2507c150c17887a6),
