@@ -1,7 +1,10 @@
 //! Synthetic traces from the injection patterns: `forestall trace synth`.
 //!
 //! Every worker computes `units` units of `rows` rows at `us_per_row` µs a
-//! row, times the pattern's slowdown for it in that iteration (the same
+//! row (a worker carrying a larger share of the data, under `persistent`
+//! with `work_share`, has proportionally more units, rounded, at least one,
+//! as a run places more partitions on it), times the pattern's slowdown for
+//! it in that iteration (the same
 //! [`StragglerSchedule`] a run injects, so a synthetic trace of a pattern is
 //! what a run of it would record with a perfectly even machine), times an
 //! optional seeded jitter. Iterations are synchronous: iteration t starts when
@@ -52,7 +55,10 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
                 let share = weights
                     .as_ref()
                     .map_or(1.0, |v| v[w as usize] * f64::from(synth.workers));
-                let work_rows = (f64::from(synth.units * synth.rows) * share).round();
+                // A run gives a worker with more of the data more
+                // partitions, so more units of the same size.
+                let units = ((f64::from(synth.units) * share).round() as u32).max(1);
+                let work_rows = f64::from(units * synth.rows);
                 let noise = 1.0
                     + synth.jitter
                         * (2.0
@@ -72,7 +78,7 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
                 );
                 let busy = (stretch.span.as_secs_f64() * 1e6).round() as u64;
                 WorkerRecord {
-                    units: synth.units,
+                    units,
                     rows: work_rows as u64,
                     gt_slowdown: stretch.slowdown,
                     gt_delay_us: (busy as f64 - base).max(0.0).round() as u64,
@@ -88,7 +94,7 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
             t,
             start,
             &rows,
-            synth.units * synth.workers,
+            rows.iter().map(|r| r.units).sum(),
             "synth",
         ));
         workers.extend(rows);
@@ -148,5 +154,44 @@ mod tests {
             trace.workers[6].ready_us, 600,
             "iteration 1 starts after the slowest"
         );
+    }
+
+    /// A larger share of the data is more units of the same rows, as a run
+    /// places more partitions on the worker (FlexRR's default: half the
+    /// workers carry 75 % of the work).
+    #[test]
+    fn a_larger_share_of_the_data_is_more_units_of_the_same_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let synth = Synth {
+            workers: 4,
+            iterations: 2,
+            units: 4,
+            rows: 10,
+            us_per_row: 5.0,
+            jitter: 0.0,
+            schedule: StragglerSchedule::new(
+                1,
+                Pattern::Persistent {
+                    workers: vec![0, 1],
+                    factor: 1.0,
+                    work_share: Some(0.75),
+                },
+                4,
+            ),
+        };
+        let stamp = TraceStamp {
+            job_id: "synth:test".into(),
+            git_revision: "test".into(),
+            plan_hash: "0".into(),
+            seed: 1,
+        };
+        write_synth(&synth, dir.path(), stamp).unwrap();
+        let trace = read_trace_dir(dir.path()).unwrap();
+        let units: Vec<u32> = trace.workers[..4].iter().map(|w| w.units).collect();
+        assert_eq!(units, vec![6, 6, 2, 2]);
+        let rows: Vec<u64> = trace.workers[..4].iter().map(|w| w.rows).collect();
+        assert_eq!(rows, vec![60, 60, 20, 20]);
+        assert_eq!(trace.workers[0].busy_us, 300);
+        assert_eq!(trace.iterations[0].units, 16);
     }
 }
