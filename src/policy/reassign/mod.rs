@@ -147,8 +147,9 @@ pub struct ReassignAgent {
     /// this worker: they will not take its units.
     no_faster: Small<u32>,
     /// Each reporting peer's work left and time per unit at its last report
-    /// this iteration, µs: (peer, left, per unit).
-    left_us: Small<(u32, u64, u64)>,
+    /// this iteration, and this worker's clock when it came, µs: (peer,
+    /// left, per unit, at).
+    left_us: Small<(u32, u64, u64, u64)>,
     /// Peers we answered a report with our own this iteration.
     replied: Small<u32>,
     /// Worker 0's broker, when the policy has one.
@@ -567,7 +568,7 @@ impl ReassignAgent {
         let behind = self
             .left_us
             .iter()
-            .filter(|&&(w, l, _)| w != reporter && l > their_left_us + 2 * their_unit_us)
+            .filter(|&&(w, l, _, _)| w != reporter && l > their_left_us + 2 * their_unit_us)
             .count();
         let unheard = self
             .group
@@ -699,9 +700,10 @@ impl ReassignAgent {
                     _ => {}
                 }
                 let theirs = u64::from(their_left) * unit_us;
+                let at = self.now_us;
                 match self.left_us.iter_mut().find(|e| e.0 == from) {
-                    Some(e) => *e = (from, theirs, unit_us),
-                    None => self.left_us.push((from, theirs, unit_us)),
+                    Some(e) => *e = (from, theirs, unit_us, at),
+                    None => self.left_us.push((from, theirs, unit_us, at)),
                 }
                 if let Some(count) = self.gift(from, their_left, unit_us, left) {
                     return vec![(from, ControlKind::Assign { count })];
@@ -822,6 +824,16 @@ impl ReassignAgent {
         if self.waiting_on.is_some() {
             return out;
         }
+        // Under the broker a peer re-reports when it slows down, so its last
+        // report this iteration says when it expects to be done: one done
+        // before this worker could finish a unit of its would decline.
+        let busy =
+            |w: u32| {
+                !self.config.broker
+                    || self.left_us.iter().find(|e| e.0 == w).is_none_or(|e| {
+                        e.1.saturating_sub(self.now_us.saturating_sub(e.3)) > unit_us
+                    })
+            };
         let current = std::iter::once((self.iteration, &self.peers));
         let earlier = self
             .history
@@ -833,7 +845,10 @@ impl ReassignAgent {
                 .0
                 .iter()
                 .filter(|&&(w, (done, total))| {
-                    done < total && !self.declined.contains(&(t, w)) && w != self.me
+                    done < total
+                        && !self.declined.contains(&(t, w))
+                        && w != self.me
+                        && (t < self.iteration || busy(w))
                 })
                 .min_by(|a, b| {
                     let fa = Self::fraction(a.1 .0, a.1 .1);
@@ -862,7 +877,7 @@ impl ReassignAgent {
                                 .copied()
                                 .find(|w| open(w) && silent(w))
                         })
-                        .or_else(|| self.holding.iter().copied().find(open))
+                        .or_else(|| self.holding.iter().copied().find(|&w| open(&w) && busy(w)))
                 })
                 .flatten()
                 .map(|w| (t, w))

@@ -517,6 +517,45 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
     assert_eq!(assigned(&slow.on_message(0, &greedy, 2), 1), 2);
 }
 
+/// Under a broker a peer re-reports when it slows down, so an idle worker
+/// does not offer help to one whose last report says it is done before a
+/// unit of its could be: it offers to the one with work left, and to the
+/// other not at all.
+#[test]
+fn under_the_broker_an_idle_worker_skips_a_peer_about_to_finish() {
+    let report = |done, total| ControlKind::Progress {
+        done,
+        total,
+        queued: 0,
+        unit_us: 100,
+    };
+    let offers = |out: Vec<(u32, u64, ControlKind)>| -> Vec<u32> {
+        out.into_iter()
+            .filter(|(_, _, k)| matches!(k, ControlKind::Offer { .. }))
+            .map(|(to, _, _)| to)
+            .collect()
+    };
+    let mut h = broker_agent(5, 8);
+    h.begin(0, 2);
+    h.observe(None, 0, 1, 100);
+    h.on_own_unit_done(100);
+    h.observe(None, 0, 0, 1_000);
+    // peer 2: two units of 100 µs left; peer 3: seven
+    h.on_message(2, &report(2, 4), 0);
+    h.on_message(3, &report(1, 8), 0);
+    h.observe(None, 0, 0, 1_150);
+    h.on_own_unit_done(100);
+    assert_eq!(offers(h.on_idle(100, 0)), vec![3]);
+    h.on_message(3, &ControlKind::Decline, 0);
+    assert!(offers(h.on_idle(100, 0)).is_empty(), "2 is about done");
+    // without the broker peer 2 is offered help as FlexRR's helpers do
+    let mut plain = agent(1);
+    plain.begin(0, 1);
+    plain.on_own_unit_done(100);
+    plain.on_message(2, &report(2, 4), 0);
+    assert_eq!(offers(plain.on_idle(100, 0)), vec![2]);
+}
+
 /// Without a broker nobody reports a pace.
 #[test]
 fn without_a_broker_no_pace_is_sent() {

@@ -224,7 +224,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0x9bd80693ff1674cc),
-            ("forestall", 0x9994d07349818216),
+            ("forestall", 0x2093bb8e1489663b),
         ],
     );
 }
@@ -241,7 +241,7 @@ fn a_units_table_replays_as_pinned() {
             ("speculate", 0xb307a744f34d2259),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0x91e7f37ce0c29189),
-            ("forestall", 0x80838503137ada16),
+            ("forestall", 0xca24e154641f0a47),
         ],
     );
 }
@@ -258,7 +258,7 @@ fn a_clocked_trace_replays_as_pinned() {
             ("speculate", 0xce8e7f8ae985dbbc),
             ("proactive", 0xefce7d1f451771df),
             ("proactive-clone", 0x2507c150c17887a6),
-            ("forestall", 0x9e595c87f7684d34),
+            ("forestall", 0xd680bf18d4c267d7),
         ],
     );
 }
