@@ -594,13 +594,16 @@ impl Replay<'_> {
                 .given
                 .extend(self.carried[units].iter().map(|&unit| (unit, from, clone)));
         }
-        if !worker.given.is_empty() {
+        let holds_given = !worker.given.is_empty();
+        if holds_given {
             worker.idle_reported = false;
         }
         let left = worker.left();
         if let Some(agent) = self.observed(w, now) {
             let mut sends = agent.on_message(from, &kind, left);
-            let takers = agent.takers();
+            // Only units queued here may be passed on to a reporter
+            // (`pass_queued`): without them its share is not needed.
+            let takers = if holds_given { agent.takers() } else { 1 };
             if let (ControlKind::Offer { unit_us }, [(to, ControlKind::Decline)]) =
                 (&kind, sends.as_slice())
             {
