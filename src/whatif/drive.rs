@@ -375,10 +375,14 @@ impl Setup<'_> {
             iteration: replayed,
             own: &own,
         };
+        // A worker absent from the trace's iteration (an import whose job
+        // lost workers) has no speed there to time units at: it takes none.
+        let present = |m: &crate::policy::Move| lists.present(m.to as usize);
         match decide(self.policy, &known).action {
             // Before the iteration: from the end of each giver's list to the
             // end of its receiver's, at the receiver's speed.
             Action::Move(moves) => {
+                let moves: Vec<_> = moves.into_iter().filter(present).collect();
                 for m in moves {
                     let moved = lists.move_units(m.from as usize, m.to as usize, m.count);
                     out.planned += u64::from(moved);
@@ -387,6 +391,7 @@ impl Setup<'_> {
             }
             // Sent as the iteration begins.
             Action::Clone(moves) => {
+                let moves: Vec<_> = moves.into_iter().filter(present).collect();
                 out.planned += moves.iter().map(|m| u64::from(m.count)).sum::<u64>();
                 moves
                     .into_iter()

@@ -121,6 +121,11 @@ impl<'a> Planned<'a> {
         self.changed.get(&w).unwrap_or(&self.base.own[w])
     }
 
+    /// Whether worker `w` is in the trace's iteration (it has units there).
+    pub fn present(&self, w: usize) -> bool {
+        !self.base.own[w].is_empty()
+    }
+
     /// Moves up to `count` units from the end of `from`'s list to the end of
     /// `to`'s, timed at `to`'s speed; returns how many moved.
     pub fn move_units(&mut self, from: usize, to: usize, count: u32) -> u32 {

@@ -378,6 +378,9 @@ impl Replay<'_> {
                     agent.expect_lists(lists);
                 }
             }
+            // A worker absent from the trace's iteration (an import whose
+            // job lost workers) is not there to offer help or take units.
+            worker.idle_reported = !lists.present(self.ids[i] as usize);
             worker.head = head;
             worker.tail = head + own.len();
             head += own.len();
