@@ -113,27 +113,20 @@ pub fn write_synth(synth: &Synth, dir: &Path, stamp: TraceStamp) -> Result<f64> 
 mod tests {
     use super::*;
     use crate::inject::Pattern;
-    use crate::trace::read_trace_dir;
+    use crate::trace::{read_trace_dir, TraceSet};
 
-    #[test]
-    fn a_persistent_straggler_is_in_every_iteration_of_the_synthetic_trace() {
+    /// `workers` × `iterations` of 4 units of 10 rows at 5 µs a row under
+    /// `pattern`, written and read back, with the mean iteration time.
+    fn synthesise(workers: u32, iterations: u64, pattern: Pattern) -> (f64, TraceSet) {
         let dir = tempfile::tempdir().unwrap();
         let synth = Synth {
-            workers: 6,
-            iterations: 30,
+            workers,
+            iterations,
             units: 4,
             rows: 10,
             us_per_row: 5.0,
             jitter: 0.0,
-            schedule: StragglerSchedule::new(
-                1,
-                Pattern::Persistent {
-                    workers: vec![2],
-                    factor: 3.0,
-                    work_share: None,
-                },
-                6,
-            ),
+            schedule: StragglerSchedule::new(1, pattern, workers),
         };
         let stamp = TraceStamp {
             job_id: "synth:test".into(),
@@ -142,8 +135,18 @@ mod tests {
             seed: 1,
         };
         let mean = write_synth(&synth, dir.path(), stamp).unwrap();
+        (mean, read_trace_dir(dir.path()).unwrap())
+    }
+
+    #[test]
+    fn a_persistent_straggler_is_in_every_iteration_of_the_synthetic_trace() {
+        let slow = Pattern::Persistent {
+            workers: vec![2],
+            factor: 3.0,
+            work_share: None,
+        };
+        let (mean, trace) = synthesise(6, 30, slow);
         assert_eq!(mean, 3.0 * 40.0 * 5.0);
-        let trace = read_trace_dir(dir.path()).unwrap();
         assert_eq!(trace.workers.len(), 6 * 30);
         assert_eq!(trace.iterations.len(), 30);
         assert!(trace.units.is_empty());
@@ -161,32 +164,12 @@ mod tests {
     /// workers carry 75 % of the work).
     #[test]
     fn a_larger_share_of_the_data_is_more_units_of_the_same_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let synth = Synth {
-            workers: 4,
-            iterations: 2,
-            units: 4,
-            rows: 10,
-            us_per_row: 5.0,
-            jitter: 0.0,
-            schedule: StragglerSchedule::new(
-                1,
-                Pattern::Persistent {
-                    workers: vec![0, 1],
-                    factor: 1.0,
-                    work_share: Some(0.75),
-                },
-                4,
-            ),
+        let uneven = Pattern::Persistent {
+            workers: vec![0, 1],
+            factor: 1.0,
+            work_share: Some(0.75),
         };
-        let stamp = TraceStamp {
-            job_id: "synth:test".into(),
-            git_revision: "test".into(),
-            plan_hash: "0".into(),
-            seed: 1,
-        };
-        write_synth(&synth, dir.path(), stamp).unwrap();
-        let trace = read_trace_dir(dir.path()).unwrap();
+        let (_, trace) = synthesise(4, 2, uneven);
         let units: Vec<u32> = trace.workers[..4].iter().map(|w| w.units).collect();
         assert_eq!(units, vec![6, 6, 2, 2]);
         let rows: Vec<u64> = trace.workers[..4].iter().map(|w| w.rows).collect();
