@@ -71,6 +71,8 @@ struct Line<'a> {
     /// iterations, as `disrupted-machine` windows do, and meet the replay
     /// at its own times).
     slowdowns: &'static str,
+    /// Worker-iterations absent from the trace, replayed without them.
+    absent_worker_iterations: usize,
     #[serde(flatten)]
     outcome: &'a Outcome,
     /// Wall time of the replay, s.
@@ -161,6 +163,7 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                         trace: dir.display().to_string(),
                         workers,
                         slowdowns,
+                        absent_worker_iterations: timings.absent(),
                         outcome,
                         replay_s: *replay_s,
                     },
@@ -179,6 +182,12 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     ""
                 }
             ));
+            let absent = timings.absent();
+            if absent > 0 {
+                print_stdout(&format!(
+                    "  note: {absent} worker-iterations absent from the trace (workers missing from iterations): replayed without them, taking no units"
+                ));
+            }
             print_stdout(&format!(
                 "  {:<16} {:>14} {:>9} {:>11} {:>12} {:>12} {:>12} {:>9}",
                 "policy",

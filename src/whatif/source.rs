@@ -216,6 +216,23 @@ impl Timings {
         }
     }
 
+    /// Worker-iterations absent from the trace (a worker with no units in
+    /// an iteration: an imported job that lost workers). The replay leaves
+    /// them out: no plan puts units on them and they offer no help.
+    pub fn absent(&self) -> usize {
+        match self {
+            Timings::Units(t) | Timings::Clocked(t, _) => t
+                .iter()
+                .map(|it| it.own.iter().filter(|own| own.is_empty()).count())
+                .sum(),
+            Timings::Workers(t) => t
+                .cells
+                .iter()
+                .map(|row| row.iter().filter(|c| c.units == 0).count())
+                .sum(),
+        }
+    }
+
     /// Iteration `i`'s timings.
     pub fn get(&self, i: usize) -> Cow<'_, IterationTimings> {
         match self {
@@ -315,6 +332,32 @@ impl WorkerTimings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A worker with no units in an iteration is absent from it.
+    #[test]
+    fn workers_without_units_in_an_iteration_are_counted_absent() {
+        let cell = |units| Cell {
+            units,
+            rows: 0,
+            busy_us: u64::from(units) * 100,
+        };
+        let timings = Timings::Workers(WorkerTimings {
+            iterations: vec![0, 1],
+            workers: 3,
+            cells: vec![
+                vec![cell(2), cell(2), cell(2)],
+                vec![cell(2), cell(0), cell(0)],
+            ],
+            overhead_us: vec![0, 0],
+            micro_batches: 1,
+        });
+        assert_eq!(timings.absent(), 2);
+        let units = Timings::Units(vec![
+            timings.get(0).into_owned(),
+            timings.get(1).into_owned(),
+        ]);
+        assert_eq!(units.absent(), 2);
+    }
 
     #[test]
     fn a_workers_time_is_cut_into_equal_units_that_sum_to_it() {

@@ -133,6 +133,12 @@ fn a_synthetic_trace_replays_from_the_command_line() {
         lines.iter().all(|l| l["data"]["slowdowns"] == "iteration"),
         "a persistent slowdown follows the iteration: {lines:?}"
     );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["data"]["absent_worker_iterations"] == 0),
+        "every worker is in every iteration of a synthetic trace: {lines:?}"
+    );
     let mean = |i: usize| {
         lines[i]["data"]["mean_iteration_us"]
             .as_f64()
