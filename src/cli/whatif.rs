@@ -155,6 +155,7 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             lines.push((outcome, started.elapsed().as_secs_f64()));
         }
         bar.finish_and_clear();
+        let absent = timings.absent();
         if global.json {
             for (outcome, replay_s) in &lines {
                 print_stdout(&json::line(
@@ -163,7 +164,7 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                         trace: dir.display().to_string(),
                         workers,
                         slowdowns,
-                        absent_worker_iterations: timings.absent(),
+                        absent_worker_iterations: absent,
                         outcome,
                         replay_s: *replay_s,
                     },
@@ -182,7 +183,6 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     ""
                 }
             ));
-            let absent = timings.absent();
             if absent > 0 {
                 print_stdout(&format!(
                     "  note: {absent} worker-iterations absent from the trace (workers missing from iterations): replayed without them, taking no units"
