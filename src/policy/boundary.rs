@@ -203,6 +203,7 @@ mod tests {
             reassign: ReassignConfig::default(),
             clone_in_flight: true,
             rest_in_flight: true,
+            tail_in_flight: true,
         };
         assert_eq!(decided(&forestall, &h, 6), d);
     }

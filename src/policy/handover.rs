@@ -85,6 +85,8 @@ pub struct InFlight {
     pub done: u32,
     /// Micro-batches in all (at least 1).
     pub total: u32,
+    /// When the last of those done ended, µs after it began (0: none).
+    pub ended_us: u64,
 }
 
 impl InFlight {
@@ -133,6 +135,64 @@ pub fn rest_in_flight(unit: &InFlight, helper_unit_us: u64) -> bool {
     }
     let rest = f64::from(unit.total - unit.done) / f64::from(unit.total);
     unit.left_us() as f64 > CLONE_IN_FLIGHT_MARGIN * rest * helper_unit_us as f64
+}
+
+/// How many of the unit in flight's micro-batches not yet begun to hand,
+/// from its end, to a peer offering help at `helper_unit_us` per whole unit,
+/// while this worker goes on with the others (a tail: the helper computes
+/// each of them from zero and sends them as they are; the shard owners fold
+/// them after this worker's sums, in order, so the unit's bits do not
+/// change). The count that makes the two end earliest: this worker at its
+/// time per micro-batch so far (those done, as they ended, or those and the
+/// one in flight in the time it has run, whichever is longer), or `unit_us`
+/// (its time per unit) shared among the unit's micro-batches when that is
+/// longer, after the
+/// micro-batch in flight (which stays); the helper at its own, paying one
+/// micro-batch more for the messages. None when that gains under half a
+/// helper's micro-batch, or the pace of either is not known, or — when the
+/// worker may hand over the rest instead (`rest`: [`rest_in_flight`] says
+/// so) — the helper would end the rest sooner than the two end the tail
+/// and the piece kept (a worker slowed so much that the micro-batch in
+/// flight alone outlasts the helper's whole rest).
+pub fn tail_in_flight(unit: &InFlight, unit_us: u64, helper_unit_us: u64, rest: bool) -> u32 {
+    let total = unit.total.max(1);
+    if helper_unit_us == 0 || unit.done + 1 >= total {
+        return 0;
+    }
+    let not_begun = u64::from(total - unit.done - 1);
+    let per_mb = |us: u64| us as f64 / f64::from(total);
+    // The micro-batches done at the pace they ended, and at least those and
+    // the one in flight in the time it has run.
+    let ended = match unit.done {
+        0 => 0.0,
+        d => unit.ended_us as f64 / f64::from(d),
+    };
+    let ran = unit.elapsed_us as f64 / f64::from(unit.done + 1);
+    let mine = per_mb(unit_us).max(ran).max(ended);
+    if mine <= 0.0 {
+        return 0;
+    }
+    let theirs = per_mb(helper_unit_us);
+    // What is left of the micro-batch in flight.
+    let current = (mine * f64::from(unit.done + 1) - unit.elapsed_us as f64).max(0.0);
+    let finish = |t: u64| {
+        let here = current + (not_begun - t) as f64 * mine;
+        match t {
+            0 => here,
+            t => here.max((t + 1) as f64 * theirs),
+        }
+    };
+    let best = (0..=not_begun)
+        .min_by(|&a, &b| finish(a).total_cmp(&finish(b)).then(a.cmp(&b)))
+        .unwrap_or(0);
+    if (finish(0) - finish(best)) * 2.0 <= theirs {
+        return 0;
+    }
+    let rest_ends = f64::from(total - unit.done + 1) * theirs;
+    if rest && rest_ends < finish(best) {
+        return 0;
+    }
+    best as u32
 }
 
 /// A peer units may be passed on to: its time per unit, the work it has
@@ -457,6 +517,7 @@ mod tests {
             elapsed_us,
             done,
             total,
+            ended_us: 0,
         };
         // Slowed 5x (500 us a unit), 200 us into its unit in flight (300 us
         // left at that pace) and 3 queued: a helper at 100 us takes all 3
@@ -533,11 +594,58 @@ mod tests {
     }
 
     #[test]
+    fn a_tail_balances_the_two_ends() {
+        let at = |elapsed_us, done, total| InFlight {
+            elapsed_us,
+            done,
+            total,
+            ended_us: 0,
+        };
+        let ended = |ended_us, elapsed_us, done| InFlight {
+            ended_us,
+            ..at(elapsed_us, done, 8)
+        };
+        // 8 micro-batches of 125 µs at both paces, 100 µs into the first:
+        // 7 not begun. Giving 3 ends here at 25 + 4 × 125 = 525 µs, there
+        // at (3 + 1) × 125 = 500 (giving 4: 400 here, 625 there).
+        assert_eq!(tail_in_flight(&at(100, 0, 8), 1_000, 1_000, false), 3);
+        // A slowed worker, one micro-batch done and the next in flight at
+        // 700 µs (350 µs a micro-batch at least) gives 4 of the 6 not
+        // begun: 700 µs here, 625 there.
+        assert_eq!(tail_in_flight(&at(700, 1, 8), 1_000, 1_000, false), 4);
+        // Its first micro-batch ended at 600 µs: it gives all 6 (its
+        // micro-batch in flight ends at 1,200 µs, the tail at 875).
+        assert_eq!(tail_in_flight(&ended(600, 700, 1), 1_000, 1_000, false), 6);
+        // Its time per unit says more than its first micro-batch so far.
+        assert_eq!(tail_in_flight(&at(10, 0, 8), 5_000, 1_000, false), 7);
+        assert_eq!(tail_in_flight(&at(10, 0, 8), 2_000, 1_000, false), 5);
+        // Nothing not begun, one micro-batch, or no pace: nothing.
+        assert_eq!(tail_in_flight(&at(900, 7, 8), 1_000, 1_000, false), 0);
+        assert_eq!(tail_in_flight(&at(100, 0, 1), 1_000, 1_000, false), 0);
+        assert_eq!(tail_in_flight(&at(100, 0, 8), 1_000, 0, false), 0);
+        // Near its end at a helper's pace: too little to gain.
+        assert_eq!(tail_in_flight(&at(760, 6, 8), 1_000, 1_000, false), 0);
+        // Slowed so much that its micro-batch in flight ends after the
+        // helper would end the rest (8 × 125 µs, from 110): the rest.
+        assert_eq!(
+            tail_in_flight(&ended(2_000, 2_100, 1), 1_000, 1_000, false),
+            6
+        );
+        assert_eq!(
+            tail_in_flight(&ended(2_000, 2_100, 1), 1_000, 1_000, true),
+            0
+        );
+        // A helper far slower than the worker takes nothing.
+        assert_eq!(tail_in_flight(&at(100, 0, 8), 1_000, 20_000, false), 0);
+    }
+
+    #[test]
     fn time_left_follows_the_micro_batches_done() {
         let at = |elapsed_us, done, total| InFlight {
             elapsed_us,
             done,
             total,
+            ended_us: 0,
         };
         // 1 of 4 micro-batches in 500 µs: 1,500 µs to go
         assert_eq!(at(500, 1, 4).left_us(), 1_500);
@@ -554,6 +662,7 @@ mod tests {
             elapsed_us,
             done,
             total,
+            ended_us: 0,
         };
         // at the helper's pace a unit never has more than a unit left
         assert!(!clone_in_flight(&at(250, 1, 4), helper_unit_us));
@@ -574,6 +683,7 @@ mod tests {
             elapsed_us,
             done,
             total,
+            ended_us: 0,
         };
         // slowed 5×: after 1 of 4 micro-batches (1,250 µs), 3,750 µs are
         // left; the helper does the other 3 in 750 µs

@@ -102,6 +102,10 @@ pub enum PolicyPlan {
         /// flight, between micro-batches, rather than a copy
         /// ([`handover::rest_in_flight`]; only with `clone_in_flight`).
         rest_in_flight: bool,
+        /// Whether such a worker answers with the last micro-batches of its
+        /// unit in flight not yet begun, going on with the others
+        /// ([`handover::tail_in_flight`]; only with `clone_in_flight`).
+        tail_in_flight: bool,
     },
     /// `forestall` with SSP's slack (not BSP semantics): a worker may start
     /// iteration t with parameters of version ≥ t − slack, and the plan for
@@ -197,6 +201,19 @@ impl PolicyPlan {
         )
     }
 
+    /// Whether a worker answers an offer of help with the tail of its unit
+    /// in flight ([`handover::tail_in_flight`]).
+    pub fn tails_in_flight(&self) -> bool {
+        matches!(
+            self,
+            PolicyPlan::Forestall {
+                clone_in_flight: true,
+                tail_in_flight: true,
+                ..
+            }
+        )
+    }
+
     /// How many versions a worker's parameters may lag its iteration (0 = BSP).
     pub fn slack(&self) -> u64 {
         match self {
@@ -240,7 +257,8 @@ pub fn peer_agent(
                     .with_broker(workers)
                     .with_slack(policy.slack())
                     .with_silent_offers(silent, reporters)
-                    .with_rests(policy.rests_in_flight()),
+                    .with_rests(policy.rests_in_flight())
+                    .with_tails(policy.tails_in_flight()),
             ))
         }
         PolicyPlan::Speculate(config) => Some(PeerAgent::Speculate(SpeculateAgent::new(
@@ -248,6 +266,17 @@ pub fn peer_agent(
             *config,
         ))),
         _ => None,
+    }
+}
+
+/// The least work an idle worker's help can take, µs, at `unit_us` per unit
+/// of `micro_batches`: a tail of one micro-batch and its messages (two of
+/// its micro-batches) when the peer may hand over the tail of its unit in
+/// flight (`tails`: [`handover::tail_in_flight`]), else a whole unit.
+pub fn least_help_us(unit_us: u64, micro_batches: u32, tails: bool) -> u64 {
+    match tails && micro_batches > 2 {
+        true => 2 * unit_us / u64::from(micro_batches),
+        false => unit_us,
     }
 }
 
@@ -283,6 +312,12 @@ impl PeerAgent {
     /// unit in flight, between micro-batches ([`PolicyPlan::rests_in_flight`]).
     pub fn rests_in_flight(&self) -> bool {
         matches!(self, PeerAgent::Reassign(a) if a.hands_over_rests())
+    }
+
+    /// Whether its worker answers an offer of help with the tail of its
+    /// unit in flight ([`PolicyPlan::tails_in_flight`]).
+    pub fn tails_in_flight(&self) -> bool {
+        matches!(self, PeerAgent::Reassign(a) if a.hands_over_tails())
     }
 
     /// How many peers may still take units from its worker, at least 1
@@ -365,11 +400,18 @@ impl PeerAgent {
         1
     }
 
-    /// This worker has nothing left to compute; `oldest_open` is the oldest
-    /// iteration not yet reduced. Returns (peer, iteration, message).
-    pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
+    /// This worker has nothing left to compute; `unit_us` is its time per
+    /// unit, `least_us` the least work its help can take (see
+    /// [`least_help_us`]), `oldest_open` the oldest iteration not yet
+    /// reduced. Returns (peer, iteration, message).
+    pub fn on_idle(
+        &mut self,
+        unit_us: u64,
+        least_us: u64,
+        oldest_open: u64,
+    ) -> Vec<(u32, u64, ControlKind)> {
         match self {
-            PeerAgent::Reassign(a) => a.on_idle(unit_us, oldest_open),
+            PeerAgent::Reassign(a) => a.on_idle(unit_us, least_us, oldest_open),
             PeerAgent::Speculate(_) => Vec::new(),
         }
     }

@@ -153,8 +153,8 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
         .filter(|&w| can_give(w, &own_left))
         .map(|w| (bits(finish(w, &count)), Reverse(w)))
         .collect();
-    let mut takers: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
-        .filter_map(|w| speed[w].map(|t| Reverse((bits(finish(w, &count) + t), w))))
+    let mut takers: BinaryHeap<Reverse<(u64, u64, usize)>> = (0..n)
+        .filter_map(|w| speed[w].map(|t| Reverse((bits(finish(w, &count) + t), spread(w), w))))
         .collect();
     // Every unit moved, as (giver, receiver): counted by pair at the end.
     let mut moved: Vec<(u32, u32)> = Vec::new();
@@ -189,7 +189,7 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
         let fast = loop {
             match takers.peek() {
                 None => break None,
-                Some(&Reverse((f, w))) => {
+                Some(&Reverse((f, _, w))) => {
                     let t = speed[w].unwrap_or(0.0);
                     if f != bits(finish(w, &count) + t) {
                         takers.pop();
@@ -218,7 +218,7 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
             if can_give(w, &own_left) {
                 givers.push((bits(f), Reverse(w)));
             }
-            takers.push(Reverse((bits(f + speed[w].unwrap_or(0.0)), w)));
+            takers.push(Reverse((bits(f + speed[w].unwrap_or(0.0)), spread(w), w)));
         }
     }
     moved.sort_unstable();
@@ -230,6 +230,16 @@ pub fn balance_moves(workers: &[Load], unit_us: &[Option<f64>], min_gain: f64) -
         }
     }
     moves
+}
+
+/// Where worker `w` comes among receivers that would finish together: an
+/// order spread over the ring of workers (a fixed permutation, Fibonacci
+/// hashing), so units moved off slow workers land far apart rather than on
+/// the workers next to each other, whose helper groups would then all be
+/// loaded alike, with no idle neighbour to take the tails of their last
+/// units.
+fn spread(w: usize) -> u64 {
+    (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// The order of a giver's own `units` before it executes its row of the plan.

@@ -67,6 +67,36 @@ pub struct GradSlice {
     /// together (copies, no arithmetic) before the reduction. None: the
     /// whole shard.
     pub span: Option<(u32, u32)>,
+    /// A piece of the unit only (its tail went to a peer, or this is that
+    /// tail): the owner holds the pieces until they cover the unit and folds
+    /// them in row order, which gives the unit's sums, bit for bit. None:
+    /// the whole unit.
+    pub piece: Option<PieceSums>,
+}
+
+/// Which rows of a unit a piece covers, as a worker computes it: rows
+/// `first_row..first_row + rows` of a unit of `unit_rows` rows (whole
+/// micro-batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// The piece's first row within the unit (0: the piece the unit's
+    /// worker kept).
+    pub first_row: u32,
+    /// Rows in the whole unit.
+    pub unit_rows: u32,
+}
+
+/// A piece's contribution to a shard: the first piece's sums are the
+/// slice's `update` and `loss_sum` (folded from zero, as the whole unit's
+/// begin); a later piece's micro-batches come one by one, as computed from
+/// zero, for the owner to fold after the pieces before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PieceSums {
+    /// Which rows.
+    pub piece: Piece,
+    /// A later piece's micro-batches, in order: each one's gradient sum
+    /// over the shard and its loss sum (shard 0 only; 0 elsewhere).
+    pub micro: Vec<(crate::workload::Update, f64)>,
 }
 
 impl GradSlice {
@@ -80,7 +110,10 @@ impl GradSlice {
 
     /// Bytes this slice puts on the wire (payload and header, approximately).
     pub fn wire_bytes(&self) -> u64 {
-        self.update.wire_bytes() + 48
+        let piece = self.piece.as_ref().map_or(0, |p| {
+            8 + 8 + p.micro.iter().map(|(u, _)| u.wire_bytes() + 8).sum::<u64>()
+        });
+        self.update.wire_bytes() + 48 + piece
     }
 }
 

@@ -82,6 +82,7 @@ impl Parts {
             update: Update::Dense(done.values),
             loss_sum: done.loss_sum,
             span: None,
+            piece: None,
             ..done.first
         })
     }
@@ -105,6 +106,7 @@ mod tests {
             stop_at: None,
             sent_us: 0,
             span,
+            piece: None,
         }
     }
 

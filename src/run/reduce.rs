@@ -4,7 +4,10 @@
 //! The reduction is `Σ_p (Σ_u g[p,u])`, each sum a left fold in index order,
 //! coordinate by coordinate, so the result does not depend on which worker
 //! computed a unit, in which order slices arrived, or how coordinates are
-//! sharded.
+//! sharded. A unit whose tail a peer computed arrives in pieces: they are
+//! held until they cover the unit, then folded in row order (the first
+//! piece's sums, then each later micro-batch's), the same additions in the
+//! same order as the unit computed whole.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -19,6 +22,16 @@ pub enum Offer {
     Accepted,
     /// The unit was already counted (a clone's twin or a late copy): discarded.
     Duplicate,
+}
+
+/// What became of a piece of a unit at its shard's owner.
+enum Joined {
+    /// Held until the other pieces come.
+    Held,
+    /// That piece was here already.
+    Duplicate,
+    /// The last piece: the unit's slice, whole.
+    Whole(Box<GradSlice>),
 }
 
 /// One iteration's reduced result for the shard.
@@ -84,6 +97,8 @@ pub struct ShardReducer {
     last: Option<Vec<Option<UnitGrad>>>,
     /// dpro-substitute: partitions with substituted units, per iteration.
     substituted: BTreeMap<u64, std::collections::BTreeSet<u32>>,
+    /// Pieces of units, by (iteration, unit index), until they cover it.
+    pieces: BTreeMap<(u64, usize), Vec<GradSlice>>,
 }
 
 fn slots_substituted(
@@ -120,6 +135,7 @@ impl ShardReducer {
             backup: None,
             last: None,
             substituted: BTreeMap::new(),
+            pieces: BTreeMap::new(),
         }
     }
 
@@ -224,13 +240,25 @@ impl ShardReducer {
         self.duplicates
     }
 
-    /// Takes a slice into its iteration's slot, unless that unit is already there.
+    /// Takes a slice into its iteration's slot, unless that unit is already
+    /// there; a piece of a unit is held until the pieces cover it.
     pub fn offer(&mut self, slice: GradSlice) -> Offer {
         if self.reduced_through.is_some_and(|r| slice.iteration <= r) {
             self.duplicates += 1;
             return Offer::Duplicate;
         }
         let index = (slice.partition * self.units_per_partition + slice.unit) as usize;
+        let slice = match slice.piece.is_some() {
+            true => match self.join_piece(index, slice) {
+                Joined::Held => return Offer::Accepted,
+                Joined::Duplicate => {
+                    self.duplicates += 1;
+                    return Offer::Duplicate;
+                }
+                Joined::Whole(whole) => *whole,
+            },
+            false => slice,
+        };
         let owner = self.backup.as_ref().map(|b| {
             (
                 b.owners[slice.partition as usize],
@@ -269,6 +297,48 @@ impl ShardReducer {
             }
         }
         Offer::Accepted
+    }
+
+    /// Holds piece `slice` of unit `index`; once the pieces cover the unit,
+    /// the whole unit's slice: the first piece's sums with every later
+    /// micro-batch's folded in, in row order.
+    fn join_piece(&mut self, index: usize, slice: GradSlice) -> Joined {
+        let Some(piece) = slice.piece.as_ref().map(|p| p.piece) else {
+            return Joined::Whole(Box::new(slice));
+        };
+        let key = (slice.iteration, index);
+        if self.slots(slice.iteration).grads[index].is_some() {
+            return Joined::Duplicate;
+        }
+        let held = self.pieces.entry(key).or_default();
+        let first = |s: &GradSlice| s.piece.as_ref().map_or(0, |p| p.piece.first_row);
+        if held.iter().any(|s| first(s) == piece.first_row) {
+            return Joined::Duplicate;
+        }
+        held.push(slice);
+        let covered: u32 = held.iter().map(|s| s.rows).sum();
+        if covered < piece.unit_rows {
+            return Joined::Held;
+        }
+        let mut held = self.pieces.remove(&key).unwrap_or_default();
+        held.sort_by_key(first);
+        let mut held = held.into_iter();
+        let Some(mut whole) = held.next() else {
+            return Joined::Held;
+        };
+        let dims = self.values.len();
+        let mut end = whole.rows;
+        for later in held {
+            debug_assert_eq!(first(&later), end, "pieces follow each other");
+            end += later.rows;
+            for (update, loss) in later.piece.map(|p| p.micro).unwrap_or_default() {
+                whole.update.add(&update, dims);
+                whole.loss_sum += loss;
+            }
+        }
+        whole.rows = end;
+        whole.piece = None;
+        Joined::Whole(Box::new(whole))
     }
 
     /// Whether every unit of `iteration` has arrived.
@@ -349,6 +419,7 @@ impl ShardReducer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::messages::PieceSums;
 
     fn config() -> OptimizerConfig {
         OptimizerConfig {
@@ -375,6 +446,7 @@ mod tests {
             stop_at: None,
             sent_us: 0,
             span: None,
+            piece: None,
         }
     }
 
@@ -386,6 +458,87 @@ mod tests {
             (1, 0, vec![-1e16, 0.3]),
             (1, 1, vec![1.0, 1e-17]),
         ]
+    }
+
+    /// Unit (0, 0) of 4 rows in micro-batches of one row, whose values make
+    /// the order of additions matter: computed whole (a left fold from
+    /// zero), or as a first piece of 2 rows and tails of 1, in every order
+    /// of arrival, the owner reduces the same bits; a piece sent twice is a
+    /// duplicate.
+    #[test]
+    fn pieces_of_a_unit_fold_to_the_whole_units_bits() {
+        let micro = [[1e16, 0.1], [1.0, 0.2], [-1e16, 0.3], [1.0, 1e-17]];
+        let fold = |rows: &[[f64; 2]]| {
+            let mut acc = Update::zero();
+            let mut loss = 0.0;
+            for m in rows {
+                acc.add(&Update::Dense(m.to_vec()), 2);
+                loss += m[0];
+            }
+            (acc, loss)
+        };
+        let piece = |first_row: u32, micro: Vec<(Update, f64)>| PieceSums {
+            piece: crate::run::messages::Piece {
+                first_row,
+                unit_rows: 4,
+            },
+            micro,
+        };
+        let (head, head_loss) = fold(&micro[..2]);
+        let pieces = [
+            GradSlice {
+                rows: 2,
+                loss_sum: head_loss,
+                update: head,
+                piece: Some(piece(0, Vec::new())),
+                ..slice(0, 0, 0, vec![0.0])
+            },
+            GradSlice {
+                update: Update::zero(),
+                piece: Some(piece(
+                    2,
+                    vec![(Update::Dense(micro[2].to_vec()), micro[2][0])],
+                )),
+                ..slice(0, 0, 0, vec![0.0])
+            },
+            GradSlice {
+                update: Update::zero(),
+                piece: Some(piece(
+                    3,
+                    vec![(Update::Dense(micro[3].to_vec()), micro[3][0])],
+                )),
+                ..slice(0, 0, 0, vec![0.0])
+            },
+        ];
+        let reducer = || ShardReducer::new(0..2, 1, 1, 4, config(), vec![0.0; 2], vec![false; 2]);
+        let (whole, loss) = fold(&micro);
+        let mut r = reducer();
+        r.offer(GradSlice {
+            rows: 4,
+            loss_sum: loss,
+            update: whole,
+            ..slice(0, 0, 0, vec![0.0])
+        });
+        let expected = r.try_reduce(0).expect("one unit, in");
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [2, 0, 1]] {
+            let mut r = reducer();
+            for (k, &i) in order.iter().enumerate() {
+                assert!(
+                    r.try_reduce(0).is_none(),
+                    "not before every piece ({order:?}, {k})"
+                );
+                assert_eq!(r.offer(pieces[i].clone()), Offer::Accepted);
+            }
+            assert_eq!(r.offer(pieces[order[0]].clone()), Offer::Duplicate);
+            assert_eq!(r.try_reduce(0), Some(expected.clone()), "{order:?}");
+        }
+        let mut r = reducer();
+        r.offer(pieces[1].clone());
+        assert_eq!(
+            r.offer(pieces[1].clone()),
+            Offer::Duplicate,
+            "a tail sent twice"
+        );
     }
 
     #[test]

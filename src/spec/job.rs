@@ -212,6 +212,10 @@ pub struct PolicySection {
     /// flight, between its micro-batches, when it is far from its end
     /// (default true; needs `clone_in_flight`).
     pub rest_in_flight: Option<bool>,
+    /// forestall: answer an offer of help with the last micro-batches of
+    /// the unit in flight not yet begun, going on with the others (default
+    /// true; needs `clone_in_flight`).
+    pub tail_in_flight: Option<bool>,
     /// Testing: hold each control message for a seeded random 0..=N activations
     /// of its receiver before reading it, to shuffle message order (0 = off).
     pub control_delay: Option<u32>,

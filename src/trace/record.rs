@@ -26,6 +26,11 @@ pub enum UnitAction {
     /// rest to a peer (with their running sums): not counted on its own —
     /// the record of the rest, `Reassigned` on the peer, counts the unit.
     Split,
+    /// The last micro-batches of a peer's unit in flight, handed over while
+    /// the peer went on with the others (each micro-batch's sums sent as
+    /// they are, folded after the peer's at the shard owners): not counted
+    /// on its own — the peer's record counts the unit, with its rows.
+    Tail,
 }
 
 impl UnitAction {
@@ -36,6 +41,7 @@ impl UnitAction {
             UnitAction::Reassigned => "reassigned",
             UnitAction::Clone => "clone",
             UnitAction::Split => "split",
+            UnitAction::Tail => "tail",
         }
     }
 

@@ -21,13 +21,14 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 /// Version of the trace layout, written to every part file under
 /// [`META_SCHEMA_VERSION`].
 ///
-/// Version 8 added `workers.params_transit_us`; version 7
+/// Version 9 added the `tail` action (no column); version 8
+/// `workers.params_transit_us`; version 7
 /// `units.send_us`, `units.gt_link_mbps` and `workers.transit_us`; version 6
 /// `units.micro_batches` and the `split` action; version 5
 /// `workers.wasted_us`; version 4 `workers.control_bytes`; version 3
 /// `iterations.workload` and `iterations.test_metrics`; version 2
 /// `workers.predicted_unit_us`.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The versions readers take, oldest first; files of any other version are
 /// rejected. Version 2 files lack the [`ADDED_IN_V3`] columns; they only ever
@@ -38,8 +39,9 @@ pub const SCHEMA_VERSION: u32 = 8;
 /// [`ADDED_IN_V6`]; it reads as 1 (every unit was computed at once before
 /// a unit's rest could move, and the replay needs no more). Version 2 to 6
 /// files lack [`ADDED_IN_V7`]; they read as 0 (no link was limited), and
-/// version 2 to 7 files [`WORKERS_ADDED_IN_V8`], read as 0 too.
-pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, 7, SCHEMA_VERSION];
+/// version 2 to 7 files [`WORKERS_ADDED_IN_V8`], read as 0 too. Version 8
+/// files have version 9's columns (version 9 added an action, `tail`).
+pub const READABLE_SCHEMA_VERSIONS: &[u32] = &[2, 3, 4, 5, 6, 7, 8, SCHEMA_VERSION];
 
 /// The `units` columns version 7 added: the time a unit's gradient took
 /// through its worker's link, and the link's injected rate.
@@ -359,11 +361,12 @@ mod tests {
 
     #[test]
     fn older_versions_are_the_current_one_without_the_columns_added_since() {
-        assert_eq!(SCHEMA_VERSION, 8);
-        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(SCHEMA_VERSION, 9);
+        assert_eq!(READABLE_SCHEMA_VERSIONS, [2, 3, 4, 5, 6, 7, 8, 9]);
         for table in TraceTable::ALL {
+            assert_eq!(table.schema_of_version(9), Some(table.schema()), "{table}");
             assert_eq!(table.schema_of_version(8), Some(table.schema()), "{table}");
-            for version in [0, 1, 9, u32::MAX] {
+            for version in [0, 1, 10, u32::MAX] {
                 assert_eq!(table.schema_of_version(version), None, "{table} v{version}");
             }
         }

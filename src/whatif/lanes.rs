@@ -235,9 +235,13 @@ fn lane<'a>(
     let rest_in_flight = agents
         .iter()
         .any(|a| a.as_ref().is_some_and(PeerAgent::rests_in_flight));
+    let tail_in_flight = agents
+        .iter()
+        .any(|a| a.as_ref().is_some_and(PeerAgent::tails_in_flight));
     Replay {
         clone_in_flight,
         rest_in_flight,
+        tail_in_flight,
         timings: lists.base,
         clock: lists.clock,
         agents,
@@ -257,6 +261,7 @@ fn lane<'a>(
         races: cleared(&mut buffers.races, Vec::clear),
         units_total: 0,
         plain_done: 0,
+        tails_split: 0,
         first_raced: cleared(&mut buffers.first_raced, super::replay::FirstEnds::clear),
         alone: true,
         end_limit: u64::MAX,
@@ -381,6 +386,8 @@ struct Tally {
     /// copy of (the sum over lanes counts a unit raced in both twice).
     plain: AtomicUsize,
     raced: AtomicUsize,
+    /// Tails its workers handed over: parts to end besides the units.
+    tails: AtomicUsize,
     /// Its latest plain unit's end and its raced units' first ends, once
     /// their sum may be all of them.
     published: Mutex<(u64, Vec<(UnitKey, u64)>)>,
@@ -389,6 +396,7 @@ struct Tally {
 impl Tally {
     fn count(&self, r: &Replay<'_>) {
         self.plain.store(r.plain_done, Ordering::SeqCst);
+        self.tails.store(r.tails_split, Ordering::SeqCst);
         self.raced.store(r.first_raced.len(), Ordering::SeqCst);
     }
 
@@ -398,7 +406,8 @@ impl Tally {
             .iter()
             .map(|t| t.plain.load(Ordering::SeqCst) + t.raced.load(Ordering::SeqCst))
             .sum();
-        total > 0 && sum >= total
+        let tails: usize = tallies.iter().map(|t| t.tails.load(Ordering::SeqCst)).sum();
+        total > 0 && sum >= total + tails
     }
 
     fn publish(&self, r: &Replay<'_>) {
@@ -422,7 +431,9 @@ impl Tally {
         raced.sort_unstable();
         raced.dedup_by_key(|r| r.0);
         let plain: usize = tallies.iter().map(|t| t.plain.load(Ordering::SeqCst)).sum();
-        (plain + raced.len() == total).then(|| raced.iter().map(|r| r.1).fold(makespan, u64::max))
+        let tails: usize = tallies.iter().map(|t| t.tails.load(Ordering::SeqCst)).sum();
+        (plain + raced.len() == total + tails)
+            .then(|| raced.iter().map(|r| r.1).fold(makespan, u64::max))
     }
 }
 

@@ -62,6 +62,12 @@ pub struct TimedUnit {
     /// the message that handed it over (its sums are there), so it is not
     /// passed on or copied, only its own rest handed over again.
     pub rest: bool,
+    /// Whether it is a tail of a unit a peer computes the rest of
+    /// ([`handover::tail_in_flight`](crate::policy::handover::tail_in_flight)):
+    /// its micro-batches go as they are, so it is not passed on, copied, or
+    /// handed over again, and it is not a unit of its own (the unit counts
+    /// when its first part ends, and the iteration waits for its tails).
+    pub piece: bool,
 }
 
 /// What one iteration of a recorded run says about its workers.
@@ -207,14 +213,14 @@ pub(crate) fn timings_of(
         .ok_or(WhatIfError::EmptyTrace)? as usize;
     let overhead = overheads(trace);
     let mut by_iteration: BTreeMap<u64, Vec<&crate::trace::UnitRecord>> = BTreeMap::new();
-    // Rows and micro-batches a unit's first parts computed before its rest
-    // was handed over.
+    // Rows and micro-batches of a unit's parts that do not count it: those
+    // computed before its rest was handed over, and its tails.
     let mut split_rows: BTreeMap<(u64, u32, u32), (u32, u32)> = BTreeMap::new();
     for u in &trace.units {
         // A clone's twin is the original; replay each unit once.
         if u.action.is_original() {
             by_iteration.entry(u.iteration).or_default().push(u);
-        } else if u.action == UnitAction::Split {
+        } else if matches!(u.action, UnitAction::Split | UnitAction::Tail) {
             let part = split_rows
                 .entry((u.iteration, u.partition, u.unit))
                 .or_default();
@@ -259,6 +265,7 @@ pub(crate) fn timings_of(
                     owner_us,
                     micro_batches: u.micro_batches + split_micro,
                     rest: false,
+                    piece: false,
                 });
             }
             for list in &mut own {
@@ -350,6 +357,7 @@ mod tests {
             owner_us: 10 * (w as u64 + 1),
             micro_batches: 1,
             rest: false,
+            piece: false,
         };
         let t = IterationTimings {
             iteration: 3,

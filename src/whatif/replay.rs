@@ -177,6 +177,9 @@ pub(super) struct Replay<'a> {
     /// Whether it answers with the rest of its unit in flight instead,
     /// between micro-batches ([`handover::rest_in_flight`]).
     pub(super) rest_in_flight: bool,
+    /// Whether it answers with the tail of its unit in flight, going on
+    /// with the rest ([`handover::tail_in_flight`]).
+    pub(super) tail_in_flight: bool,
     /// Copies of raced units (cloned out, or clones) that this lane's
     /// workers finished: which came first is settled when every lane is
     /// done ([`settle_races`]), as a shard owner takes the first gradient
@@ -188,6 +191,10 @@ pub(super) struct Replay<'a> {
     /// This lane's units finished with no other copy, and the first end of
     /// each raced unit it finished a copy of: (unit, time).
     pub(super) plain_done: usize,
+    /// Tails this lane's workers handed over from their units in flight:
+    /// each is one more part to end (counted in `plain_done` when it does)
+    /// before the iteration has.
+    pub(super) tails_split: usize,
     pub(super) first_raced: FirstEnds,
     /// Whether the lane runs alone: it then sees the iteration end itself
     /// (side by side, the lanes settle it at their exchanges).
@@ -531,7 +538,11 @@ impl Replay<'_> {
                 peers
             }
         };
-        if holders.is_empty() {
+        if unit.piece {
+            // A tail: the iteration waits for it too.
+            self.out.makespan_us = self.out.makespan_us.max(now);
+            self.plain_done += 1;
+        } else if holders.is_empty() {
             // The iteration ends when every unit has one finished copy.
             self.out.makespan_us = self.out.makespan_us.max(now);
             self.plain_done += 1;
@@ -554,7 +565,7 @@ impl Replay<'_> {
                 self.send(w, to, ControlKind::Done, at..at + 1, now);
             }
         }
-        let ended = self.plain_done + self.first_raced.len() == self.units_total;
+        let ended = self.plain_done + self.first_raced.len() == self.units_total + self.tails_split;
         if self.alone && ended && self.end_limit == u64::MAX {
             self.end_at(now);
         }
@@ -615,6 +626,7 @@ impl Replay<'_> {
                 let helper = (*to, *unit_us);
                 if self.clone_in_flight
                     && (self.pass_queued(w, *to, Taker::idle(*unit_us), now)
+                        || self.tail_in_flight(w, helper, now)
                         || self.rest_in_flight(w, helper, now)
                         || self.copy_in_flight(w, helper, now))
                 {
@@ -629,8 +641,19 @@ impl Replay<'_> {
             }
             self.send_all(w, sends, now);
         }
-        if let ControlKind::Decline = kind {
-            self.workers[place(self.slot, w)].idle_reported = false; // try another peer
+        match kind {
+            // Try another peer.
+            ControlKind::Decline => self.workers[place(self.slot, w)].idle_reported = false,
+            // Idle, it hears of a peer's work: it may offer help now (it
+            // went idle before the report came), when it can take a tail.
+            ControlKind::Progress { .. } if self.tail_in_flight => {
+                let worker = &mut self.workers[place(self.slot, w)];
+                let idle = worker.running.is_none() && worker.given.is_empty();
+                if idle && worker.head == worker.tail && worker.micro_batches > 2 {
+                    worker.idle_reported = false;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -687,7 +710,11 @@ impl Replay<'_> {
                 // Costs are without slowdowns: the one at this time applies.
                 us = clock.span(w as usize, start_us + now, us);
             }
+            if own {
+                worker.micro_batches = unit.micro_batches;
+            }
             worker.running = Some((unit, own, clone_of));
+            worker.tailed = false;
             worker.started = now;
             self.push_unit_done(now + us, w);
             self.file_check(w, now);
@@ -698,9 +725,11 @@ impl Replay<'_> {
         }
         worker.idle_reported = true;
         let unit_us = worker.unit_us();
+        let least_us =
+            crate::policy::least_help_us(unit_us, worker.micro_batches, self.tail_in_flight);
         let iteration = self.timings.iteration;
         if let Some(agent) = self.observed(w, now) {
-            let offers = agent.on_idle(unit_us, iteration);
+            let offers = agent.on_idle(unit_us, least_us, iteration);
             self.send_all(w, offers.into_iter().map(|(to, _, kind)| (to, kind)), now);
         }
     }

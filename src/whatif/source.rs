@@ -273,6 +273,7 @@ fn split_units(list: Vec<IterationTimings>, units: u32) -> Vec<IterationTimings>
                         owner_us: us / n + u64::from(k < us % n),
                         micro_batches,
                         rest: false,
+                        piece: false,
                     })
                     .collect();
                 it.us_per_row[w] = us as f64 / rows as f64;
@@ -322,6 +323,7 @@ impl WorkerTimings {
                 owner_us: c.busy_us / n + u64::from(u < c.busy_us % n),
                 micro_batches,
                 rest: false,
+                piece: false,
             }));
         }
         t.iteration = self.iterations[i];

@@ -498,6 +498,74 @@ fn forestall_copies_a_slowed_unit_in_flight() {
     assert_eq!(off.digest, out.digest);
 }
 
+/// The text of a job of one heavy unit of 8 micro-batches (of 50 rows) a
+/// worker on `workers` workers paced at 60 µs a row, under `forestall` and
+/// `straggler` (its `[policy]` keys, then a `[straggler]` table).
+fn heavy_units_text(workers: u32, straggler: &str) -> String {
+    format!(
+        "[job]\niterations = 6\nseed = 3\n[data]\npath = \"{}\"\npartitions = 4\n\
+         units_per_partition = 1\nbatch_fraction = 0.0489\nmicro_batch = 50\n\
+         [workers]\ncount = {workers}\npace_ns_per_row = 60000\n\
+         [policy]\nname = \"forestall\"\n{straggler}",
+        crate::common::adult_path().display()
+    )
+}
+
+/// [`heavy_units_text`] with `forestall`'s keys `keys` on 2 processes × 2
+/// threads, process 0's two workers 5× slow (the idle peers that take their
+/// work are process 1's, whichever asks first): asserts the parameters are
+/// one worker's, bit for bit, and returns the run's trace.
+fn two_processes_with_one_workers_bits(keys: &str) -> forestall::trace::TraceSet {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let straggler =
+        format!("{keys}[straggler]\npattern = \"persistent\"\nworkers = [0, 1]\nfactor = 5.0\n");
+    std::fs::write(dir.path().join("one.toml"), heavy_units_text(1, "")).expect("job");
+    std::fs::write(
+        dir.path().join("four.toml"),
+        heavy_units_text(4, &straggler),
+    )
+    .expect("job");
+    let run = |file: &str, extra: &[&str], out: &str| {
+        let mut args = vec!["--json", "-q", "run", file, "--out", out];
+        args.extend_from_slice(extra);
+        let o = crate::common::forestall_in(dir.path(), &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        crate::common::summary_digest(&o)
+    };
+    let one = run("one.toml", &[], "one");
+    let two = run("four.toml", &["--processes", "2", "--threads", "2"], "two");
+    assert_eq!(two, one, "2 × 2 processes under a straggler vs one worker");
+    read_trace_dir(&dir.path().join("two/trace")).expect("trace reads")
+}
+
+/// The records of `action` in a trace of [`heavy_units`] (6 iterations of 4
+/// units), at least 3 of them, after checking that every unit of every
+/// iteration is there and has one record that counts it.
+fn parts_of_heavy_units(
+    trace: &forestall::trace::TraceSet,
+    action: UnitAction,
+) -> Vec<&forestall::trace::UnitRecord> {
+    let ledger = ledger(trace);
+    assert_eq!(ledger.len(), 6 * 4, "every unit of every iteration");
+    for (key, actions) in &ledger {
+        let originals = actions.iter().filter(|a| a.is_original()).count();
+        assert_eq!(originals, 1, "{key:?}: {actions:?}");
+    }
+    let parts: Vec<_> = trace.units.iter().filter(|u| u.action == action).collect();
+    assert!(
+        parts.len() >= 3,
+        "the straggler handed over {action:?}: {}",
+        parts.len()
+    );
+    parts
+}
+
+/// [`heavy_units_text`] under `policy`, as a plan.
+fn heavy_units(workers: u32, policy: &str, straggler: &str) -> forestall::spec::JobPlan {
+    let text = heavy_units_text(workers, straggler);
+    plan(&text.replace("name = \"forestall\"", &format!("name = \"{policy}\"")))
+}
+
 /// One heavy unit of 8 micro-batches per worker and worker 1 persistently 5×
 /// slower: once its first micro-batch has ended, `forestall` hands the rest
 /// of its unit in flight to a peer that offered help, with the running sums.
@@ -506,37 +574,17 @@ fn forestall_copies_a_slowed_unit_in_flight() {
 /// to the unit's, and the parameters are one worker's, bit for bit.
 #[test]
 fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
-    let job = |workers: u32, policy: &str, straggler: &str| {
-        plan(&format!(
-            "[job]\niterations = 6\nseed = 3\n[data]\npartitions = 4\nunits_per_partition = 1\n\
-             batch_fraction = 0.0489\nmicro_batch = 50\n[workers]\ncount = {workers}\n\
-             pace_ns_per_row = 60000\n\
-             [policy]\nname = \"{policy}\"\n{straggler}"
-        ))
-    };
+    let job = heavy_units;
     let straggler = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 5.0\n";
     let dir = tempfile::tempdir().expect("temp dir");
     let bsp = run_in(&job(1, "bsp", ""), dir.path());
     let bsp_trace = read_trace_dir(dir.path()).expect("trace reads");
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = run_in(&job(4, "forestall", straggler), dir.path());
+    // (tails off: with them the straggler hands over its tail instead)
+    let rests = format!("tail_in_flight = false\n{straggler}");
+    let out = run_in(&job(4, "forestall", &rests), dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
-    let ledger = ledger(&trace);
-    assert_eq!(ledger.len(), 6 * 4, "every unit of every iteration");
-    for (key, actions) in &ledger {
-        let originals = actions.iter().filter(|a| a.is_original()).count();
-        assert!(originals <= 1, "{key:?}: {actions:?}");
-    }
-    let split: Vec<_> = trace
-        .units
-        .iter()
-        .filter(|u| u.action == UnitAction::Split)
-        .collect();
-    assert!(
-        split.len() >= 3,
-        "the straggler handed over rests: {}",
-        split.len()
-    );
+    let split = parts_of_heavy_units(&trace, UnitAction::Split);
     for part in &split {
         assert_eq!(part.worker, 1, "only the straggler splits its unit");
         assert!(
@@ -583,7 +631,7 @@ fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
     let off = job(
         4,
         "forestall",
-        &format!("rest_in_flight = false\n{straggler}"),
+        &format!("rest_in_flight = false\ntail_in_flight = false\n{straggler}"),
     );
     let out = run_in(&off, dir.path());
     let trace = read_trace_dir(dir.path()).expect("trace reads");
@@ -597,32 +645,7 @@ fn forestall_hands_over_the_rest_of_a_slowed_unit_in_flight() {
 /// still one worker's.
 #[test]
 fn a_units_rest_crosses_processes_with_its_sums() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let job = |workers: u32, straggler: &str| {
-        format!(
-            "[job]\niterations = 6\nseed = 3\n[data]\npath = \"{}\"\npartitions = 4\n\
-             units_per_partition = 1\nbatch_fraction = 0.0489\nmicro_batch = 50\n\
-             [workers]\ncount = {workers}\npace_ns_per_row = 60000\n\
-             [policy]\nname = \"forestall\"\n{straggler}",
-            crate::common::adult_path().display()
-        )
-    };
-    // both of process 0's workers slow: the idle peers that take the rests
-    // are process 1's, whichever of them asks first
-    let straggler = "[straggler]\npattern = \"persistent\"\nworkers = [0, 1]\nfactor = 5.0\n";
-    std::fs::write(dir.path().join("one.toml"), job(1, "")).expect("job");
-    std::fs::write(dir.path().join("four.toml"), job(4, straggler)).expect("job");
-    let run = |file: &str, extra: &[&str], out: &str| {
-        let mut args = vec!["--json", "-q", "run", file, "--out", out];
-        args.extend_from_slice(extra);
-        let o = crate::common::forestall_in(dir.path(), &args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        crate::common::summary_digest(&o)
-    };
-    let one = run("one.toml", &[], "one");
-    let two = run("four.toml", &["--processes", "2", "--threads", "2"], "two");
-    assert_eq!(two, one, "2 × 2 processes under a straggler vs one worker");
-    let trace = read_trace_dir(&dir.path().join("two/trace")).expect("trace reads");
+    let trace = two_processes_with_one_workers_bits("tail_in_flight = false\n");
     let crossed = trace
         .units
         .iter()
@@ -637,6 +660,71 @@ fn a_units_rest_crosses_processes_with_its_sums() {
         split > 0 && crossed > 0,
         "rests went to the other process: {split} split, {crossed} there"
     );
+}
+
+/// One heavy unit of 8 micro-batches per worker and worker 1 persistently 5×
+/// slower: `forestall` hands the last micro-batches of its unit in flight
+/// to peers that offer help and goes on with the others. Each tail is
+/// recorded as `tail` on the peer, the straggler's record counts the unit
+/// with the rows it kept; the pieces' rows add up to the unit's, and the
+/// parameters are one worker's, bit for bit (the shard owners fold the
+/// tails' micro-batches after the straggler's sums).
+#[test]
+fn forestall_hands_over_the_tail_of_a_slowed_unit_in_flight() {
+    let job = heavy_units;
+    let straggler = "[straggler]\npattern = \"persistent\"\nworkers = [1]\nfactor = 5.0\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bsp = run_in(&job(1, "bsp", ""), dir.path());
+    let bsp_trace = read_trace_dir(dir.path()).expect("trace reads");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_in(&job(4, "forestall", straggler), dir.path());
+    let trace = read_trace_dir(dir.path()).expect("trace reads");
+    let tails = parts_of_heavy_units(&trace, UnitAction::Tail);
+    for tail in &tails {
+        assert_ne!(tail.worker, 1, "a peer computes the tail");
+        assert_eq!(tail.owner, 1, "of the straggler's unit");
+        assert!(
+            tail.rows > 0 && tail.rows % 50 == 0,
+            "whole micro-batches: {}",
+            tail.rows
+        );
+        let same = |u: &&forestall::trace::UnitRecord| {
+            (u.iteration, u.partition, u.unit) == (tail.iteration, tail.partition, tail.unit)
+        };
+        let pieces: u32 = trace.units.iter().filter(same).map(|u| u.rows).sum();
+        let whole = bsp_trace
+            .units
+            .iter()
+            .find(same)
+            .expect("the unit, whole")
+            .rows;
+        assert_eq!(pieces, whole, "the pieces cover the unit");
+        let kept = trace
+            .units
+            .iter()
+            .filter(same)
+            .find(|u| u.action.is_original());
+        assert_eq!(
+            kept.map(|u| u.worker),
+            Some(1),
+            "the straggler kept its first piece"
+        );
+    }
+    assert_eq!(out.digest, bsp.digest, "one worker's parameters");
+}
+
+/// The same across processes: with 2 processes × 2 threads the tails cross
+/// process boundaries, their micro-batches reach shard owners on the other
+/// process, and the parameters are still one worker's.
+#[test]
+fn a_units_tail_crosses_processes() {
+    let trace = two_processes_with_one_workers_bits("");
+    let crossed = trace
+        .units
+        .iter()
+        .filter(|u| u.action == UnitAction::Tail && u.owner < 2 && u.process != 0)
+        .count();
+    assert!(crossed > 0, "tails went to the other process");
 }
 
 /// Under a disrupted machine a helper is slowed in turn, often while it holds

@@ -127,7 +127,7 @@ fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
     ));
     let dir = tempfile::tempdir().expect("temp dir");
     run_in(&p, dir.path());
-    let current = read_trace_dir(dir.path()).expect("version 8 reads");
+    let current = read_trace_dir(dir.path()).expect("version 9 reads");
     assert!(current.workers.iter().any(|w| w.control_sent > 0));
     for w in &current.workers {
         // every message has at least its header, and none is large
@@ -135,7 +135,7 @@ fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
         assert!(bytes >= 36 * n && bytes <= 4096 * n.max(1), "{w:?}");
     }
     // no link was limited: version 6 (without the link columns) reads the same
-    restamp(dir.path(), "units", "8", "6", &["send_us", "gt_link_mbps"]);
+    restamp(dir.path(), "units", "9", "6", &["send_us", "gt_link_mbps"]);
     assert_eq!(
         read_trace_dir(dir.path()).expect("version 6 reads"),
         current
@@ -149,7 +149,7 @@ fn control_bytes_are_recorded_and_a_version_3_part_reads_without_them() {
     restamp(
         dir.path(),
         "workers",
-        "8",
+        "9",
         "4",
         &["wasted_us", "transit_us", "params_transit_us"],
     );
@@ -174,10 +174,10 @@ fn a_version_2_trace_reads_as_logistic_regression_without_metrics() {
     let p = plan("[job]\niterations = 4\n[data]\npartitions = 4\n[workers]\ncount = 2\n[trace]\npart_iterations = 2\n[model]\neval_every = 2\n");
     let dir = tempfile::tempdir().expect("temp dir");
     let out = run_in(&p, dir.path());
-    let current = read_trace_dir(dir.path()).expect("version 8 reads");
+    let current = read_trace_dir(dir.path()).expect("version 9 reads");
     assert_eq!(current.iterations, out.iterations);
 
-    restamp_iterations(dir.path(), "8", "2");
+    restamp_iterations(dir.path(), "9", "2");
     let old = read_trace_dir(dir.path()).expect("version 2 reads");
     // Logistic regression has no metrics of its own: nothing is lost.
     assert_eq!(old, current);
@@ -185,13 +185,13 @@ fn a_version_2_trace_reads_as_logistic_regression_without_metrics() {
     assert!(old.iterations[0].test_loss.is_some() && old.iterations[1].test_loss.is_none());
 
     // Another version is refused, naming the file and the versions read.
-    restamp_iterations(dir.path(), "2", "9");
+    restamp_iterations(dir.path(), "2", "10");
     let part = dir.path().join("iterations/part-p000-00000.parquet");
-    let err = read_trace_dir(dir.path()).expect_err("version 9");
+    let err = read_trace_dir(dir.path()).expect_err("version 10");
     assert_eq!(
         err.to_string(),
         format!(
-            "trace schema version 9 of {} is not supported (this build reads versions 2, 3, 4, 5, 6, 7 and 8)",
+            "trace schema version 10 of {} is not supported (this build reads versions 2, 3, 4, 5, 6, 7, 8 and 9)",
             part.display()
         )
     );

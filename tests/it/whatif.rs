@@ -446,6 +446,7 @@ fn iteration_of(
                         owner_us: (f64::from(rows) * us_per_row[w as usize]).round() as u64,
                         micro_batches: 1,
                         rest: false,
+                        piece: false,
                     })
                     .collect()
             })

@@ -50,6 +50,17 @@ pub enum ControlKind {
         /// Micro-batches of the unit already folded into the sums.
         done: u32,
     },
+    /// "The micro-batches of my unit in flight from `first` on, `count` of
+    /// them, are yours; I compute those before": each computed from zero
+    /// and sent as it is, for the shard owners to fold after the sums of
+    /// the ones before (the operator fills in the unit; see
+    /// [`handover::tail_in_flight`](crate::policy::handover::tail_in_flight)).
+    Tail {
+        /// The first micro-batch handed over.
+        first: u32,
+        /// How many.
+        count: u32,
+    },
     /// Proactive plan: "these many units from the end of my list are yours
     /// this iteration, as the plan says" (counted as the receiver's own).
     Planned {
@@ -97,7 +108,7 @@ impl ControlKind {
             ControlKind::Decline | ControlKind::Done => 0,
             ControlKind::Timing { .. } => 4 + 8,
             ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
-            ControlKind::Give { .. } => 4 + 4,
+            ControlKind::Give { .. } | ControlKind::Tail { .. } => 4 + 4,
             ControlKind::Timings { all } => 8 + 12 * all.len() as u64,
         }
     }

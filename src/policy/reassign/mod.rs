@@ -170,6 +170,9 @@ pub struct ReassignAgent {
     /// Whether its worker hands over the rest of a unit in flight
     /// ([`Self::with_rests`]).
     rests: bool,
+    /// Whether its worker hands over the tail of a unit in flight
+    /// ([`Self::with_tails`]).
+    tails: bool,
     /// The peers that report to it ([`reporters`]), when it offers help to
     /// silent ones ([`Self::with_silent_offers`]).
     reporters: Small<u32>,
@@ -190,6 +193,7 @@ impl ReassignAgent {
             usual_us: 0,
             offer_silent: false,
             rests: false,
+            tails: false,
             reporters: Small::new(),
             holding: Small::new(),
             me,
@@ -236,6 +240,19 @@ impl ReassignAgent {
     pub fn with_rests(mut self, on: bool) -> Self {
         self.rests = on;
         self
+    }
+
+    /// Its worker hands over the tail of its unit in flight to a peer
+    /// offering help ([`handover::tail_in_flight`](crate::policy::handover::tail_in_flight)).
+    pub fn with_tails(mut self, on: bool) -> Self {
+        self.tails = on;
+        self
+    }
+
+    /// Whether its worker hands over the tail of a unit in flight
+    /// ([`Self::with_tails`]).
+    pub fn hands_over_tails(&self) -> bool {
+        self.tails
     }
 
     /// Whether its worker hands over the rest of a unit in flight
@@ -762,8 +779,9 @@ impl ReassignAgent {
                 }
                 vec![(to, ControlKind::Assign { count })]
             }
-            ControlKind::Clone { .. } | ControlKind::Rest { .. } => {
-                // A copy of a unit in flight, or its rest, may answer an offer.
+            ControlKind::Clone { .. } | ControlKind::Rest { .. } | ControlKind::Tail { .. } => {
+                // A copy of a unit in flight, its rest or its tail may answer
+                // an offer.
                 self.on_reply(self.iteration, from, kind);
                 Vec::new()
             }
@@ -803,7 +821,12 @@ impl ReassignAgent {
     /// iteration it has heard of (under BSP: the current one), unless that peer
     /// declined; at most one offer is outstanding. Returns (peer, iteration,
     /// offer).
-    pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
+    pub fn on_idle(
+        &mut self,
+        unit_us: u64,
+        least_us: u64,
+        oldest_open: u64,
+    ) -> Vec<(u32, u64, ControlKind)> {
         // Nothing to help with when the current iteration is already reduced
         // (the worker is waiting to begin the next one).
         if oldest_open > self.iteration {
@@ -826,12 +849,13 @@ impl ReassignAgent {
         }
         // Under the broker a peer re-reports when it slows down, so its last
         // report this iteration says when it expects to be done: one done
-        // before this worker could finish a unit of its would decline.
+        // before this worker could finish the least work it can take (a
+        // unit, or a tail of one) would decline.
         let busy =
             |w: u32| {
                 !self.config.broker
                     || self.left_us.iter().find(|e| e.0 == w).is_none_or(|e| {
-                        e.1.saturating_sub(self.now_us.saturating_sub(e.3)) > unit_us
+                        e.1.saturating_sub(self.now_us.saturating_sub(e.3)) > least_us
                     })
             };
         let current = std::iter::once((self.iteration, &self.peers));

@@ -685,6 +685,7 @@ impl StageWorker {
                         stop_at: self.cx.stop.at(),
                         sent_us: 0,
                         span: (!whole).then(|| ((from - range.start) as u32, (to - from) as u32)),
+                        piece: None,
                     }
                 })
             })

@@ -9,7 +9,7 @@ use super::lazy::{Lazy, Work};
 use crate::data::LocalRows;
 use crate::inject::{StragglerSchedule, Stretch};
 use crate::run::context::JobContext;
-use crate::run::messages::{Carry, GradSlice};
+use crate::run::messages::{Carry, GradSlice, PieceSums};
 use crate::trace::UnitRecord;
 use crate::workload::{micro_batched_gradient, Draws, UnitGradient};
 
@@ -42,29 +42,40 @@ pub(super) fn start_unit(
         iteration: next.unit.iteration,
     };
     let work: Work<'_> = (cx.workload.as_ref(), draws, source, epoch.params.as_slice());
-    let (gradient, lazy, compute, estimate) =
-        if cx.plan.policy.rests_in_flight() && micro > 0 && micro_batches > 1 {
-            let (lazy, first) = Lazy::begin(work, &unit.rows, micro, carry);
-            (None, Some(lazy), first, first * micro_batches)
-        } else {
-            let gradient = match carry {
-                // The rest of a peer's unit: its last micro-batch, from its sums.
-                Some(carry) => {
-                    let (lazy, _) = Lazy::begin(work, &unit.rows, micro, Some(carry));
-                    lazy.finish(work, &unit.rows).0
-                }
-                None => micro_batched_gradient(
-                    cx.workload.as_ref(),
-                    draws,
-                    source,
-                    &epoch.params,
-                    &unit.rows,
-                    micro,
-                ),
-            };
-            let compute = started.elapsed();
-            (Some(gradient), None, compute, compute)
+    let policy = &cx.plan.policy;
+    let in_parts = policy.rests_in_flight() || policy.tails_in_flight();
+    let tail = next.unit.piece.filter(|p| p.first_row > 0);
+    let mut tail_slices = Vec::new();
+    let (gradient, lazy, compute, estimate) = if let Some(piece) = tail {
+        // A peer's tail: each micro-batch from zero, sent as it is.
+        let sums: Vec<UnitGradient> = (unit.rows.chunks(micro.max(1)))
+            .map(|batch| cx.workload.unit_update(draws, source, &epoch.params, batch))
+            .collect();
+        tail_slices = slices_of(cx, worker, &next, Sums::Tail(piece, &sums));
+        let compute = started.elapsed();
+        (None, None, compute, compute)
+    } else if in_parts && micro > 0 && micro_batches > 1 {
+        let (lazy, first) = Lazy::begin(work, &unit.rows, micro, carry);
+        (None, Some(lazy), first, first * micro_batches)
+    } else {
+        let gradient = match carry {
+            // The rest of a peer's unit: its last micro-batch, from its sums.
+            Some(carry) => {
+                let (lazy, _) = Lazy::begin(work, &unit.rows, micro, Some(carry));
+                lazy.finish(work, &unit.rows).0
+            }
+            None => micro_batched_gradient(
+                cx.workload.as_ref(),
+                draws,
+                source,
+                &epoch.params,
+                &unit.rows,
+                micro,
+            ),
         };
+        let compute = started.elapsed();
+        (Some(gradient), None, compute, compute)
+    };
     let base = match cx.plan.pace_ns_per_row {
         0 => estimate,
         ns => Duration::from_nanos(ns * rows_here as u64),
@@ -75,7 +86,10 @@ pub(super) fn start_unit(
         span: target,
         slowdown,
     } = cx.schedule.stretch(worker, epoch.iteration, start_us, base);
-    let slices = gradient.map_or_else(Vec::new, |g| slices_of(cx, worker, &next, &g));
+    let slices = match gradient {
+        Some(g) => slices_of(cx, worker, &next, Sums::Unit(&g)),
+        None => tail_slices,
+    };
     // A slow link (`slow-link`) holds the gradient after its compute for as
     // long as its bytes take to leave.
     // (`disruptor = "tc"`: the host's interface is limited instead, by the
@@ -128,31 +142,59 @@ fn link_time(cx: &JobContext, worker: u32, slices: &[GradSlice], mbps: f64) -> D
     StragglerSchedule::over_link(bytes, mbps)
 }
 
-/// `gradient`, the sums of `next`'s unit computed by `worker`, cut into the
-/// shard owners' slices.
-fn slices_of(
-    cx: &JobContext,
-    worker: u32,
-    next: &NextUnit,
-    gradient: &UnitGradient,
-) -> Vec<GradSlice> {
+/// What a worker computed of a unit, to cut into slices.
+enum Sums<'a> {
+    /// The sums of the unit's rows here (the whole unit, or the piece its
+    /// worker kept).
+    Unit(&'a UnitGradient),
+    /// A peer's tail: each micro-batch's sums.
+    Tail(crate::run::messages::Piece, &'a [UnitGradient]),
+}
+
+/// `sums`, of `next`'s unit computed by `worker`, cut into the shard
+/// owners' slices.
+fn slices_of(cx: &JobContext, worker: u32, next: &NextUnit, sums: Sums<'_>) -> Vec<GradSlice> {
     let unit = &next.unit.rows;
+    let loss = |owner: usize, g: &UnitGradient| if owner == 0 { g.loss_sum } else { 0.0 };
     cx.shards
         .iter()
         .enumerate()
-        .map(|(owner, range)| GradSlice {
-            owner: owner as u32,
-            iteration: next.unit.iteration,
-            partition: unit.key.partition,
-            unit: unit.key.unit,
-            executor: worker,
-            rows: unit.rows.len() as u32,
-            loss_sum: if owner == 0 { gradient.loss_sum } else { 0.0 },
-            update: gradient.grad.slice(range.clone()),
-            substitute: false,
-            stop_at: cx.stop.at(),
-            sent_us: 0,
-            span: None,
+        .map(|(owner, range)| {
+            let (loss_sum, update, piece) = match sums {
+                Sums::Unit(g) => (
+                    loss(owner, g),
+                    g.grad.slice(range.clone()),
+                    next.unit.piece.map(|piece| PieceSums {
+                        piece,
+                        micro: Vec::new(),
+                    }),
+                ),
+                Sums::Tail(piece, micro) => (
+                    0.0,
+                    crate::workload::Update::zero(),
+                    Some(PieceSums {
+                        piece,
+                        micro: (micro.iter())
+                            .map(|g| (g.grad.slice(range.clone()), loss(owner, g)))
+                            .collect(),
+                    }),
+                ),
+            };
+            GradSlice {
+                owner: owner as u32,
+                iteration: next.unit.iteration,
+                partition: unit.key.partition,
+                unit: unit.key.unit,
+                executor: worker,
+                rows: unit.rows.len() as u32,
+                loss_sum,
+                update,
+                substitute: false,
+                stop_at: cx.stop.at(),
+                sent_us: 0,
+                span: None,
+                piece,
+            }
         })
         .collect()
 }
@@ -211,7 +253,7 @@ pub(super) fn finish_unit(
         let work: Work<'_> = (cx.workload.as_ref(), draws, source, params);
         let (gradient, spent) = lazy.finish(work, &next.unit.rows.rows);
         compute += spent;
-        slices = slices_of(cx, worker, &next, &gradient);
+        slices = slices_of(cx, worker, &next, Sums::Unit(&gradient));
     }
     epoch.oversleep = if stretched {
         Instant::now().saturating_duration_since(deadline)

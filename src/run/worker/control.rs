@@ -12,7 +12,7 @@ use crate::policy::{ControlKind, PeerAgent};
 use crate::predict::Timing;
 use crate::run::context::JobContext;
 use crate::run::holdings::Holdings;
-use crate::run::messages::Control;
+use crate::run::messages::{Control, Piece};
 use crate::trace::UnitAction;
 
 impl ComputeState {
@@ -90,6 +90,7 @@ impl ComputeState {
                     | ControlKind::Clone { .. }
                     | ControlKind::Planned { .. }
                     | ControlKind::Rest { .. }
+                    | ControlKind::Tail { .. }
                     | ControlKind::Done
             )
         {
@@ -105,7 +106,8 @@ impl ComputeState {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
             | ControlKind::Planned { .. }
-            | ControlKind::Rest { .. } => {
+            | ControlKind::Rest { .. }
+            | ControlKind::Tail { .. } => {
                 self.receive_units(&message, older, emit);
                 if older {
                     return;
@@ -132,7 +134,9 @@ impl ComputeState {
             let helper = (*to, *unit_us);
             if self.cx.plan.policy.clones_in_flight() {
                 let idle = (*to, Taker::idle(*unit_us));
+                let at = (&*self.cx, self.worker, &self.holdings);
                 if pass_queued(self.worker, epoch, &self.holdings, idle, now_us, emit)
+                    || tail_running(at, epoch, helper, now_us, emit)
                     || rest_running(
                         (&self.cx, self.worker, &self.holdings),
                         epoch,
@@ -159,8 +163,17 @@ impl ComputeState {
             }
         }
         send_all(self.worker, epoch, &self.holdings, out, emit);
-        if let ControlKind::Decline = message.kind {
-            self.offer_help(emit); // try another peer
+        match message.kind {
+            ControlKind::Decline => self.offer_help(emit), // try another peer
+            // Idle, it hears of a peer's work: it may offer help now (it
+            // went idle before the report came), when it can take a tail.
+            ControlKind::Progress { .. }
+                if self.cx.plan.policy.tails_in_flight()
+                    && self.epoch.as_ref().is_some_and(|e| e.micro_batches > 2) =>
+            {
+                self.offer_help(emit)
+            }
+            _ => {}
         }
     }
 
@@ -198,6 +211,7 @@ impl ComputeState {
         };
         let action = match message.kind {
             ControlKind::Clone { .. } => UnitAction::Clone,
+            ControlKind::Tail { .. } => UnitAction::Tail,
             _ => UnitAction::Reassigned,
         };
         let payload = (!message.rows.is_empty()).then(|| {
@@ -205,7 +219,22 @@ impl ComputeState {
             Arc::new(LocalRows::from_rows(&message.rows))
         });
         for key in &message.units {
-            let rows = self.cx.unit_rows(message.iteration, *key);
+            let mut rows = self.cx.unit_rows(message.iteration, *key);
+            // A tail: its micro-batches only.
+            let piece = match message.kind {
+                ControlKind::Tail { first, count } => {
+                    let micro = self.cx.plan.micro_batch as usize;
+                    let unit_rows = rows.rows.len() as u32;
+                    let from = (first as usize * micro).min(rows.rows.len());
+                    let to = ((first + count) as usize * micro).min(rows.rows.len());
+                    rows.rows = rows.rows[from..to].to_vec();
+                    Some(Piece {
+                        first_row: from as u32,
+                        unit_rows,
+                    })
+                }
+                _ => None,
+            };
             // Rows held here are read from the store; the message
             // carries only the rows of units this worker does not hold.
             let held = self.holdings.holds(key.partition);
@@ -241,6 +270,7 @@ impl ComputeState {
                 from: message.from,
                 iteration: message.iteration,
                 carry: message.carry.clone(),
+                piece,
             };
             if planned {
                 epoch.planned_in.push_back(given);
@@ -299,7 +329,9 @@ impl ComputeState {
             return;
         }
         epoch.observe(agent, self.cx.now_us());
-        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), oldest_open) {
+        let tails = self.cx.plan.policy.tails_in_flight();
+        let least_us = crate::policy::least_help_us(epoch.unit_us(), epoch.micro_batches, tails);
+        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), least_us, oldest_open) {
             let cap = if iteration == epoch.iteration {
                 Some(epoch.caps.control.clone())
             } else {
@@ -324,6 +356,31 @@ impl ComputeState {
     }
 }
 
+/// The unit in flight, if part of it may be handed over at `now_us`: it is
+/// computed micro-batch by micro-batch (those ended by now are folded in),
+/// it is of the current iteration, not a copy and not copied to a peer, and
+/// no micro-batch ended since its worker last looked. With how its worker
+/// sees it then.
+fn may_hand_over<'e>(
+    cx: &JobContext,
+    epoch: &'e mut Epoch,
+    holdings: &Holdings,
+    now_us: u64,
+) -> Option<(&'e super::epoch::Running, handover::InFlight)> {
+    let running = epoch.running.as_mut().filter(|r| r.lazy.is_some())?;
+    let payload = running.next.unit.payload.clone();
+    let source = payload.as_deref().unwrap_or(holdings.store());
+    advance(cx, &epoch.params, source, running, now_us);
+    let running = epoch.running.as_ref()?;
+    let flight = running.in_flight(now_us);
+    let unit = &running.next.unit;
+    let open = unit.action != UnitAction::Clone
+        && unit.iteration == epoch.iteration
+        && !epoch.cloned_out.contains_key(&unit.rows.key)
+        && (running.lazy.as_ref()).is_some_and(|l| l.folded() == flight.done);
+    open.then_some((running, flight))
+}
+
 /// Answers an offer of help from `helper` = (peer, its µs per unit) with
 /// the rest of the unit in flight — own or handed over, never a copy, and
 /// not copied to a peer — when [`handover::rest_in_flight`] says so: the
@@ -339,26 +396,11 @@ pub(super) fn rest_running(
     now_us: u64,
     emit: &mut Emit<'_>,
 ) -> bool {
-    let Some(running) = epoch.running.as_mut() else {
+    let Some((running, flight)) = may_hand_over(cx, epoch, holdings, now_us) else {
         return false;
     };
-    if running.lazy.is_none() {
-        return false;
-    }
-    // Its micro-batches ended so far, folded in.
-    let payload = running.next.unit.payload.clone();
-    let source = payload.as_deref().unwrap_or(holdings.store());
-    advance(cx, &epoch.params, source, running, now_us);
     let unit = &running.next.unit;
-    let flight = running.in_flight(now_us);
-    let eligible = unit.action != UnitAction::Clone
-        && unit.iteration == epoch.iteration
-        && !epoch.cloned_out.contains_key(&unit.rows.key)
-        && running
-            .lazy
-            .as_ref()
-            .is_some_and(|l| l.folded() == flight.done)
-        && handover::rest_in_flight(&flight, helper_unit_us);
+    let eligible = unit.piece.is_none() && handover::rest_in_flight(&flight, helper_unit_us);
     if !eligible {
         return false;
     }
@@ -390,6 +432,80 @@ pub(super) fn rest_running(
     true
 }
 
+/// Answers an offer of help from `helper` = (peer, its µs per unit) with
+/// the last micro-batches of the unit in flight not yet begun — own or
+/// handed over, never a copy, a rest or a tail, and not copied to a peer —
+/// as many as [`handover::tail_in_flight`] says: the worker goes on with
+/// the others, and its piece ends sooner (its deadline moves in by the
+/// micro-batches handed over); the helper computes the tail, each
+/// micro-batch from zero. The tail goes with its rows unless the helper
+/// holds them. Returns whether a tail went.
+pub(super) fn tail_running(
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
+    epoch: &mut Epoch,
+    (to, helper_unit_us): (u32, u64),
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
+    let unit_us = epoch.unit_us();
+    if !cx.plan.policy.tails_in_flight() {
+        return false;
+    }
+    let Some((running, flight)) = may_hand_over(cx, epoch, holdings, now_us) else {
+        return false;
+    };
+    let unit = &running.next.unit;
+    let eligible = running.first_rows == 0 && unit.piece.is_none_or(|p| p.first_row == 0);
+    // (the rest instead, when it would end sooner on the helper)
+    let rest = cx.plan.policy.rests_in_flight()
+        && unit.piece.is_none()
+        && handover::rest_in_flight(&flight, helper_unit_us);
+    let count = match eligible {
+        true => handover::tail_in_flight(&flight, unit_us, helper_unit_us, rest),
+        false => 0,
+    };
+    if count == 0 {
+        return false;
+    }
+    let (total, keep) = (flight.total, flight.total - count);
+    let keep_rows = (keep * cx.plan.micro_batch) as usize;
+    let unit_rows = unit
+        .piece
+        .map_or(unit.rows.rows.len() as u32, |p| p.unit_rows);
+    let tail = unit.rows.rows[keep_rows..].to_vec();
+    let rows = rows_of(holdings, to, unit, &tail);
+    let key = unit.rows.key;
+    // The piece kept here: its first micro-batches, ending sooner.
+    let scale = |d: std::time::Duration| d.mul_f64(f64::from(keep) / f64::from(total));
+    let Some(running) = epoch.running.as_mut() else {
+        return false;
+    };
+    running.next.unit.rows.rows.truncate(keep_rows);
+    running.next.unit.piece = Some(Piece {
+        first_row: 0,
+        unit_rows,
+    });
+    running.deadline = running.started + scale(running.deadline - running.started);
+    running.delay = scale(running.delay);
+    running.span_us = running.span_us * u64::from(keep) / u64::from(total);
+    running.micro_batches = keep;
+    running.rows_here = keep_rows as u32;
+    let message = Control {
+        to,
+        from: worker,
+        iteration: epoch.iteration,
+        kind: ControlKind::Tail { first: keep, count },
+        units: vec![key],
+        rows,
+        carry: None,
+    };
+    epoch.control.count(&message);
+    (emit.control)(&epoch.caps.control, message);
+    epoch.units_given += 1;
+    epoch.waiting_helpers.clear();
+    true
+}
+
 /// Sends a copy of the unit in flight to the fastest peer that offered help
 /// before it was late enough, if it is now (see [`clone_running`]). Never
 /// its rest: that peer may have taken other work since it offered, and a
@@ -414,19 +530,22 @@ pub(super) fn clone_to_waiting_helper(
 /// The rows `unit` travels to `to` with: none when `to` holds its partition,
 /// else from the rows that came with it, or from the store.
 fn rows_for(holdings: &Holdings, to: u32, unit: &Given) -> Vec<DataRow> {
+    rows_of(holdings, to, unit, &unit.rows.rows)
+}
+
+/// Rows `ids` of `unit` as they travel to `to` (see [`rows_for`]).
+fn rows_of(holdings: &Holdings, to: u32, unit: &Given, ids: &[u32]) -> Vec<DataRow> {
     if holdings.settled_holder(unit.rows.key.partition, to) {
         return Vec::new();
     }
     match &unit.payload {
         Some(payload) => {
             let source = payload.as_ref();
-            unit.rows
-                .rows
-                .iter()
+            ids.iter()
                 .map(|&r| DataRow::from_source(source, r))
                 .collect()
         }
-        None => holdings.ship(&unit.rows.rows),
+        None => holdings.ship(ids),
     }
 }
 
@@ -447,8 +566,13 @@ fn pass_queued(
 ) -> bool {
     let iteration = epoch.iteration;
     // A rest stays: its sums travel only with the message that hands it over.
-    let movable =
-        |g: &Given| g.action != UnitAction::Clone && g.iteration == iteration && g.carry.is_none();
+    // So does a piece: the owners fold it with the others of its unit.
+    let movable = |g: &Given| {
+        g.action != UnitAction::Clone
+            && g.iteration == iteration
+            && g.carry.is_none()
+            && g.piece.is_none()
+    };
     let queued = epoch.given_to_me.iter().filter(|g| movable(g)).count();
     if queued == 0 {
         return false;
@@ -509,6 +633,7 @@ fn clone_running(
     let unit = &running.next.unit;
     let eligible = unit.action != UnitAction::Clone
         && running.first_rows == 0
+        && unit.piece.is_none()
         && unit.iteration == epoch.iteration
         && !epoch.cloned_out.contains_key(&unit.rows.key)
         && handover::clone_in_flight(&running.in_flight(now_us), helper_unit_us);

@@ -9,7 +9,7 @@ use timely::dataflow::operators::Capability;
 use crate::data::{LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{InFlight, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::PeerAgent;
-use crate::run::messages::{Carry, GradSlice, Traffic};
+use crate::run::messages::{Carry, GradSlice, Piece, Traffic};
 use crate::trace::{UnitAction, UnitRecord};
 
 /// The capabilities of one iteration `t`: gradients, progress, control (at
@@ -48,6 +48,9 @@ pub(super) struct Given {
     /// The rest of a peer's unit in flight: the running sums of its
     /// micro-batches done there (whose rows this worker skips).
     pub(super) carry: Option<Box<Carry>>,
+    /// A piece of the unit only, `rows` being the piece's: the part its
+    /// worker kept when it handed the tail to a peer, or that tail.
+    pub(super) piece: Option<Piece>,
 }
 
 /// The unit a worker computes next, and whether it counts toward the worker's
@@ -99,6 +102,9 @@ pub(super) struct Epoch {
     pub(super) last_end_us: u64,
     /// How long the last unit took, µs.
     pub(super) last_unit_us: u64,
+    /// The micro-batches of the last own unit begun (how finely a peer's
+    /// unit in flight may be cut for this worker's help).
+    pub(super) micro_batches: u32,
     pub(super) compute_us: u64,
     pub(super) rows: u64,
     pub(super) bytes_sent: u64,
@@ -157,6 +163,7 @@ impl Epoch {
             first_start_us: None,
             last_end_us: ready_us,
             last_unit_us: 0,
+            micro_batches: 1,
             compute_us: 0,
             rows: 0,
             bytes_sent: 0,
@@ -256,6 +263,7 @@ impl Epoch {
                 from: worker,
                 iteration: self.iteration,
                 carry: None,
+                piece: None,
             },
             counts_as_own: true,
         })
@@ -325,6 +333,7 @@ impl Running {
             elapsed_us,
             done,
             total,
+            ended_us: self.span_us * u64::from(done) / u64::from(total),
         }
     }
 

@@ -220,7 +220,11 @@ impl ComputeState {
                 // A worker computes only rows it holds, or rows shipped with the unit.
                 let payload = next.unit.payload.clone();
                 let source = payload.as_deref().unwrap_or(self.holdings.store());
-                epoch.running = Some(start_unit(&self.cx, self.worker, epoch, source, next));
+                let running = start_unit(&self.cx, self.worker, epoch, source, next);
+                if running.next.counts_as_own && running.first_rows == 0 {
+                    epoch.micro_batches = running.micro_batches;
+                }
+                epoch.running = Some(running);
             }
         }
         if let Some(running) = epoch.running.as_mut().filter(|r| r.lazy.is_some()) {

@@ -81,6 +81,7 @@ mod tests {
             stop_at: None,
             sent_us: 0,
             span: None,
+            piece: None,
         }
     }
 

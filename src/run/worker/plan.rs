@@ -111,6 +111,7 @@ fn substitute(cx: &JobContext, worker: u32, epoch: &mut Epoch, kept: &[u32], emi
                 stop_at: cx.stop.at(),
                 sent_us: 0,
                 span: None,
+                piece: None,
             })
         })
         .collect();

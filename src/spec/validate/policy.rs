@@ -23,7 +23,7 @@ use crate::spec::Result;
 pub const DEFAULT_SLACK: u64 = 1;
 
 /// The policies that take each `[policy]` knob.
-const KNOB_OWNERS: [(&str, &str); 16] = [
+const KNOB_OWNERS: [(&str, &str); 17] = [
     (
         "floor",
         "proactive or proactive-clone or forestall or forestall-ssp or dpro-substitute",
@@ -43,6 +43,7 @@ const KNOB_OWNERS: [(&str, &str); 16] = [
     ("broker", "forestall"),
     ("clone_in_flight", "forestall"),
     ("rest_in_flight", "forestall"),
+    ("tail_in_flight", "forestall"),
     ("checkpoint", "rapid-reassign or flexrr"),
     ("initial_units", "rapid-reassign or flexrr"),
     ("follow_up_units", "rapid-reassign or flexrr"),
@@ -73,7 +74,7 @@ pub(super) fn validate_policy(
     workers: u32,
 ) -> Result<PolicyPlan> {
     let name = s.policy_name();
-    let knobs: [(&str, bool); 16] = [
+    let knobs: [(&str, bool); 17] = [
         ("floor", s.floor.is_some()),
         ("threshold", s.threshold.is_some()),
         ("min_gain", s.min_gain.is_some()),
@@ -84,6 +85,7 @@ pub(super) fn validate_policy(
         ("broker", s.broker.is_some()),
         ("clone_in_flight", s.clone_in_flight.is_some()),
         ("rest_in_flight", s.rest_in_flight.is_some()),
+        ("tail_in_flight", s.tail_in_flight.is_some()),
         ("checkpoint", s.checkpoint.is_some()),
         ("initial_units", s.initial_units.is_some()),
         ("follow_up_units", s.follow_up_units.is_some()),
@@ -202,6 +204,7 @@ pub(super) fn validate_policy(
                     reassign,
                     clone_in_flight: s.clone_in_flight.unwrap_or(true),
                     rest_in_flight: s.rest_in_flight.unwrap_or(true),
+                    tail_in_flight: s.tail_in_flight.unwrap_or(true),
                 },
                 "forestall-ssp" => PolicyPlan::ForestallSsp {
                     slack: s.slack.unwrap_or(DEFAULT_SLACK),

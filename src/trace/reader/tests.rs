@@ -271,7 +271,7 @@ fn as_version_2(batch: &RecordBatch) -> RecordBatch {
 #[test]
 fn other_schema_versions_are_rejected_naming_file_and_versions() {
     for table in [TraceTable::Units, TraceTable::Iterations] {
-        for version in [0_u32, 1, 9, 30] {
+        for version in [0_u32, 1, 10, 30] {
             let tmp = tempfile::tempdir().expect("tempdir");
             let path = match table {
                 TraceTable::Iterations => write_iterations_part(
@@ -292,7 +292,7 @@ fn other_schema_versions_are_rejected_naming_file_and_versions() {
             assert!(
                 matches!(
                     &err,
-                    TraceError::SchemaVersion { found, supported: &[2, 3, 4, 5, 6, 7, 8], path: p }
+                    TraceError::SchemaVersion { found, supported: &[2, 3, 4, 5, 6, 7, 8, 9], path: p }
                         if *found == version && *p == path
                 ),
                 "{err:?}"
@@ -301,7 +301,7 @@ fn other_schema_versions_are_rejected_naming_file_and_versions() {
                 err.to_string(),
                 format!(
                     "trace schema version {version} of {} is not supported \
-                     (this build reads versions 2, 3, 4, 5, 6, 7 and 8)",
+                     (this build reads versions 2, 3, 4, 5, 6, 7, 8 and 9)",
                     path.display()
                 )
             );

@@ -16,7 +16,7 @@ impl Replay<'_> {
     /// the run's worker does (copies stay). Returns whether any went.
     pub(super) fn pass_queued(&mut self, w: u32, to: u32, taker: Taker, now: u64) -> bool {
         let worker = &mut self.workers[place(self.slot, w)];
-        let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest;
+        let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest && !g.0.piece;
         let queued = worker.given.iter().filter(|g| movable(g)).count();
         if queued == 0 {
             return false;
@@ -62,6 +62,8 @@ impl Replay<'_> {
         };
         let eligible = clone_of.is_none()
             && !unit.rest
+            && !unit.piece
+            && !worker.tailed
             && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
             && handover::clone_in_flight(&in_flight, helper_us);
         if !eligible {
@@ -98,7 +100,7 @@ impl Replay<'_> {
         if worker.cloned_out.iter().any(|c| c.0 == unit.key) {
             return;
         }
-        let late = match unit.rest {
+        let late = match unit.rest || unit.piece || worker.tailed {
             true => u64::MAX,
             false => worker.started + (CLONE_IN_FLIGHT_MARGIN * fastest as f64) as u64 + 1,
         };
@@ -110,7 +112,7 @@ impl Replay<'_> {
         let late = match late > now {
             true => late,
             false => match worker.in_flight(now) {
-                Some(f) if !unit.rest && handover::clone_in_flight(&f, fastest) => now,
+                Some(f) if late != u64::MAX && handover::clone_in_flight(&f, fastest) => now,
                 _ => u64::MAX,
             },
         };
@@ -145,12 +147,12 @@ impl Replay<'_> {
             return false;
         }
         let worker = &mut self.workers[place(self.slot, w)];
-        let (Some((unit, own, clone_of)), Some(in_flight)) =
-            (worker.running, worker.in_flight(now))
-        else {
+        let Some(((unit, own, clone_of), in_flight)) = worker.running_at(now) else {
             return false;
         };
         let eligible = clone_of.is_none()
+            && !unit.piece
+            && !worker.tailed
             && !worker.cloned_out.iter().any(|c| c.0 == unit.key)
             && handover::rest_in_flight(&in_flight, helper_us);
         if !eligible {
@@ -163,6 +165,7 @@ impl Replay<'_> {
             owner_us: part(unit.owner_us),
             micro_batches: in_flight.total - in_flight.done,
             rest: true,
+            piece: false,
             ..unit
         };
         worker.running = None;
@@ -190,6 +193,73 @@ impl Replay<'_> {
             }
         }
         self.next_unit(w, now);
+        true
+    }
+
+    /// Answers an offer of help from `helper` = (peer, its µs per unit) with
+    /// the last micro-batches of worker `w`'s unit in flight (own, handed
+    /// over or a rest; not a copy, not copied, not itself a tail), as many
+    /// as [`handover::tail_in_flight`] says, as the run's worker does: the
+    /// worker goes on with the others and its part ends sooner; the helper
+    /// computes the tail, and the iteration waits for both. Returns whether
+    /// a tail went.
+    pub(super) fn tail_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        if !self.tail_in_flight {
+            return false;
+        }
+        let worker = &mut self.workers[place(self.slot, w)];
+        let Some(((unit, own, clone_of), in_flight)) = worker.running_at(now) else {
+            return false;
+        };
+        // (never a rest: its sums go with it, and a rest in turn may go on)
+        if clone_of.is_some()
+            || unit.piece
+            || unit.rest
+            || worker.cloned_out.iter().any(|c| c.0 == unit.key)
+        {
+            return false;
+        }
+        let rest = self.rest_in_flight
+            && !worker.tailed
+            && handover::rest_in_flight(&in_flight, helper_us);
+        let count = handover::tail_in_flight(&in_flight, worker.unit_us(), helper_us, rest);
+        if count == 0 {
+            return false;
+        }
+        let total = in_flight.total;
+        let keep = total - count;
+        let part = |of: u64| of * u64::from(keep) / u64::from(total);
+        let head = TimedUnit {
+            rows: part(u64::from(unit.rows)) as u32,
+            owner_us: part(unit.owner_us),
+            micro_batches: keep,
+            ..unit
+        };
+        let tail = TimedUnit {
+            rows: unit.rows - head.rows,
+            owner_us: unit.owner_us - head.owner_us,
+            micro_batches: count,
+            rest: false,
+            piece: true,
+            ..unit
+        };
+        let ends = worker.started
+            + ((worker.ends - worker.started) * u64::from(keep)).div_ceil(u64::from(total));
+        worker.running = Some((head, own, clone_of));
+        worker.tailed = true;
+        worker.waiting.clear();
+        worker.check_order = 0;
+        self.push_unit_done(ends, w);
+        self.tails_split += 1;
+        let at = self.carried.len();
+        self.carried.push(tail);
+        self.send(
+            w,
+            to,
+            ControlKind::Tail { first: keep, count },
+            at..at + 1,
+            now,
+        );
         true
     }
 }

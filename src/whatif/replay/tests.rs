@@ -20,6 +20,7 @@ fn timings() -> IterationTimings {
                     owner_us: (100.0 * us_per_row[w as usize]) as u64,
                     micro_batches: 1,
                     rest: false,
+                    piece: false,
                 })
                 .collect()
         })
@@ -45,13 +46,35 @@ fn one_slowed_unit(micro_batches: u32) -> IterationTimings {
     t
 }
 
-/// `forestall`, copying units in flight (and handing over their rests) or not.
+/// `forestall`, copying units in flight (and handing over their rests and
+/// tails) or not.
 fn forestall(clone_in_flight: bool) -> PolicyPlan {
     PolicyPlan::Forestall {
         proactive: crate::policy::ProactiveConfig::default(),
         reassign: ReassignConfig::default(),
         clone_in_flight,
         rest_in_flight: true,
+        tail_in_flight: true,
+    }
+}
+
+/// `forestall` handing over rests and copies, not tails.
+fn forestall_without_tails() -> PolicyPlan {
+    match forestall(true) {
+        PolicyPlan::Forestall {
+            proactive,
+            reassign,
+            clone_in_flight,
+            rest_in_flight,
+            ..
+        } => PolicyPlan::Forestall {
+            proactive,
+            reassign,
+            clone_in_flight,
+            rest_in_flight,
+            tail_in_flight: false,
+        },
+        other => other,
     }
 }
 
@@ -161,7 +184,7 @@ fn forestall_copies_a_unit_slowed_in_flight_and_stops_the_loser() {
 fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
     // As above, each unit in 8 micro-batches: worker 3's end every 100 µs.
     let t = one_slowed_unit(8);
-    let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
+    let r = replay_iteration(&t, &mut agents(&forestall_without_tails()), 10, &[]);
     once_each(&r, 4);
     // The first offer reaches worker 3 at 110 µs, one micro-batch done
     // (770 µs expected left against the helper's 87.5 for the other 7):
@@ -174,6 +197,34 @@ fn forestall_hands_over_the_rest_of_a_unit_slowed_in_flight() {
     assert_eq!(r.finish_us[by as usize], 208);
     assert_eq!((r.reassigned, r.wasted), (1, 0));
     assert_eq!(r.finish_us[3], 0, "worker 3 finished no unit");
+}
+
+#[test]
+fn forestall_hands_over_the_tail_of_a_unit_slowed_in_flight() {
+    // As above, with tails: the first offer reaches worker 3 at 110 µs, its
+    // first micro-batch ended at 100 and the second in flight until 200.
+    // It goes on with that one and hands the 6 not begun to the helper (at
+    // 120 µs, 12.5 µs each: done at 195); its own piece ends at 200 and
+    // counts the unit. The rest would have ended at 208 (the micro-batch
+    // in flight recomputed there).
+    let t = one_slowed_unit(8);
+    let rests = replay_iteration(&t, &mut agents(&forestall_without_tails()), 10, &[]);
+    assert_eq!(rests.makespan_us, 208);
+    let r = replay_iteration(&t, &mut agents(&forestall(true)), 10, &[]);
+    once_each(&r, 4);
+    assert_eq!(
+        r.executed.last().map(|e| e.1),
+        Some(3),
+        "worker 3 ends its unit: {r:?}"
+    );
+    assert_eq!((r.makespan_us, r.finish_us[3]), (200, 200));
+    let helper = (0..3).find(|&w| r.finish_us[w] > 100).expect("a helper");
+    assert_eq!(r.finish_us[helper], 195);
+    assert_eq!(
+        (r.reassigned, r.wasted),
+        (0, 0),
+        "nothing moved whole or computed twice"
+    );
 }
 
 #[test]

@@ -21,6 +21,12 @@ pub(in crate::whatif) struct Worker {
     /// The unit being computed, whether it is one of its own, and the owner
     /// when it is a clone.
     pub(in crate::whatif) running: Option<(TimedUnit, bool, Option<u32>)>,
+    /// Whether the running unit handed a tail over: it is then not copied
+    /// or its rest handed over (its part here ends sooner instead).
+    pub(in crate::whatif) tailed: bool,
+    /// Micro-batches of the last own unit it began (how finely a peer's
+    /// unit in flight may be cut for its help).
+    pub(in crate::whatif) micro_batches: u32,
     /// Events it has caused this iteration (their order among ties).
     pub(in crate::whatif) caused: u32,
     /// When the running unit began, and when it ends.
@@ -49,6 +55,7 @@ impl Worker {
         self.cloned_out.clear();
         self.skip.clear();
         self.running = None;
+        self.tailed = false;
         self.end_order = 0;
         self.waiting.clear();
         self.check_order = 0;
@@ -100,7 +107,8 @@ impl Worker {
         let (unit, ..) = self.running?;
         let elapsed_us = now - self.started;
         let total = unit.micro_batches.max(1);
-        let done = match self.ends - self.started {
+        let span = self.ends - self.started;
+        let done = match span {
             0 => total,
             span => (u64::from(total) * elapsed_us / span).min(u64::from(total)) as u32,
         };
@@ -108,7 +116,16 @@ impl Worker {
             elapsed_us,
             done,
             total,
+            ended_us: span * u64::from(done) / u64::from(total),
         })
+    }
+
+    /// The unit it computes, with how it sees it at `now` ([`Worker::in_flight`]).
+    pub(in crate::whatif) fn running_at(
+        &self,
+        now: u64,
+    ) -> Option<((TimedUnit, bool, Option<u32>), handover::InFlight)> {
+        Some((self.running?, self.in_flight(now)?))
     }
 
     /// When the micro-batch in flight at `now` ends (before the unit's end),
