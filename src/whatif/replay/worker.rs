@@ -7,6 +7,10 @@ use crate::data::UnitKey;
 use crate::policy::handover;
 use crate::whatif::TimedUnit;
 
+/// A unit being computed: the unit, whether it is the worker's own, and the
+/// owner when it is a clone.
+pub(in crate::whatif) type Running = (TimedUnit, bool, Option<u32>);
+
 #[derive(Default)]
 pub(in crate::whatif) struct Worker {
     /// Its own units still to compute: `flat[head..tail]` of the replay.
@@ -20,7 +24,7 @@ pub(in crate::whatif) struct Worker {
     pub(in crate::whatif) skip: Vec<UnitKey>,
     /// The unit being computed, whether it is one of its own, and the owner
     /// when it is a clone.
-    pub(in crate::whatif) running: Option<(TimedUnit, bool, Option<u32>)>,
+    pub(in crate::whatif) running: Option<Running>,
     /// Whether the running unit handed a tail over: it is then not copied
     /// or its rest handed over (its part here ends sooner instead).
     pub(in crate::whatif) tailed: bool,
@@ -124,7 +128,7 @@ impl Worker {
     pub(in crate::whatif) fn running_at(
         &self,
         now: u64,
-    ) -> Option<((TimedUnit, bool, Option<u32>), handover::InFlight)> {
+    ) -> Option<(Running, handover::InFlight)> {
         Some((self.running?, self.in_flight(now)?))
     }
 
