@@ -86,6 +86,11 @@ pub struct Broker {
     /// Every worker's units at the iteration's start, when known (see
     /// [`Broker::expect`]).
     lists: Vec<u32>,
+    /// Whether the units it moves may be cut into tails (the policy hands
+    /// them over, and they have more than two micro-batches): receivers
+    /// are then spread over the ring (see [`balance_moves`]); idle
+    /// neighbours are what takes the tails.
+    pub spread: bool,
     /// The first units of the paces heard (those above 0), sorted, kept up
     /// to date once a quorum is in: the median the patience is measured in,
     /// read at every pace from then on, without sorting them all again.
@@ -103,6 +108,7 @@ impl Broker {
             min_gain,
             started_us: 0,
             lists: Vec::new(),
+            spread: false,
             firsts: None,
         }
     }
@@ -183,7 +189,12 @@ impl Broker {
             self.fill_missing(now_us);
         }
         self.balanced = true;
-        balance_now(&self.paces, self.started_us, now_us, self.min_gain)
+        balance_now(
+            &self.paces,
+            self.started_us,
+            now_us,
+            (self.min_gain, self.spread),
+        )
     }
 }
 
@@ -288,7 +299,7 @@ fn balance_now(
     paces: &[Option<(u64, Pace)>],
     started_us: u64,
     now_us: u64,
-    min_gain: f64,
+    (min_gain, spread): (f64, bool),
 ) -> Vec<Move> {
     let mut delays: Vec<u64> = paces
         .iter()
@@ -412,7 +423,7 @@ fn balance_now(
             l.givable = 0;
         }
     }
-    balance_moves(&loads, &unit_us, min_gain)
+    balance_moves(&loads, &unit_us, min_gain, spread)
 }
 
 /// The (lower) median time per unit of the paces heard, µs (0: none).
@@ -469,6 +480,36 @@ mod tests {
             elapsed_us: unit_us,
             usual_us,
         }
+    }
+
+    /// 16 workers at 100 µs a unit with 2 units left, worker 0 at 500 µs
+    /// with 8: the units it gives go to the workers that would end first,
+    /// all alike here. Whole units go to the lowest indices, units that may
+    /// be cut into tails (more than two micro-batches) to receivers spread
+    /// over the ring, as many.
+    #[test]
+    fn units_that_may_be_cut_go_to_receivers_spread_over_the_ring() {
+        let receivers = |spread: bool| {
+            let mut broker = Broker::new(16, 0.5);
+            broker.spread = spread;
+            for w in 1..16 {
+                assert!(broker.on_pace(w, pace(2, 100, 100), 100).is_empty());
+            }
+            let moves = broker.on_pace(0, pace(8, 500, 500), 500);
+            assert!(
+                moves.iter().all(|m| m.from == 0 && m.count == 1),
+                "{moves:?}"
+            );
+            moves.iter().map(|m| m.to).collect::<Vec<u32>>()
+        };
+        let whole = receivers(false);
+        assert!(whole.len() >= 3, "{whole:?}");
+        assert_eq!(whole, (1..=whole.len() as u32).collect::<Vec<_>>());
+        let cut = receivers(true);
+        assert_eq!(cut.len(), whole.len());
+        assert_ne!(cut, whole, "spread, not the lowest indices");
+        let span = cut.iter().max().unwrap_or(&0) - cut.iter().min().unwrap_or(&0);
+        assert!(span as usize > cut.len(), "{cut:?}");
     }
 
     /// A broker of 4 workers that heard workers 0–2 at their usual pace of

@@ -314,6 +314,13 @@ impl PeerAgent {
         matches!(self, PeerAgent::Reassign(a) if a.hands_over_rests())
     }
 
+    /// Its worker began an own unit of `micro_batches` micro-batches.
+    pub fn set_micro_batches(&mut self, micro_batches: u32) {
+        if let PeerAgent::Reassign(a) = self {
+            a.set_micro_batches(micro_batches);
+        }
+    }
+
     /// Whether its worker answers an offer of help with the tail of its
     /// unit in flight ([`PolicyPlan::tails_in_flight`]).
     pub fn tails_in_flight(&self) -> bool {

@@ -712,6 +712,10 @@ impl Replay<'_> {
             }
             if own {
                 worker.micro_batches = unit.micro_batches;
+                let agent = self.agents.get_mut(place(self.slot, w));
+                if let Some(agent) = agent.and_then(|a| a.as_mut()) {
+                    agent.set_micro_batches(unit.micro_batches);
+                }
             }
             worker.running = Some((unit, own, clone_of));
             worker.tailed = false;

@@ -173,6 +173,10 @@ pub struct ReassignAgent {
     /// Whether its worker hands over the tail of a unit in flight
     /// ([`Self::with_tails`]).
     tails: bool,
+    /// The micro-batches of its worker's last own unit begun (1 until then):
+    /// worker 0's broker spreads the units it moves when they may be cut
+    /// into tails.
+    micro_batches: u32,
     /// The peers that report to it ([`reporters`]), when it offers help to
     /// silent ones ([`Self::with_silent_offers`]).
     reporters: Small<u32>,
@@ -194,6 +198,7 @@ impl ReassignAgent {
             offer_silent: false,
             rests: false,
             tails: false,
+            micro_batches: 1,
             reporters: Small::new(),
             holding: Small::new(),
             me,
@@ -253,6 +258,18 @@ impl ReassignAgent {
     /// ([`Self::with_tails`]).
     pub fn hands_over_tails(&self) -> bool {
         self.tails
+    }
+
+    /// Its worker began an own unit of `micro_batches` micro-batches (worker
+    /// 0's broker spreads the units it moves when they may be cut into
+    /// tails: the jobs of a run, and the units of a replayed trace, have as
+    /// many micro-batches everywhere).
+    pub fn set_micro_batches(&mut self, micro_batches: u32) {
+        self.micro_batches = micro_batches.max(1);
+        let spread = self.tails && self.micro_batches > 2;
+        if let Some(broker) = self.broker.as_mut() {
+            broker.spread = spread;
+        }
     }
 
     /// Whether its worker hands over the rest of a unit in flight

@@ -223,6 +223,9 @@ impl ComputeState {
                 let running = start_unit(&self.cx, self.worker, epoch, source, next);
                 if running.next.counts_as_own && running.first_rows == 0 {
                     epoch.micro_batches = running.micro_batches;
+                    if let Some(agent) = self.agent.as_mut() {
+                        agent.set_micro_batches(running.micro_batches);
+                    }
                 }
                 epoch.running = Some(running);
             }

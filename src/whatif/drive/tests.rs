@@ -223,9 +223,9 @@ fn a_workers_table_replays_as_pinned() {
             ("ideal", 0x3c1f9f65674a6f87),
             ("rapid-reassign", 0xdd2e11c69b4f6215),
             ("speculate", 0xfa05d3624ab60643),
-            ("proactive", 0x7b787cc1e07035ee),
-            ("proactive-clone", 0x3ad6011c02bf2807),
-            ("forestall", 0x8e158fd87bb3b8a7),
+            ("proactive", 0x3ad5b69fedc3ab3c),
+            ("proactive-clone", 0x9bd80693ff1674cc),
+            ("forestall", 0x2093bb8e1489663b),
         ],
     );
 }
@@ -240,9 +240,9 @@ fn a_units_table_replays_as_pinned() {
             ("ideal", 0x9355c9038af44041),
             ("rapid-reassign", 0x9eca104cbcdf4229),
             ("speculate", 0xb307a744f34d2259),
-            ("proactive", 0x361b667935545926),
-            ("proactive-clone", 0x24cbb0cc1206c13d),
-            ("forestall", 0x6db88f11d7951585),
+            ("proactive", 0x06e31263983449eb),
+            ("proactive-clone", 0x91e7f37ce0c29189),
+            ("forestall", 0xca24e154641f0a47),
         ],
     );
 }
@@ -257,9 +257,9 @@ fn a_clocked_trace_replays_as_pinned() {
             ("ideal", 0xe6705acbdb451bb8),
             ("rapid-reassign", 0xa1058b34288f7565),
             ("speculate", 0xce8e7f8ae985dbbc),
-            ("proactive", 0x6677d48a1ca73eef),
-            ("proactive-clone", 0x533cec245f4b2ced),
-            ("forestall", 0xce21b7694395043f),
+            ("proactive", 0xefce7d1f451771df),
+            ("proactive-clone", 0x2507c150c17887a6),
+            ("forestall", 0xd680bf18d4c267d7),
         ],
     );
 }

@@ -125,10 +125,7 @@ impl Worker {
     }
 
     /// The unit it computes, with how it sees it at `now` ([`Worker::in_flight`]).
-    pub(in crate::whatif) fn running_at(
-        &self,
-        now: u64,
-    ) -> Option<(Running, handover::InFlight)> {
+    pub(in crate::whatif) fn running_at(&self, now: u64) -> Option<(Running, handover::InFlight)> {
         Some((self.running?, self.in_flight(now)?))
     }
 
