@@ -269,17 +269,6 @@ pub fn peer_agent(
     }
 }
 
-/// The least work an idle worker's help can take, µs, at `unit_us` per unit
-/// of `micro_batches`: a tail of one micro-batch and its messages (two of
-/// its micro-batches) when the peer may hand over the tail of its unit in
-/// flight (`tails`: [`handover::tail_in_flight`]), else a whole unit.
-pub fn least_help_us(unit_us: u64, micro_batches: u32, tails: bool) -> u64 {
-    match tails && micro_batches > 2 {
-        true => 2 * unit_us / u64::from(micro_batches),
-        false => unit_us,
-    }
-}
-
 /// A worker's agent for the peer-to-peer policies. Not boxed: a replay keeps
 /// thousands side by side in one vector, and scattering them over the heap
 /// made the what-if replay at 10,000 workers 2.4× slower.
@@ -407,18 +396,11 @@ impl PeerAgent {
         1
     }
 
-    /// This worker has nothing left to compute; `unit_us` is its time per
-    /// unit, `least_us` the least work its help can take (see
-    /// [`least_help_us`]), `oldest_open` the oldest iteration not yet
-    /// reduced. Returns (peer, iteration, message).
-    pub fn on_idle(
-        &mut self,
-        unit_us: u64,
-        least_us: u64,
-        oldest_open: u64,
-    ) -> Vec<(u32, u64, ControlKind)> {
+    /// This worker has nothing left to compute; `oldest_open` is the oldest
+    /// iteration not yet reduced. Returns (peer, iteration, message).
+    pub fn on_idle(&mut self, unit_us: u64, oldest_open: u64) -> Vec<(u32, u64, ControlKind)> {
         match self {
-            PeerAgent::Reassign(a) => a.on_idle(unit_us, least_us, oldest_open),
+            PeerAgent::Reassign(a) => a.on_idle(unit_us, oldest_open),
             PeerAgent::Speculate(_) => Vec::new(),
         }
     }

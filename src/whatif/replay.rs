@@ -641,19 +641,8 @@ impl Replay<'_> {
             }
             self.send_all(w, sends, now);
         }
-        match kind {
-            // Try another peer.
-            ControlKind::Decline => self.workers[place(self.slot, w)].idle_reported = false,
-            // Idle, it hears of a peer's work: it may offer help now (it
-            // went idle before the report came), when it can take a tail.
-            ControlKind::Progress { .. } if self.tail_in_flight => {
-                let worker = &mut self.workers[place(self.slot, w)];
-                let idle = worker.running.is_none() && worker.given.is_empty();
-                if idle && worker.head == worker.tail && worker.micro_batches > 2 {
-                    worker.idle_reported = false;
-                }
-            }
-            _ => {}
+        if let ControlKind::Decline = kind {
+            self.workers[place(self.slot, w)].idle_reported = false; // try another peer
         }
     }
 
@@ -711,7 +700,6 @@ impl Replay<'_> {
                 us = clock.span(w as usize, start_us + now, us);
             }
             if own {
-                worker.micro_batches = unit.micro_batches;
                 let agent = self.agents.get_mut(place(self.slot, w));
                 if let Some(agent) = agent.and_then(|a| a.as_mut()) {
                     agent.set_micro_batches(unit.micro_batches);
@@ -729,11 +717,10 @@ impl Replay<'_> {
         }
         worker.idle_reported = true;
         let unit_us = worker.unit_us();
-        let least_us =
-            crate::policy::least_help_us(unit_us, worker.micro_batches, self.tail_in_flight);
+
         let iteration = self.timings.iteration;
         if let Some(agent) = self.observed(w, now) {
-            let offers = agent.on_idle(unit_us, least_us, iteration);
+            let offers = agent.on_idle(unit_us, iteration);
             self.send_all(w, offers.into_iter().map(|(to, _, kind)| (to, kind)), now);
         }
     }

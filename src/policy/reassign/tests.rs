@@ -65,15 +65,15 @@ fn idle_offers_go_to_silent_reporters_then_to_holders() {
     };
     // Worker 4 reported done with nothing queued; worker 3 is silent.
     a.on_message(4, &done(0), 0);
-    let out = a.on_idle(100, 100, 0);
+    let out = a.on_idle(100, 0);
     assert_eq!(out, vec![(3, 0, ControlKind::Offer { unit_us: 100 })]);
     a.on_message(3, &ControlKind::Decline, 0);
     // Worker 4 reports again: done, but units were handed to it.
     a.on_message(4, &done(2), 0);
-    let out = a.on_idle(100, 100, 0);
+    let out = a.on_idle(100, 0);
     assert_eq!(out, vec![(4, 0, ControlKind::Offer { unit_us: 100 })]);
     a.on_message(4, &ControlKind::Decline, 0);
-    assert!(a.on_idle(100, 100, 0).is_empty(), "every reporter declined");
+    assert!(a.on_idle(100, 0).is_empty(), "every reporter declined");
 }
 
 #[test]
@@ -320,12 +320,12 @@ fn an_idle_helper_offers_to_the_peer_furthest_behind_one_at_a_time() {
     h.on_message(3, &p(2), 0);
     h.on_message(2, &p(8), 0);
     let offer = ControlKind::Offer { unit_us: 100 };
-    assert_eq!(h.on_idle(100, 100, 0), vec![(3, 0, offer.clone())]);
-    assert!(h.on_idle(100, 100, 0).is_empty(), "one outstanding offer");
+    assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
+    assert!(h.on_idle(100, 0).is_empty(), "one outstanding offer");
     h.on_message(3, &ControlKind::Decline, 0);
-    assert_eq!(h.on_idle(100, 100, 0), vec![(1, 0, offer.clone())]);
+    assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer.clone())]);
     h.on_message(1, &ControlKind::Assign { count: 1 }, 0);
-    assert_eq!(h.on_idle(100, 100, 0), vec![(1, 0, offer)]);
+    assert_eq!(h.on_idle(100, 0), vec![(1, 0, offer)]);
 }
 
 /// An offer the iteration's end left unanswered is not waited on in the
@@ -345,14 +345,14 @@ fn an_offer_left_unanswered_does_not_outlive_its_iteration() {
         h.on_own_unit_done(100);
         h.on_own_unit_done(100);
         h.on_message(3, &p(2), 0);
-        assert_eq!(h.on_idle(100, 100, 0), vec![(3, 0, offer.clone())]);
+        assert_eq!(h.on_idle(100, 0), vec![(3, 0, offer.clone())]);
         // iteration 0 is reduced before 3 answers
         h.begin(1, 2);
         h.on_own_unit_done(100);
         h.on_own_unit_done(100);
         h.on_message(1, &p(3), 0);
         assert_eq!(
-            h.on_idle(100, 100, 1),
+            h.on_idle(100, 1),
             vec![(1, 1, offer.clone())],
             "slack {slack}"
         );
@@ -382,14 +382,14 @@ fn a_helper_ahead_offers_help_with_the_oldest_open_iteration() {
     h.on_own_unit_done(100);
     h.note_progress(4, 2, 8, 8);
     let offer = ControlKind::Offer { unit_us: 100 };
-    assert_eq!(h.on_idle(100, 100, 4), vec![(3, 4, offer.clone())]);
+    assert_eq!(h.on_idle(100, 4), vec![(3, 4, offer.clone())]);
     h.on_reply(4, 3, &ControlKind::Decline);
-    assert!(h.on_idle(100, 100, 4).is_empty(), "nobody else is behind");
+    assert!(h.on_idle(100, 4).is_empty(), "nobody else is behind");
     // once iteration 4 is reduced it is no longer offered
-    assert!(h.on_idle(100, 100, 5).is_empty());
+    assert!(h.on_idle(100, 5).is_empty());
     // and once the current one is reduced (the worker waits to begin the
     // next), there is nothing to offer at all
-    assert!(h.on_idle(100, 100, 6).is_empty());
+    assert!(h.on_idle(100, 6).is_empty());
 }
 
 /// Without slack no iteration but the current one is open: an agent told so
@@ -409,7 +409,7 @@ fn without_slack_reports_of_a_left_iteration_are_forgotten() {
         h.begin(5, 2);
         h.on_own_unit_done(100);
         h.on_own_unit_done(100);
-        let offers = h.on_idle(100, 100, 4);
+        let offers = h.on_idle(100, 4);
         assert_eq!(!offers.is_empty(), remembered, "slack {slack}: {offers:?}");
     }
 }
@@ -545,15 +545,15 @@ fn under_the_broker_an_idle_worker_skips_a_peer_about_to_finish() {
     h.on_message(3, &report(1, 8), 0);
     h.observe(None, 0, 0, 1_150);
     h.on_own_unit_done(100);
-    assert_eq!(offers(h.on_idle(100, 100, 0)), vec![3]);
+    assert_eq!(offers(h.on_idle(100, 0)), vec![3]);
     h.on_message(3, &ControlKind::Decline, 0);
-    assert!(offers(h.on_idle(100, 100, 0)).is_empty(), "2 is about done");
+    assert!(offers(h.on_idle(100, 0)).is_empty(), "2 is about done");
     // without the broker peer 2 is offered help as FlexRR's helpers do
     let mut plain = agent(1);
     plain.begin(0, 1);
     plain.on_own_unit_done(100);
     plain.on_message(2, &report(2, 4), 0);
-    assert_eq!(offers(plain.on_idle(100, 100, 0)), vec![2]);
+    assert_eq!(offers(plain.on_idle(100, 0)), vec![2]);
 }
 
 /// Without a broker nobody reports a pace.
@@ -567,7 +567,7 @@ fn without_a_broker_no_pace_is_sent() {
         .iter()
         .all(|(_, k)| !matches!(k, ControlKind::Pace { .. })));
     assert!(a
-        .on_idle(100, 100, 0)
+        .on_idle(100, 0)
         .iter()
         .all(|(_, _, k)| !matches!(k, ControlKind::Pace { .. })));
 }

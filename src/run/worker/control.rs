@@ -163,17 +163,8 @@ impl ComputeState {
             }
         }
         send_all(self.worker, epoch, &self.holdings, out, emit);
-        match message.kind {
-            ControlKind::Decline => self.offer_help(emit), // try another peer
-            // Idle, it hears of a peer's work: it may offer help now (it
-            // went idle before the report came), when it can take a tail.
-            ControlKind::Progress { .. }
-                if self.cx.plan.policy.tails_in_flight()
-                    && self.epoch.as_ref().is_some_and(|e| e.micro_batches > 2) =>
-            {
-                self.offer_help(emit)
-            }
-            _ => {}
+        if let ControlKind::Decline = message.kind {
+            self.offer_help(emit); // try another peer
         }
     }
 
@@ -329,9 +320,7 @@ impl ComputeState {
             return;
         }
         epoch.observe(agent, self.cx.now_us());
-        let tails = self.cx.plan.policy.tails_in_flight();
-        let least_us = crate::policy::least_help_us(epoch.unit_us(), epoch.micro_batches, tails);
-        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), least_us, oldest_open) {
+        for (to, iteration, kind) in agent.on_idle(epoch.unit_us(), oldest_open) {
             let cap = if iteration == epoch.iteration {
                 Some(epoch.caps.control.clone())
             } else {

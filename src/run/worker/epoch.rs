@@ -102,9 +102,6 @@ pub(super) struct Epoch {
     pub(super) last_end_us: u64,
     /// How long the last unit took, µs.
     pub(super) last_unit_us: u64,
-    /// The micro-batches of the last own unit begun (how finely a peer's
-    /// unit in flight may be cut for this worker's help).
-    pub(super) micro_batches: u32,
     pub(super) compute_us: u64,
     pub(super) rows: u64,
     pub(super) bytes_sent: u64,
@@ -163,7 +160,6 @@ impl Epoch {
             first_start_us: None,
             last_end_us: ready_us,
             last_unit_us: 0,
-            micro_batches: 1,
             compute_us: 0,
             rows: 0,
             bytes_sent: 0,

@@ -221,9 +221,8 @@ impl ComputeState {
                 let payload = next.unit.payload.clone();
                 let source = payload.as_deref().unwrap_or(self.holdings.store());
                 let running = start_unit(&self.cx, self.worker, epoch, source, next);
-                if running.next.counts_as_own && running.first_rows == 0 {
-                    epoch.micro_batches = running.micro_batches;
-                    if let Some(agent) = self.agent.as_mut() {
+                if let Some(agent) = self.agent.as_mut() {
+                    if running.next.counts_as_own && running.first_rows == 0 {
                         agent.set_micro_batches(running.micro_batches);
                     }
                 }

@@ -28,9 +28,6 @@ pub(in crate::whatif) struct Worker {
     /// Whether the running unit handed a tail over: it is then not copied
     /// or its rest handed over (its part here ends sooner instead).
     pub(in crate::whatif) tailed: bool,
-    /// Micro-batches of the last own unit it began (how finely a peer's
-    /// unit in flight may be cut for its help).
-    pub(in crate::whatif) micro_batches: u32,
     /// Events it has caused this iteration (their order among ties).
     pub(in crate::whatif) caused: u32,
     /// When the running unit began, and when it ends.
