@@ -11,7 +11,7 @@ row() { # workers iterations micro-batches policies
   for bin in "$BEFORE" "$AFTER"; do
     WORKERS=$1 ITERATIONS=$2 MICRO_BATCHES=$3 POLICIES=$4 "$bin" 2>/dev/null |
       awk -F'|' -v w="$1" -v mb="$3" -v b="$(basename "$bin")" \
-        '/^\| replay/ { gsub(/ /, "", $2); print "| " w " | " mb " | " b " | " $2 " | " $3 " | " $7 " | " $9 " |" }'
+        '/^\| replay/ { gsub(/ /, "", $2); sub(/replay/, "", $2); print "| " w " | " mb " | " b " | " $2 " | " $3 " | " $7 " | " $9 " |" }'
   done
 }
 echo "| workers | micro-batches | binary | policy | wall s | vs bound | messages/it |"
