@@ -5,7 +5,8 @@
 
 RUN_DIR is what `forestall run ... --out RUN_DIR` wrote: it holds trace/{units,
 workers,iterations}/part-*.parquet and, next to them, plan.json and summary.json.
-The checks follow docs/trace-schema.md (schema version 8; parts of version 7,
+The checks follow docs/trace-schema.md (schema version 9; parts of version 8,
+which have the same columns (version 9 added the `tail` action), of version 7,
 which lack `workers.params_transit_us`, of version 6, which also lack `units.send_us`, `units.gt_link_mbps` and `workers.transit_us`, of
 version 5, which also lack `units.micro_batches`, of version 4, which also lack
 `workers.wasted_us`, of version 3, which also lack
@@ -14,7 +15,7 @@ version 5, which also lack `units.micro_batches`, of version 4, which also lack
 
 - the three tables exist, and each has at least one part;
 - every part has the columns of its table with their types, and the
-  `forestall.*` metadata: schema_version 8 (or 7, 6, 5, 4, 3, 2), the right table, and the same
+  `forestall.*` metadata: schema_version 9 (or 8, 7, 6, 5, 4, 3, 2), the right table, and the same
   job_id, git_revision, plan_hash and seed as every other part; its `job_id`
   column holds that job_id in every row, and a job_id `<name>-<12 hex>` (as the
   CLI writes it) matches the plan_hash;
@@ -26,8 +27,8 @@ version 5, which also lack `units.micro_batches`, of version 4, which also lack
   a `test_` prefix) to numbers or null, never `{}`, and only set in evaluated
   iterations (where `test_loss` is set);
 - `units` has one row per (iteration, partition, unit), for every partition and
-  unit of the plan, except that a speculative `clone` or a `split` first part
-  may repeat a unit and the
+  unit of the plan, except that a speculative `clone`, a `split` first part
+  or a `tail` may repeat a unit and the
   units of partitions an iteration dropped (backup workers) may be missing;
 - `workers` has one row per (iteration, worker);
 - the counts agree with plan.json and summary.json when those are present.
@@ -47,13 +48,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "8"
-# Versions this checker reads; version 7 lacks the columns of ADDED_IN_V8,
+SCHEMA_VERSION = "9"
+# Versions this checker reads; version 8 has version 9's columns (9 added the
+# `tail` action), version 7 lacks the columns of ADDED_IN_V8,
 # version 6 those of ADDED_IN_V7 too,
 # version 5 those of ADDED_IN_V6 too,
 # version 4 those of ADDED_IN_V5 too, version 3 those of ADDED_IN_V4 too,
 # version 2 those of ADDED_IN_V3 too.
-READABLE_VERSIONS = ("2", "3", "4", "5", "6", "7", "8")
+READABLE_VERSIONS = ("2", "3", "4", "5", "6", "7", "8", "9")
 ADDED_IN_V3 = {"iterations": ("workload", "test_metrics")}
 ADDED_IN_V4 = {"workers": ("control_bytes",)}
 ADDED_IN_V5 = {"workers": ("wasted_us",)}
@@ -139,7 +141,7 @@ COLUMNS: dict[str, list[tuple[str, pa.DataType, bool]]] = {
 MAX_SHOWN = 25
 
 # The documented values of units.action.
-UNIT_ACTIONS = {"assigned", "reassigned", "clone", "split"}
+UNIT_ACTIONS = {"assigned", "reassigned", "clone", "split", "tail"}
 
 
 class Problems:
@@ -434,12 +436,10 @@ def check_trace(run_dir: Path) -> tuple[Problems, str]:
             problems.add(f"units: undocumented action values {sorted(actions - UNIT_ACTIONS)}")
         keys = ["iteration", "partition", "unit"]
         # A speculative `clone` may repeat a unit, and so may the `split`
-        # first part of a unit whose rest a peer computed; nothing else may.
+        # first part of a unit whose rest a peer computed and the `tail` of
+        # a unit its worker went on with; nothing else may.
         originals = units.filter(
-            pc.and_(
-                pc.not_equal(units.column("action"), "clone"),
-                pc.not_equal(units.column("action"), "split"),
-            )
+            pc.invert(pc.is_in(units.column("action"), pa.array(["clone", "split", "tail"])))
         )
         dup, some = duplicates(originals, keys)
         if dup:
