@@ -39,7 +39,7 @@ use std::collections::VecDeque;
 
 pub use super::broker::Pace;
 use super::broker::{Broker, SLOW_PACE};
-use super::proactive::{Move, DEFAULT_MIN_GAIN};
+use super::proactive::DEFAULT_MIN_GAIN;
 pub use groups::{helper_group, reporters};
 pub use kind::ControlKind;
 pub use reporter::SLOWED;
@@ -464,87 +464,6 @@ impl ReassignAgent {
         self.now_us = now_us;
     }
 
-    /// This worker's pace for the broker, first after its first own unit (or
-    /// when idle before it), again whenever peers hand it units: to worker 0,
-    /// or into its own broker (which may answer with moves at once).
-    fn pace(&mut self, left: u32, unit_us: u64, again: bool) -> Vec<(u32, ControlKind)> {
-        if !self.config.broker || self.paced != again {
-            return Vec::new();
-        }
-        self.paced = true;
-        let pace = Pace {
-            left,
-            queued: self.progress.queued as u32,
-            unit_us,
-            elapsed_us: self.now_us.saturating_sub(self.started_us),
-            usual_us: self.usual_us,
-        };
-        if self.me != 0 {
-            return vec![(0, ControlKind::Pace(pace))];
-        }
-        self.brokered(0, pace, left as usize)
-    }
-
-    /// Worker 0 hears `from`'s pace: once all are in, the broker's moves, as
-    /// orders to the givers (its own gifts it makes at once).
-    fn brokered(&mut self, from: u32, pace: Pace, left: usize) -> Vec<(u32, ControlKind)> {
-        let Some(broker) = self.broker.as_mut() else {
-            return Vec::new();
-        };
-        let moves = broker.on_pace(from, pace, self.now_us);
-        self.ordered(moves, left)
-    }
-
-    /// When worker 0's broker wants [`ReassignAgent::on_broker_time`] called
-    /// (its clock, µs), if it does: it balances then without the paces
-    /// still missing.
-    pub fn broker_due(&mut self) -> Option<u64> {
-        self.broker.as_mut().and_then(|b| b.due_at())
-    }
-
-    /// Worker 0's clock reached [`ReassignAgent::broker_due`] (call after
-    /// `observe`); `left` is its own list: the broker's moves, as orders to
-    /// the givers (its own gifts it makes at once).
-    pub fn on_broker_time(&mut self, left: usize) -> Vec<(u32, ControlKind)> {
-        let Some(broker) = self.broker.as_mut() else {
-            return Vec::new();
-        };
-        let moves = broker.on_time(self.now_us);
-        let out = self.ordered(moves, left);
-        self.account(&out);
-        out
-    }
-
-    /// The broker's moves as orders to their givers; worker 0's own gifts,
-    /// from its list of `left` units, it makes at once.
-    fn ordered(&mut self, moves: Vec<Move>, left: usize) -> Vec<(u32, ControlKind)> {
-        let mut out = Vec::new();
-        let mut left = left;
-        for m in moves {
-            if m.from == self.me {
-                let give = ControlKind::Give {
-                    to: m.to,
-                    count: m.count,
-                };
-                for sent in self.answer(0, &give, left) {
-                    if let (_, ControlKind::Assign { count }) = sent {
-                        left -= count as usize;
-                    }
-                    out.push(sent);
-                }
-            } else {
-                out.push((
-                    m.from,
-                    ControlKind::Give {
-                        to: m.to,
-                        count: m.count,
-                    },
-                ));
-            }
-        }
-        out
-    }
-
     /// Call for every control message. `left` is how many units are still in
     /// this worker's list (not counting one being computed). Returns the messages
     /// to send; an `Assign { count }` means: take `count` units from the end of
@@ -928,6 +847,7 @@ impl ReassignAgent {
     }
 }
 
+mod brokered;
 mod groups;
 mod kind;
 mod reporter;
