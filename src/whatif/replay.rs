@@ -699,7 +699,8 @@ impl Replay<'_> {
                 // Costs are without slowdowns: the one at this time applies.
                 us = clock.span(w as usize, start_us + now, us);
             }
-            if own {
+            // (only worker 0's agent holds the broker, which reads it)
+            if own && w == 0 {
                 let agent = self.agents.get_mut(place(self.slot, w));
                 if let Some(agent) = agent.and_then(|a| a.as_mut()) {
                     agent.set_micro_batches(unit.micro_batches);

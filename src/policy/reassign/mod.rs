@@ -173,10 +173,6 @@ pub struct ReassignAgent {
     /// Whether its worker hands over the tail of a unit in flight
     /// ([`Self::with_tails`]).
     tails: bool,
-    /// The micro-batches of its worker's last own unit begun (1 until then):
-    /// worker 0's broker spreads the units it moves when they may be cut
-    /// into tails.
-    micro_batches: u32,
     /// The peers that report to it ([`reporters`]), when it offers help to
     /// silent ones ([`Self::with_silent_offers`]).
     reporters: Small<u32>,
@@ -198,7 +194,6 @@ impl ReassignAgent {
             offer_silent: false,
             rests: false,
             tails: false,
-            micro_batches: 1,
             reporters: Small::new(),
             holding: Small::new(),
             me,
@@ -265,8 +260,7 @@ impl ReassignAgent {
     /// tails: the jobs of a run, and the units of a replayed trace, have as
     /// many micro-batches everywhere).
     pub fn set_micro_batches(&mut self, micro_batches: u32) {
-        self.micro_batches = micro_batches.max(1);
-        let spread = self.tails && self.micro_batches > 2;
+        let spread = self.tails && micro_batches > 2;
         if let Some(broker) = self.broker.as_mut() {
             broker.spread = spread;
         }
