@@ -86,11 +86,14 @@ pub struct Broker {
     /// Every worker's units at the iteration's start, when known (see
     /// [`Broker::expect`]).
     lists: Vec<u32>,
-    /// Whether the units it moves may be cut into tails (the policy hands
-    /// them over, and they have more than two micro-batches): receivers
-    /// are then spread over the ring (see [`balance_moves`]); idle
-    /// neighbours are what takes the tails.
-    pub spread: bool,
+    /// Micro-batches a unit it moves may be cut into (1: units move
+    /// whole): set when the policy hands tails over and units have more
+    /// than two micro-batches. It then balances micro-batches, and its
+    /// moves count them: a giver hands over whole units and the tail of
+    /// one more (see `ReassignAgent::ordered`). Receivers among equal
+    /// finish times are then spread over the ring (see [`balance_moves`]):
+    /// idle neighbours are what takes the tails.
+    pub micro: u32,
     /// The first units of the paces heard (those above 0), sorted, kept up
     /// to date once a quorum is in: the median the patience is measured in,
     /// read at every pace from then on, without sorting them all again.
@@ -108,7 +111,7 @@ impl Broker {
             min_gain,
             started_us: 0,
             lists: Vec::new(),
-            spread: false,
+            micro: 1,
             firsts: None,
         }
     }
@@ -193,7 +196,7 @@ impl Broker {
             &self.paces,
             self.started_us,
             now_us,
-            (self.min_gain, self.spread),
+            (self.min_gain, self.micro),
         )
     }
 }
@@ -274,16 +277,31 @@ impl Broker {
             // more than its share), and the list it has after that unit
             // starts only when that unit ends, as if its pace came then.
             let unit_us = 2 * elapsed;
-            *slot = Some((
-                self.started_us + unit_us,
-                Pace {
-                    left,
-                    queued: 0,
-                    unit_us,
-                    elapsed_us: unit_us,
-                    usual_us: 0,
-                },
-            ));
+            *slot = Some(match self.micro {
+                1 => (
+                    self.started_us + unit_us,
+                    Pace {
+                        left,
+                        queued: 0,
+                        unit_us,
+                        elapsed_us: unit_us,
+                        usual_us: 0,
+                    },
+                ),
+                // Balanced in micro-batches, the unit in flight is part of
+                // its load (halfway, at that pace): its micro-batches not
+                // begun may go as its tail.
+                _ => (
+                    self.started_us,
+                    Pace {
+                        left: left + 1,
+                        queued: 0,
+                        unit_us,
+                        elapsed_us: 0,
+                        usual_us: 0,
+                    },
+                ),
+            });
         }
     }
 }
@@ -299,7 +317,7 @@ fn balance_now(
     paces: &[Option<(u64, Pace)>],
     started_us: u64,
     now_us: u64,
-    (min_gain, spread): (f64, bool),
+    (min_gain, micro): (f64, u32),
 ) -> Vec<Move> {
     let mut delays: Vec<u64> = paces
         .iter()
@@ -415,15 +433,27 @@ fn balance_now(
         // ten of the others' at 5× slow, and a straggler reporting late (a
         // first unit 5 median units long, the quorum reached only with it)
         // with two units left kept both, ending 10 units after the rest.
+        // In micro-batches, two of those: what a receiver then ends late by.
         let unit = match (straggler, t) {
             (true, _) if common > 0.0 => common,
             (_, t) => t.unwrap_or(0.0),
-        };
+        } / f64::from(micro);
         if finish(l, t) <= reference + 2.0 * unit {
             l.givable = 0;
         }
     }
-    balance_moves(&loads, &unit_us, min_gain, spread)
+    if micro > 1 {
+        // In micro-batches: a move is one of them.
+        for l in &mut loads {
+            l.units *= micro;
+            l.givable *= micro;
+            l.keep *= micro;
+        }
+        for t in unit_us.iter_mut().flatten() {
+            *t /= f64::from(micro);
+        }
+    }
+    balance_moves(&loads, &unit_us, min_gain, micro > 1)
 }
 
 /// The (lower) median time per unit of the paces heard, µs (0: none).
@@ -482,34 +512,33 @@ mod tests {
         }
     }
 
-    /// 16 workers at 100 µs a unit with 2 units left, worker 0 at 500 µs
-    /// with 8: the units it gives go to the workers that would end first,
-    /// all alike here. Whole units go to the lowest indices, units that may
-    /// be cut into tails (more than two micro-batches) to receivers spread
-    /// over the ring, as many.
+    /// 64 workers at 100 µs a unit with 2 units left, worker 0 at 500 µs
+    /// with 3: what it gives goes to the workers that would end first, all
+    /// alike here. Whole units go to the lowest indices, one each; units
+    /// that may be cut (8 micro-batches) move as micro-batches, one each to
+    /// receivers spread over the ring, so none ends a whole unit late.
     #[test]
-    fn units_that_may_be_cut_go_to_receivers_spread_over_the_ring() {
-        let receivers = |spread: bool| {
-            let mut broker = Broker::new(16, 0.5);
-            broker.spread = spread;
-            for w in 1..16 {
+    fn units_that_may_be_cut_move_as_micro_batches_spread_over_the_ring() {
+        let moves = |micro: u32| {
+            let mut broker = Broker::new(64, 0.5);
+            broker.micro = micro;
+            for w in 1..64 {
                 assert!(broker.on_pace(w, pace(2, 100, 100), 100).is_empty());
             }
-            let moves = broker.on_pace(0, pace(8, 500, 500), 500);
-            assert!(
-                moves.iter().all(|m| m.from == 0 && m.count == 1),
-                "{moves:?}"
-            );
-            moves.iter().map(|m| m.to).collect::<Vec<u32>>()
+            let moves = broker.on_pace(0, pace(3, 500, 500), 500);
+            assert!(moves.iter().all(|m| m.from == 0), "{moves:?}");
+            moves
         };
-        let whole = receivers(false);
-        assert!(whole.len() >= 3, "{whole:?}");
-        assert_eq!(whole, (1..=whole.len() as u32).collect::<Vec<_>>());
-        let cut = receivers(true);
-        assert_eq!(cut.len(), whole.len());
-        assert_ne!(cut, whole, "spread, not the lowest indices");
-        let span = cut.iter().max().unwrap_or(&0) - cut.iter().min().unwrap_or(&0);
-        assert!(span as usize > cut.len(), "{cut:?}");
+        let whole = moves(1);
+        assert!(whole.iter().all(|m| m.count == 1), "{whole:?}");
+        let to: Vec<u32> = whole.iter().map(|m| m.to).collect();
+        assert_eq!(to, [1, 2, 3]);
+        let cut = moves(8);
+        assert!(cut.iter().all(|m| m.count == 1), "{cut:?}");
+        let to: Vec<u32> = cut.iter().map(|m| m.to).collect();
+        assert_eq!(to.len(), 24, "all of its 3 units: {to:?}");
+        let span = to.iter().max().unwrap_or(&0) - to.iter().min().unwrap_or(&0);
+        assert!(span as usize > to.len(), "spread over the ring: {to:?}");
     }
 
     /// A broker of 4 workers that heard workers 0–2 at their usual pace of

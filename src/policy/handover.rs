@@ -296,6 +296,66 @@ pub fn report_taker(
     })
 }
 
+/// One step of a [`cut`]: what leaves the end of a worker's own list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutStep {
+    /// The last unit goes as it is held (a whole unit, or the first part of
+    /// one cut before), `micro_batches` of them.
+    Whole {
+        /// Its micro-batches as held.
+        micro_batches: u32,
+    },
+    /// The last unit's micro-batches from `first` on go, `count` of them;
+    /// the first `first` stay in the list, the unit's first part.
+    Tail {
+        /// Micro-batches that stay.
+        first: u32,
+        /// Micro-batches that go.
+        count: u32,
+    },
+}
+
+impl CutStep {
+    /// Micro-batches that leave.
+    pub fn micro_batches(&self) -> u32 {
+        match *self {
+            CutStep::Whole { micro_batches } => micro_batches,
+            CutStep::Tail { count, .. } => count,
+        }
+    }
+}
+
+/// `Cut { count }` (the broker's micro-batches beyond whole units): the
+/// last `count` micro-batches of the own list, from its end, given the
+/// micro-batches held of each own unit, last first (`held`; a unit cut
+/// before holds only its first part). A unit with no more micro-batches
+/// than are still to go leaves whole and the count goes on into the unit
+/// before it; the unit where the count ends is cut in two. Units that may
+/// not be cut (`None` in `held`: copied to a peer, say) stop the walk.
+pub fn cut(held: impl IntoIterator<Item = Option<u32>>, count: u32) -> Vec<CutStep> {
+    let mut steps = Vec::new();
+    let mut count = count;
+    for micro_batches in held {
+        let Some(micro_batches) = micro_batches.filter(|&m| m > 0) else {
+            break;
+        };
+        if count == 0 {
+            break;
+        }
+        if count >= micro_batches {
+            steps.push(CutStep::Whole { micro_batches });
+            count -= micro_batches;
+        } else {
+            steps.push(CutStep::Tail {
+                first: micro_batches - count,
+                count,
+            });
+            count = 0;
+        }
+    }
+    steps
+}
+
 /// `Assign` or `Planned { count }`: the last `count` own units leave the
 /// list, appended to `out` in list order. Returns how many left.
 pub fn give<L: Lists>(lists: &mut L, count: u32, out: &mut Vec<L::Unit>) -> usize {
@@ -368,6 +428,31 @@ pub fn done<L: Lists>(lists: &mut L, from: u32, key: UnitKey) -> Cancelled {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cut_takes_whole_units_from_the_end_then_the_tail_of_one() {
+        use CutStep::{Tail, Whole};
+        // Units of 4 micro-batches, the last one cut before down to 2.
+        let held = [Some(2), Some(4), Some(4)];
+        assert_eq!(cut(held, 1), vec![Tail { first: 1, count: 1 }]);
+        assert_eq!(cut(held, 2), vec![Whole { micro_batches: 2 }]);
+        assert_eq!(
+            cut(held, 5),
+            vec![Whole { micro_batches: 2 }, Tail { first: 1, count: 3 }]
+        );
+        assert_eq!(
+            cut(held, 99),
+            vec![
+                Whole { micro_batches: 2 },
+                Whole { micro_batches: 4 },
+                Whole { micro_batches: 4 }
+            ]
+        );
+        assert_eq!(cut(held, 0), vec![]);
+        // A unit that may not be cut stops the walk.
+        assert_eq!(cut([Some(4), None, Some(4)], 6), vec![Whole { micro_batches: 4 }]);
+        assert_eq!(cut([None, Some(4)], 2), vec![]);
+    }
+
     use super::*;
 
     /// Lists kept in vectors.

@@ -303,6 +303,14 @@ impl PeerAgent {
         matches!(self, PeerAgent::Reassign(a) if a.hands_over_rests())
     }
 
+    /// Its worker handed `to` an own unit whole while it carried out a
+    /// [`ControlKind::Cut`] (see [`ReassignAgent::handed_own`]).
+    pub fn handed_own(&mut self, to: u32) {
+        if let PeerAgent::Reassign(a) = self {
+            a.handed_own(to);
+        }
+    }
+
     /// Its worker began an own unit of `micro_batches` micro-batches.
     pub fn set_micro_batches(&mut self, micro_batches: u32) {
         if let PeerAgent::Reassign(a) = self {

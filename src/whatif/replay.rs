@@ -699,15 +699,19 @@ impl Replay<'_> {
                 // Costs are without slowdowns: the one at this time applies.
                 us = clock.span(w as usize, start_us + now, us);
             }
-            // (only worker 0's agent holds the broker, which reads it)
-            if own && w == 0 {
+            // (only worker 0's agent holds the broker, which reads it; the
+            // first part of a unit cut in two has fewer than the others)
+            let whole = !worker.cut.contains(&unit.key);
+            if own && w == 0 && whole {
                 let agent = self.agents.get_mut(place(self.slot, w));
                 if let Some(agent) = agent.and_then(|a| a.as_mut()) {
                     agent.set_micro_batches(unit.micro_batches);
                 }
             }
             worker.running = Some((unit, own, clone_of));
-            worker.tailed = false;
+            // (the first part of an own unit cut in two is held as one
+            // whose tail went)
+            worker.tailed = own && !whole;
             worker.started = now;
             self.push_unit_done(now + us, w);
             self.file_check(w, now);
@@ -751,6 +755,10 @@ impl Replay<'_> {
                 }
             } else if self.latency_us == 0 || self.holds(to) {
                 reporting = false;
+            }
+            if let ControlKind::Cut { count } = kind {
+                self.cut_last(from, to, count, now);
+                continue;
             }
             let start = self.carried.len();
             let mut lists = LaneLists {

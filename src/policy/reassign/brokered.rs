@@ -62,16 +62,32 @@ impl ReassignAgent {
     }
 
     /// The broker's moves as orders to their givers; worker 0's own gifts,
-    /// from its list of `left` units, it makes at once.
+    /// from its list of `left` units, it makes at once. Moves in
+    /// micro-batches (the broker cuts units) become whole units and the
+    /// micro-batches beyond them, each giver's whole units ordered before
+    /// its cuts: a cut takes the tail of what the whole units leave.
     fn ordered(&mut self, moves: Vec<Move>, left: usize) -> Vec<(u32, ControlKind)> {
         let mut out = Vec::new();
         let mut left = left;
-        for m in moves {
+        // (moves in micro-batches when the broker cuts units)
+        let micro = self.broker.as_ref().map_or(1, |b| b.micro.max(1));
+        // Whole units first, then the cuts: a giver cuts the units its
+        // whole ones leave at the end of its list.
+        let whole = (moves.iter())
+            .filter(|m| m.count >= micro)
+            .map(|m| (m, m.count / micro, 0));
+        let cuts = (moves.iter())
+            .filter(|m| m.count % micro > 0)
+            .map(|m| (m, 0, m.count % micro));
+        let mut orders: Vec<(&Move, u32, u32)> = whole.chain(cuts).collect();
+        orders.sort_by_key(|o| (o.0.from, o.2 > 0));
+        for (m, count, cut) in orders {
+            let give = ControlKind::Give {
+                to: m.to,
+                count,
+                cut,
+            };
             if m.from == self.me {
-                let give = ControlKind::Give {
-                    to: m.to,
-                    count: m.count,
-                };
                 for sent in self.answer(0, &give, left) {
                     if let (_, ControlKind::Assign { count }) = sent {
                         left -= count as usize;
@@ -79,13 +95,7 @@ impl ReassignAgent {
                     out.push(sent);
                 }
             } else {
-                out.push((
-                    m.from,
-                    ControlKind::Give {
-                        to: m.to,
-                        count: m.count,
-                    },
-                ));
+                out.push((m.from, give));
             }
         }
         out

@@ -79,11 +79,22 @@ pub enum ControlKind {
     /// my pace" (to worker 0).
     Pace(Pace),
     /// Broker, from worker 0: "give `count` units from the end of your list
-    /// to `to`".
+    /// to `to`, and the last `cut` micro-batches of the unit before them".
     Give {
         /// The receiver.
         to: u32,
-        /// How many.
+        /// How many whole units.
+        count: u32,
+        /// Micro-batches of one more unit, from its end (0: none).
+        #[serde(default)]
+        cut: u32,
+    },
+    /// A giver's order to its own worker, never sent as it is: "hand `to`
+    /// the last `count` micro-batches of the last unit of my list" (the
+    /// operator cuts that unit in two, keeps its first part in the list
+    /// and sends the other as a [`ControlKind::Tail`]).
+    Cut {
+        /// Micro-batches from the unit's end.
         count: u32,
     },
     /// Online prediction, from worker 0 once every worker's timing of the
@@ -104,11 +115,13 @@ impl ControlKind {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
             | ControlKind::Planned { .. }
-            | ControlKind::Rest { .. } => 4,
+            | ControlKind::Rest { .. }
+            | ControlKind::Cut { .. } => 4,
             ControlKind::Decline | ControlKind::Done => 0,
             ControlKind::Timing { .. } => 4 + 8,
             ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
-            ControlKind::Give { .. } | ControlKind::Tail { .. } => 4 + 4,
+            ControlKind::Give { .. } => 4 + 4 + 4,
+            ControlKind::Tail { .. } => 4 + 4,
             ControlKind::Timings { all } => 8 + 12 * all.len() as u64,
         }
     }

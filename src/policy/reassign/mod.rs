@@ -260,9 +260,13 @@ impl ReassignAgent {
     /// tails: the jobs of a run, and the units of a replayed trace, have as
     /// many micro-batches everywhere).
     pub fn set_micro_batches(&mut self, micro_batches: u32) {
-        let spread = self.tails && micro_batches > 2;
+        let micro = if self.tails && micro_batches > 2 {
+            micro_batches
+        } else {
+            1
+        };
         if let Some(broker) = self.broker.as_mut() {
-            broker.spread = spread;
+            broker.micro = micro;
         }
     }
 
@@ -472,6 +476,13 @@ impl ReassignAgent {
         let out = self.answer(from, kind, left);
         self.account(&out);
         out
+    }
+
+    /// Its worker handed `to` one of its own units (or the first part left
+    /// of one) whole while it carried out a [`ControlKind::Cut`]: the unit
+    /// no longer counts as its own, as with an assignment.
+    pub fn handed_own(&mut self, to: u32) {
+        self.account(&[(to, ControlKind::Assign { count: 1 })]);
     }
 
     /// Units this worker gives away (`out`'s assignments) leave its own.
@@ -699,15 +710,25 @@ impl ReassignAgent {
                 Vec::new()
             }
             ControlKind::Pace(pace) => self.brokered(from, pace, left),
-            ControlKind::Give { to, count } => {
+            ControlKind::Give { to, count, cut } => {
                 // What the broker saw is a message old: give what is left,
-                // keeping one unless another is in flight or queued.
-                let most = left.saturating_sub(self.progress.giver(left).keep_least()) as u32;
-                let count = count.min(most);
-                if count == 0 || to == self.me {
+                // keeping one unless another is in flight or queued; the
+                // tail of the last one left, if one is.
+                if to == self.me {
                     return Vec::new();
                 }
-                vec![(to, ControlKind::Assign { count })]
+                let most = left.saturating_sub(self.progress.giver(left).keep_least()) as u32;
+                let count = count.min(most);
+                let mut out = Vec::new();
+                if count > 0 {
+                    out.push((to, ControlKind::Assign { count }));
+                }
+                // (from the list, or the unit in flight when the list
+                // runs out)
+                if cut > 0 {
+                    out.push((to, ControlKind::Cut { count: cut }));
+                }
+                out
             }
             ControlKind::Clone { .. } | ControlKind::Rest { .. } | ControlKind::Tail { .. } => {
                 // A copy of a unit in flight, its rest or its tail may answer
@@ -716,6 +737,7 @@ impl ReassignAgent {
                 Vec::new()
             }
             ControlKind::Done
+            | ControlKind::Cut { .. }
             | ControlKind::Planned { .. }
             | ControlKind::Timing { .. }
             | ControlKind::Timings { .. } => Vec::new(),

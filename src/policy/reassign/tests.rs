@@ -513,7 +513,11 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
     }
     assert!(given >= 6, "gave {given}");
     // Told to give more than it has, it gives what is left.
-    let greedy = ControlKind::Give { to: 1, count: 99 };
+    let greedy = ControlKind::Give {
+        to: 1,
+        count: 99,
+        cut: 0,
+    };
     assert_eq!(assigned(&slow.on_message(0, &greedy, 2), 1), 2);
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::compute::{advance, split_unit};
-use super::epoch::{Epoch, Given};
+use super::epoch::{Epoch, Given, Running};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{self, Cancelled, Taker};
@@ -163,6 +163,7 @@ impl ComputeState {
             }
         }
         send_all(self.worker, epoch, &self.holdings, out, emit);
+        tails_owed((&self.cx, self.worker, &self.holdings), epoch, now_us, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
         }
@@ -437,6 +438,44 @@ pub(super) fn tail_running(
     emit: &mut Emit<'_>,
 ) -> bool {
     let unit_us = epoch.unit_us();
+    let rests = cx.plan.policy.rests_in_flight();
+    let pick = |running: &Running, flight: &handover::InFlight| {
+        // (the rest instead, when it would end sooner on the helper)
+        let rest = rests
+            && running.next.unit.piece.is_none()
+            && handover::rest_in_flight(flight, helper_unit_us);
+        handover::tail_in_flight(flight, unit_us, helper_unit_us, rest)
+    };
+    hand_tail((cx, worker, holdings), epoch, to, pick, now_us, emit)
+}
+
+/// Hands `to` the last `count` micro-batches not yet begun of the unit in
+/// flight, or as many as it has (at the broker's order, what a `Cut` left
+/// after the own list), as [`tail_running`] does. Returns whether a tail
+/// went.
+pub(super) fn tail_running_ordered(
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
+    epoch: &mut Epoch,
+    (to, count): (u32, u32),
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
+    let pick = |_: &Running, flight: &handover::InFlight| {
+        count.min(flight.total.saturating_sub(flight.done + 1))
+    };
+    hand_tail((cx, worker, holdings), epoch, to, pick, now_us, emit)
+}
+
+/// The tail of the unit in flight that `pick` counts (0: none), handed to
+/// `to` (see [`tail_running`]).
+fn hand_tail(
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
+    epoch: &mut Epoch,
+    to: u32,
+    pick: impl FnOnce(&Running, &handover::InFlight) -> u32,
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) -> bool {
     if !cx.plan.policy.tails_in_flight() {
         return false;
     }
@@ -445,12 +484,8 @@ pub(super) fn tail_running(
     };
     let unit = &running.next.unit;
     let eligible = running.first_rows == 0 && unit.piece.is_none_or(|p| p.first_row == 0);
-    // (the rest instead, when it would end sooner on the helper)
-    let rest = cx.plan.policy.rests_in_flight()
-        && unit.piece.is_none()
-        && handover::rest_in_flight(&flight, helper_unit_us);
     let count = match eligible {
-        true => handover::tail_in_flight(&flight, unit_us, helper_unit_us, rest),
+        true => pick(running, &flight),
         false => 0,
     };
     if count == 0 {
@@ -683,6 +718,10 @@ pub(super) fn send_all(
     emit: &mut Emit<'_>,
 ) {
     for (to, kind) in out {
+        if let ControlKind::Cut { count } = kind {
+            cut_own(worker, epoch, holdings, (to, count), emit);
+            continue;
+        }
         let iteration = epoch.iteration;
         let mut lists = Lists {
             epoch: &mut *epoch,
@@ -723,6 +762,109 @@ pub(super) fn send_all(
     }
 }
 
+/// Carries out the broker's `Cut { count }` to `to` (see
+/// [`handover::cut`]): the last `count` micro-batches of the own list go,
+/// from its end. A unit that goes whole goes as an assignment (the first
+/// part of one cut before as a `Tail` from its first micro-batch), and its
+/// agent hears of it at its next call; the unit where the count ends is
+/// cut in two: its first rows stay in the list as a piece of it (in
+/// `epoch.cut`), the rest go as a `Tail`. The shard owners fold the pieces
+/// in row order, so the unit's bits do not change. Each part goes with its
+/// rows unless the peer is a settled holder of them.
+fn cut_own(
+    worker: u32,
+    epoch: &mut Epoch,
+    holdings: &Holdings,
+    (to, count): (u32, u32),
+    emit: &mut Emit<'_>,
+) {
+    let micro = epoch.micro_batch as usize;
+    if micro == 0 {
+        return;
+    }
+    let held = epoch.own.iter().rev().map(|u| {
+        let copied = epoch.cloned_out.contains_key(&u.key);
+        (!copied).then(|| u.rows.len().div_ceil(micro) as u32)
+    });
+    let steps = handover::cut(held.collect::<Vec<_>>(), count);
+    // What the list does not hold comes from the unit in flight (the
+    // caller hands that tail over: see [`tails_owed`]).
+    let listed: u32 = steps.iter().map(handover::CutStep::micro_batches).sum();
+    if count > listed {
+        epoch.tails_owed.push((to, count - listed));
+    }
+    for step in steps {
+        let Some(key) = epoch.own.back().map(|u| u.key) else {
+            return;
+        };
+        let cut_before = epoch.cut.iter().position(|c| c.0 == key);
+        let (kind, ids) = match step {
+            handover::CutStep::Whole { micro_batches } => {
+                let Some(unit) = epoch.own.pop_back() else {
+                    return;
+                };
+                epoch.handed_whole.push(to);
+                let kind = match cut_before {
+                    Some(i) => {
+                        epoch.cut.swap_remove(i);
+                        ControlKind::Tail {
+                            first: 0,
+                            count: micro_batches,
+                        }
+                    }
+                    None => ControlKind::Assign { count: 1 },
+                };
+                (kind, unit.rows)
+            }
+            handover::CutStep::Tail { first, count } => {
+                let Some(unit) = epoch.own.back_mut() else {
+                    return;
+                };
+                let keep = (first as usize * micro).min(unit.rows.len());
+                let tail = unit.rows.split_off(keep);
+                if cut_before.is_none() {
+                    let unit_rows = (keep + tail.len()) as u32;
+                    let piece = Piece {
+                        first_row: 0,
+                        unit_rows,
+                    };
+                    epoch.cut.push((key, piece));
+                }
+                (ControlKind::Tail { first, count }, tail)
+            }
+        };
+        let rows = match holdings.settled_holder(key.partition, to) {
+            true => Vec::new(),
+            false => holdings.ship(&ids),
+        };
+        let message = Control {
+            to,
+            from: worker,
+            iteration: epoch.iteration,
+            kind,
+            units: vec![key],
+            rows,
+            carry: None,
+        };
+        epoch.units_given += 1;
+        epoch.control.count(&message);
+        (emit.control)(&epoch.caps.control, message);
+    }
+}
+
+/// Hands over the tails of the unit in flight that cuts owed (what their
+/// count left after the own list, see [`cut_own`]), at the broker's order.
+pub(super) fn tails_owed(
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
+    epoch: &mut Epoch,
+    now_us: u64,
+    emit: &mut Emit<'_>,
+) {
+    for (to, count) in std::mem::take(&mut epoch.tails_owed) {
+        tail_running_ordered((cx, worker, holdings), epoch, (to, count), now_us, emit);
+    }
+}
+
 /// An iteration's lists as a message of `iteration` sees them: a message
 /// about an earlier iteration reaches only the copies of that iteration
 /// (unit keys repeat every iteration).
@@ -755,6 +897,12 @@ impl handover::Lists for Lists<'_> {
 
     fn pop_own(&mut self) -> Option<UnitRows> {
         if !self.current() {
+            return None;
+        }
+        // (the first part of a unit cut in two stays: it goes only as a
+        // piece, by a cut)
+        let back = self.epoch.own.back()?.key;
+        if self.epoch.cut.iter().any(|c| c.0 == back) {
             return None;
         }
         self.epoch.own.pop_back()

@@ -75,6 +75,17 @@ pub(super) struct Epoch {
     /// The parameter version the iteration computes with (SSP: ≥ iteration − slack).
     pub(super) params_version: u64,
     pub(super) own: VecDeque<UnitRows>,
+    /// Own units cut in two at the broker's order (`ControlKind::Cut`):
+    /// the list holds their first part (this piece), a peer their tail.
+    pub(super) cut: Vec<(UnitKey, Piece)>,
+    /// Rows a micro-batch (0: a unit at once), for the cuts.
+    pub(super) micro_batch: u32,
+    /// Micro-batches cuts owe peers beyond the own list (taken from the
+    /// unit in flight's tail by the caller, which can reach it).
+    pub(super) tails_owed: Vec<(u32, u32)>,
+    /// Peers this worker handed own units to whole while it cut (its agent
+    /// hears of them at its next call, in [`Epoch::observe`]).
+    pub(super) handed_whole: Vec<u32>,
     /// Units from peers: rows, reassigned or clone, from whom, their iteration.
     pub(super) given_to_me: VecDeque<Given>,
     /// Units the proactive plan gave this worker whose rows came with them
@@ -148,6 +159,10 @@ impl Epoch {
             params,
             params_version,
             own,
+            cut: Vec::new(),
+            micro_batch: 0,
+            handed_whole: Vec::new(),
+            tails_owed: Vec::new(),
             given_to_me: VecDeque::new(),
             planned_in: VecDeque::new(),
             cloned_out: BTreeMap::new(),
@@ -195,8 +210,11 @@ impl Epoch {
     }
 
     /// Tells `agent` what this worker is doing at `now_us` (before any other
-    /// call to it).
-    pub(super) fn observe(&self, agent: &mut PeerAgent, now_us: u64) {
+    /// call to it), and the own units it handed over whole while it cut.
+    pub(super) fn observe(&mut self, agent: &mut PeerAgent, now_us: u64) {
+        for to in self.handed_whole.drain(..) {
+            agent.handed_own(to);
+        }
         agent.observe(
             self.running_us(now_us),
             self.queued(),
@@ -251,7 +269,12 @@ impl Epoch {
                 counts_as_own: true,
             });
         }
-        self.own.pop_front().map(|rows| NextUnit {
+        let rows = self.own.pop_front()?;
+        // (the first part of a unit cut in two: a piece)
+        let piece = (self.cut.iter())
+            .find(|c| c.0 == rows.key)
+            .map(|c| c.1);
+        Some(NextUnit {
             unit: Given {
                 rows,
                 payload: None,
@@ -259,7 +282,7 @@ impl Epoch {
                 from: worker,
                 iteration: self.iteration,
                 carry: None,
-                piece: None,
+                piece,
             },
             counts_as_own: true,
         })

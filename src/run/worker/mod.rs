@@ -222,7 +222,8 @@ impl ComputeState {
                 let source = payload.as_deref().unwrap_or(self.holdings.store());
                 let running = start_unit(&self.cx, self.worker, epoch, source, next);
                 if let Some(agent) = self.agent.as_mut() {
-                    if running.next.counts_as_own && running.first_rows == 0 {
+                    let whole = running.first_rows == 0 && running.next.unit.piece.is_none();
+                    if running.next.counts_as_own && whole {
                         agent.set_micro_batches(running.micro_batches);
                     }
                 }
@@ -602,13 +603,16 @@ impl ComputeState {
             std::mem::take(&mut self.control_after_report),
             self.operator_us(),
         ));
+        if let Some(epoch) = self.epoch.as_mut() {
+            epoch.micro_batch = self.cx.plan.micro_batch;
+        }
         let moves = self.plan_ahead(emit);
         let planned_in: u32 = moves
             .iter()
             .filter(|m| m.to == self.worker)
             .map(|m| m.count)
             .sum();
-        if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_ref()) {
+        if let (Some(agent), Some(epoch)) = (self.agent.as_mut(), self.epoch.as_mut()) {
             epoch.observe(agent, ready_us);
             agent.begin(version, epoch.own.len() as u32 + planned_in);
             if agent.brokers() {
@@ -697,5 +701,6 @@ fn broker_time(
     epoch.observe(agent, now_us);
     let out = agent.on_broker_time(epoch.own_left());
     send_all(worker, epoch, holdings, out, emit);
+    control::tails_owed((cx, worker, holdings), epoch, now_us, emit);
     None
 }

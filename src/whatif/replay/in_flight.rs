@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 
-use super::{place, Replay, CHECK};
+use super::{place, Replay, Worker, CHECK};
 use crate::policy::handover::{self, Taker, CLONE_IN_FLIGHT_MARGIN};
 use crate::policy::ControlKind;
 use crate::whatif::TimedUnit;
@@ -204,6 +204,23 @@ impl Replay<'_> {
     /// computes the tail, and the iteration waits for both. Returns whether
     /// a tail went.
     pub(super) fn tail_in_flight(&mut self, w: u32, (to, helper_us): (u32, u64), now: u64) -> bool {
+        let rests = self.rest_in_flight;
+        let pick = |worker: &Worker, in_flight: &handover::InFlight| {
+            let rest = rests && !worker.tailed && handover::rest_in_flight(in_flight, helper_us);
+            handover::tail_in_flight(in_flight, worker.unit_us(), helper_us, rest)
+        };
+        self.hand_tail(w, to, pick, now)
+    }
+
+    /// The tail of worker `w`'s unit in flight that `pick` counts (0:
+    /// none), handed to `to` (see [`Replay::tail_in_flight`]).
+    fn hand_tail(
+        &mut self,
+        w: u32,
+        to: u32,
+        pick: impl FnOnce(&Worker, &handover::InFlight) -> u32,
+        now: u64,
+    ) -> bool {
         if !self.tail_in_flight {
             return false;
         }
@@ -219,10 +236,7 @@ impl Replay<'_> {
         {
             return false;
         }
-        let rest = self.rest_in_flight
-            && !worker.tailed
-            && handover::rest_in_flight(&in_flight, helper_us);
-        let count = handover::tail_in_flight(&in_flight, worker.unit_us(), helper_us, rest);
+        let count = pick(worker, &in_flight);
         if count == 0 {
             return false;
         }
@@ -261,5 +275,82 @@ impl Replay<'_> {
             now,
         );
         true
+    }
+
+    /// Worker `w` hands `to` the last `count` micro-batches of its own
+    /// list, as the broker ordered (`ControlKind::Cut`; see
+    /// [`handover::cut`]), as the run's worker does: units that go whole
+    /// go as units (one cut before, as its first part, in a `Tail` from its
+    /// first micro-batch), the unit where the count ends is cut in two:
+    /// its first part stays in the list, marked cut (never handed over
+    /// whole again, copied, or its rest handed over), and its tail goes.
+    pub(super) fn cut_last(&mut self, w: u32, to: u32, count: u32, now: u64) {
+        let worker = &self.workers[place(self.slot, w)];
+        let own = &self.flat[worker.head..worker.tail];
+        let held = own.iter().rev().map(|u| {
+            let copied = worker.cloned_out.iter().any(|c| c.0 == u.key);
+            (!copied).then_some(u.micro_batches.max(1))
+        });
+        let steps = handover::cut(held, count);
+        let listed: u32 = steps.iter().map(handover::CutStep::micro_batches).sum();
+        for step in steps {
+            let worker = &mut self.workers[place(self.slot, w)];
+            let at = worker.tail - 1;
+            let unit = self.flat[at];
+            let start = self.carried.len();
+            match step {
+                handover::CutStep::Whole { micro_batches } => {
+                    worker.tail -= 1;
+                    let kind = match worker.cut.iter().position(|&k| k == unit.key) {
+                        Some(i) => {
+                            worker.cut.swap_remove(i);
+                            ControlKind::Tail {
+                                first: 0,
+                                count: micro_batches,
+                            }
+                        }
+                        None => ControlKind::Assign { count: 1 },
+                    };
+                    self.carried.push(unit);
+                    self.send(w, to, kind, start..start + 1, now);
+                    if let Some(agent) = self.agent(w) {
+                        agent.handed_own(to);
+                    }
+                }
+                handover::CutStep::Tail { first, count } => {
+                    let total = first + count;
+                    let part = |of: u64| of * u64::from(first) / u64::from(total);
+                    let head = TimedUnit {
+                        rows: part(u64::from(unit.rows)) as u32,
+                        owner_us: part(unit.owner_us),
+                        micro_batches: first,
+                        ..unit
+                    };
+                    let tail = TimedUnit {
+                        rows: unit.rows - head.rows,
+                        owner_us: unit.owner_us - head.owner_us,
+                        micro_batches: count,
+                        rest: false,
+                        piece: true,
+                        ..unit
+                    };
+                    self.flat[at] = head;
+                    if !worker.cut.contains(&unit.key) {
+                        worker.cut.push(unit.key);
+                    }
+                    self.tails_split += 1;
+                    self.carried.push(tail);
+                    self.send(w, to, ControlKind::Tail { first, count }, start..start + 1, now);
+                }
+            }
+        }
+        // What the list does not hold comes from the unit in flight.
+        if count > listed {
+            let owed = count - listed;
+            let pick = |_: &Worker, f: &handover::InFlight| {
+                owed.min(f.total.saturating_sub(f.done + 1))
+            };
+            self.hand_tail(w, to, pick, now);
+        }
     }
 }

@@ -27,6 +27,12 @@ impl handover::Lists for LaneLists<'_> {
         if self.worker.tail == self.worker.head {
             return None;
         }
+        // (the first part of a unit cut in two stays: its tail is with a
+        // peer, and it goes only as a piece)
+        let last = self.flat[self.worker.tail - 1].key;
+        if self.worker.cut.contains(&last) {
+            return None;
+        }
         self.worker.tail -= 1;
         Some(self.flat[self.worker.tail])
     }

@@ -18,6 +18,9 @@ pub(in crate::whatif) struct Worker {
     pub(in crate::whatif) tail: usize,
     /// Units from peers: (unit, from, whether it is a clone).
     pub(in crate::whatif) given: VecDeque<(TimedUnit, u32, bool)>,
+    /// Own units cut in two at the broker's order (`ControlKind::Cut`):
+    /// the list holds their first parts, their tails are with peers.
+    pub(in crate::whatif) cut: Vec<UnitKey>,
     /// Own units cloned to peers, with the peer.
     pub(in crate::whatif) cloned_out: Vec<(UnitKey, u32)>,
     /// Own units a peer's clone finished first: skipped when reached.
@@ -53,6 +56,7 @@ impl Worker {
         self.head = 0;
         self.tail = 0;
         self.given.clear();
+        self.cut.clear();
         self.cloned_out.clear();
         self.skip.clear();
         self.running = None;
