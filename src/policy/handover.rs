@@ -449,7 +449,10 @@ mod tests {
         );
         assert_eq!(cut(held, 0), vec![]);
         // A unit that may not be cut stops the walk.
-        assert_eq!(cut([Some(4), None, Some(4)], 6), vec![Whole { micro_batches: 4 }]);
+        assert_eq!(
+            cut([Some(4), None, Some(4)], 6),
+            vec![Whole { micro_batches: 4 }]
+        );
         assert_eq!(cut([None, Some(4)], 2), vec![]);
     }
 

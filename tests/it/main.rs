@@ -7,6 +7,7 @@ mod bound;
 mod cli;
 mod cluster;
 mod common;
+mod cuts;
 mod detect;
 mod docs;
 mod fetch;

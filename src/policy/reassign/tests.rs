@@ -519,6 +519,22 @@ fn the_broker_hears_every_pace_once_and_orders_the_slow_worker_to_give() {
         cut: 0,
     };
     assert_eq!(assigned(&slow.on_message(0, &greedy, 2), 1), 2);
+    // An order in micro-batches: whole units, then a cut of the next (from
+    // the list, or the unit in flight once the list is empty), which its
+    // worker carries out.
+    let mut cut = |count, cut, left| {
+        let give = ControlKind::Give { to: 2, count, cut };
+        slow.on_message(0, &give, left)
+    };
+    assert_eq!(
+        cut(1, 3, 4),
+        [
+            (2, ControlKind::Assign { count: 1 }),
+            (2, ControlKind::Cut { count: 3 })
+        ]
+    );
+    assert_eq!(cut(0, 3, 0), [(2, ControlKind::Cut { count: 3 })]);
+    assert_eq!(cut(0, 0, 4), []);
 }
 
 /// Under a broker a peer re-reports when it slows down, so an idle worker

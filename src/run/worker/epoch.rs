@@ -271,9 +271,7 @@ impl Epoch {
         }
         let rows = self.own.pop_front()?;
         // (the first part of a unit cut in two: a piece)
-        let piece = (self.cut.iter())
-            .find(|c| c.0 == rows.key)
-            .map(|c| c.1);
+        let piece = (self.cut.iter()).find(|c| c.0 == rows.key).map(|c| c.1);
         Some(NextUnit {
             unit: Given {
                 rows,

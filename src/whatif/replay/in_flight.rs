@@ -340,16 +340,21 @@ impl Replay<'_> {
                     }
                     self.tails_split += 1;
                     self.carried.push(tail);
-                    self.send(w, to, ControlKind::Tail { first, count }, start..start + 1, now);
+                    self.send(
+                        w,
+                        to,
+                        ControlKind::Tail { first, count },
+                        start..start + 1,
+                        now,
+                    );
                 }
             }
         }
         // What the list does not hold comes from the unit in flight.
         if count > listed {
             let owed = count - listed;
-            let pick = |_: &Worker, f: &handover::InFlight| {
-                owed.min(f.total.saturating_sub(f.done + 1))
-            };
+            let pick =
+                |_: &Worker, f: &handover::InFlight| owed.min(f.total.saturating_sub(f.done + 1));
             self.hand_tail(w, to, pick, now);
         }
     }

@@ -295,3 +295,78 @@ fn forestall_passes_on_units_a_slowed_helper_holds_queued() {
     assert_eq!(elsewhere, 3, "all three left the slow helper: {r:?}");
     assert!(r.makespan_us < 500, "{r:?}");
 }
+
+/// 64 workers with 4 units of 100 rows in `micro_batches` micro-batches
+/// each, workers 3, 17, 40, 41 and 60 5× slower (500 µs a unit), replayed
+/// for two iterations (the second with a usual pace) under `forestall`:
+/// the second iteration.
+fn five_stragglers_of_64(micro_batches: u32) -> Replayed {
+    let n = 64u32;
+    let slow = [3, 17, 40, 41, 60];
+    let us_per_row: Vec<f64> = (0..n)
+        .map(|w| if slow.contains(&w) { 5.0 } else { 1.0 })
+        .collect();
+    let own = (0..n)
+        .map(|w| {
+            (0..4)
+                .map(|u| TimedUnit {
+                    key: UnitKey {
+                        partition: w,
+                        unit: u,
+                    },
+                    rows: 100,
+                    owner_us: (100.0 * us_per_row[w as usize]) as u64,
+                    micro_batches,
+                    rest: false,
+                    piece: false,
+                })
+                .collect()
+        })
+        .collect();
+    let mut t = IterationTimings {
+        iteration: 0,
+        own,
+        us_per_row,
+        overhead_us: 0,
+    };
+    // (with its broker, as a job's `forestall` has it)
+    let policy = match forestall(true) {
+        PolicyPlan::Forestall {
+            proactive,
+            reassign,
+            clone_in_flight,
+            rest_in_flight,
+            tail_in_flight,
+        } => PolicyPlan::Forestall {
+            proactive,
+            reassign: ReassignConfig {
+                broker: true,
+                ..reassign
+            },
+            clone_in_flight,
+            rest_in_flight,
+            tail_in_flight,
+        },
+        other => other,
+    };
+    let mut agents: Vec<Option<PeerAgent>> = (0..n).map(|w| peer_agent(&policy, w, n, n)).collect();
+    replay_iteration(&t, &mut agents, 10, &[]);
+    t.iteration = 1;
+    replay_iteration(&t, &mut agents, 10, &[])
+}
+
+#[test]
+fn the_broker_cuts_a_stragglers_units_into_micro_batches_for_many_peers() {
+    // Units of 2 micro-batches move whole: the stragglers' units land
+    // whole on peers, one each.
+    let whole = five_stragglers_of_64(2);
+    once_each(&whole, 256);
+    // Units of 4: the broker balances micro-batches, the stragglers' units
+    // not begun go in pieces to many peers, and the tails of their units in
+    // flight too: the iteration ends sooner.
+    let cut = five_stragglers_of_64(4);
+    once_each(&cut, 256);
+    // (the fluid bound: 256 units at 60 units per 100 µs, 427 µs; with
+    // the broker's orders of whole units only, 600)
+    assert_eq!((whole.makespan_us, cut.makespan_us), (500, 450));
+}
