@@ -203,6 +203,9 @@ impl ComputeState {
         };
         let action = match message.kind {
             ControlKind::Clone { .. } => UnitAction::Clone,
+            // (from its first micro-batch: a unit's first part, cut before
+            // and handed over whole, which counts the unit)
+            ControlKind::Tail { first: 0, .. } => UnitAction::Reassigned,
             ControlKind::Tail { .. } => UnitAction::Tail,
             _ => UnitAction::Reassigned,
         };
