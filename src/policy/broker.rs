@@ -71,6 +71,10 @@ pub struct Pace {
     /// Its mean time per unit in the iteration before, µs (0: none): a
     /// steadier pace than one unit, which may include warming up.
     pub usual_us: u64,
+    /// How long its unit in flight had run when it sent this, µs (None:
+    /// none in flight; a pace sent as peers hand it units comes mid-unit).
+    #[serde(default)]
+    pub running_us: Option<u64>,
 }
 
 /// Worker 0's side: the paces heard this iteration and whether it balanced.
@@ -286,6 +290,7 @@ impl Broker {
                         unit_us,
                         elapsed_us: unit_us,
                         usual_us: 0,
+                        running_us: None,
                     },
                 ),
                 // Balanced in micro-batches, the unit in flight is part of
@@ -299,6 +304,7 @@ impl Broker {
                         unit_us,
                         elapsed_us: 0,
                         usual_us: 0,
+                        running_us: None,
                     },
                 ),
             });
@@ -382,8 +388,16 @@ fn balance_now(
         } else {
             t
         };
-        // Its state when it sent the pace, by worker 0's clock.
-        let sent = at.saturating_sub(latency);
+        // In micro-batches when units may be cut: a quantum of work.
+        let quanta = f64::from(micro);
+        let t = t / quanta;
+        // Its state when it sent the pace, by worker 0's clock: in
+        // micro-batches, with the unit it had in flight (begun that long
+        // before, ahead of its list, as if queued; a pace sent as units
+        // are handed to it comes mid-unit).
+        let running = pace.running_us.filter(|_| micro > 1);
+        let sent = (at.saturating_sub(latency)).saturating_sub(running.unwrap_or(0));
+        let ahead = (pace.queued + u32::from(running.is_some())) * micro;
         let since = if t > 0.0 {
             (now_us.saturating_sub(sent) as f64 / t).floor() as u32
         } else {
@@ -391,12 +405,12 @@ fn balance_now(
         };
         // The units still to do began when the ones done since the report
         // ended; a worker through them all is free from now.
-        let units = (pace.left + pace.queued).saturating_sub(since);
+        let units = (pace.left * micro + ahead).saturating_sub(since);
         let began = sent as f64 + f64::from(since) * t;
         loads.push(Load {
             start_us: began.max(free - f64::from(units) * t),
             units,
-            givable: pace.left.saturating_sub(since.saturating_sub(pace.queued)),
+            givable: (pace.left * micro).saturating_sub(since.saturating_sub(ahead)),
             keep: 0,
         });
         unit_us.push((t > 0.0).then_some(t));
@@ -433,24 +447,13 @@ fn balance_now(
         // ten of the others' at 5× slow, and a straggler reporting late (a
         // first unit 5 median units long, the quorum reached only with it)
         // with two units left kept both, ending 10 units after the rest.
-        // In micro-batches, two of those: what a receiver then ends late by.
+        // (in micro-batches, two of those: what a receiver then ends late by)
         let unit = match (straggler, t) {
-            (true, _) if common > 0.0 => common,
+            (true, _) if common > 0.0 => common / f64::from(micro),
             (_, t) => t.unwrap_or(0.0),
-        } / f64::from(micro);
+        };
         if finish(l, t) <= reference + 2.0 * unit {
             l.givable = 0;
-        }
-    }
-    if micro > 1 {
-        // In micro-batches: a move is one of them.
-        for l in &mut loads {
-            l.units *= micro;
-            l.givable *= micro;
-            l.keep *= micro;
-        }
-        for t in unit_us.iter_mut().flatten() {
-            *t /= f64::from(micro);
         }
     }
     balance_moves(&loads, &unit_us, min_gain, micro > 1)
@@ -497,6 +500,7 @@ mod tests {
             unit_us,
             elapsed_us: at,
             usual_us: 0,
+            running_us: None,
         }
     }
 
@@ -509,6 +513,7 @@ mod tests {
             unit_us,
             elapsed_us: unit_us,
             usual_us,
+            running_us: None,
         }
     }
 
@@ -605,6 +610,7 @@ mod tests {
             unit_us: 100,
             elapsed_us: 200,
             usual_us: 0,
+            running_us: None,
         };
         assert!(broker.on_pace(1, loaded, 200).is_empty());
         assert!(broker.on_pace(0, pace(10, 100, 200), 200).is_empty());

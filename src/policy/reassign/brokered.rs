@@ -19,6 +19,7 @@ impl ReassignAgent {
             unit_us,
             elapsed_us: self.now_us.saturating_sub(self.started_us),
             usual_us: self.usual_us,
+            running_us: self.progress.running_us,
         };
         if self.me != 0 {
             return vec![(0, ControlKind::Pace(pace))];

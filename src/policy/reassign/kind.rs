@@ -119,7 +119,7 @@ impl ControlKind {
             | ControlKind::Cut { .. } => 4,
             ControlKind::Decline | ControlKind::Done => 0,
             ControlKind::Timing { .. } => 4 + 8,
-            ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8,
+            ControlKind::Pace(_) => 4 + 4 + 8 + 8 + 8 + 9,
             ControlKind::Give { .. } => 4 + 4 + 4,
             ControlKind::Tail { .. } => 4 + 4,
             ControlKind::Timings { all } => 8 + 12 * all.len() as u64,
