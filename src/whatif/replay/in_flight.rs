@@ -242,21 +242,7 @@ impl Replay<'_> {
         }
         let total = in_flight.total;
         let keep = total - count;
-        let part = |of: u64| of * u64::from(keep) / u64::from(total);
-        let head = TimedUnit {
-            rows: part(u64::from(unit.rows)) as u32,
-            owner_us: part(unit.owner_us),
-            micro_batches: keep,
-            ..unit
-        };
-        let tail = TimedUnit {
-            rows: unit.rows - head.rows,
-            owner_us: unit.owner_us - head.owner_us,
-            micro_batches: count,
-            rest: false,
-            piece: true,
-            ..unit
-        };
+        let (head, tail) = cut_in_two(unit, keep, count);
         let ends = worker.started
             + ((worker.ends - worker.started) * u64::from(keep)).div_ceil(u64::from(total));
         worker.running = Some((head, own, clone_of));
@@ -318,22 +304,7 @@ impl Replay<'_> {
                     }
                 }
                 handover::CutStep::Tail { first, count } => {
-                    let total = first + count;
-                    let part = |of: u64| of * u64::from(first) / u64::from(total);
-                    let head = TimedUnit {
-                        rows: part(u64::from(unit.rows)) as u32,
-                        owner_us: part(unit.owner_us),
-                        micro_batches: first,
-                        ..unit
-                    };
-                    let tail = TimedUnit {
-                        rows: unit.rows - head.rows,
-                        owner_us: unit.owner_us - head.owner_us,
-                        micro_batches: count,
-                        rest: false,
-                        piece: true,
-                        ..unit
-                    };
+                    let (head, tail) = cut_in_two(unit, first, count);
                     self.flat[at] = head;
                     if !worker.cut.contains(&unit.key) {
                         worker.cut.push(unit.key);
@@ -358,4 +329,27 @@ impl Replay<'_> {
             self.hand_tail(w, to, pick, now);
         }
     }
+}
+
+/// `unit` cut after its first `keep` micro-batches: that first part, and
+/// the tail of the next `count` (a piece), each with its share of the
+/// rows and of the owner's time.
+fn cut_in_two(unit: TimedUnit, keep: u32, count: u32) -> (TimedUnit, TimedUnit) {
+    let total = keep + count;
+    let part = |of: u64| of * u64::from(keep) / u64::from(total);
+    let head = TimedUnit {
+        rows: part(u64::from(unit.rows)) as u32,
+        owner_us: part(unit.owner_us),
+        micro_batches: keep,
+        ..unit
+    };
+    let tail = TimedUnit {
+        rows: unit.rows - head.rows,
+        owner_us: unit.owner_us - head.owner_us,
+        micro_batches: count,
+        rest: false,
+        piece: true,
+        ..unit
+    };
+    (head, tail)
 }
