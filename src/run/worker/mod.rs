@@ -20,6 +20,7 @@ mod control;
 mod epoch;
 mod lazy;
 mod own_writes;
+mod pieces;
 mod plan;
 
 use std::cell::RefCell;
@@ -701,6 +702,6 @@ fn broker_time(
     epoch.observe(agent, now_us);
     let out = agent.on_broker_time(epoch.own_left());
     send_all(worker, epoch, holdings, out, emit);
-    control::tails_owed((cx, worker, holdings), epoch, now_us, emit);
+    pieces::tails_owed((cx, worker, holdings), epoch, now_us, emit);
     None
 }
