@@ -79,13 +79,14 @@ pub enum ControlKind {
     /// my pace" (to worker 0).
     Pace(Pace),
     /// Broker, from worker 0: "give `count` units from the end of your list
-    /// to `to`, and the last `cut` micro-batches of the unit before them".
+    /// to `to`, then `cut` micro-batches more from the end of what is left"
+    /// (see [`handover::cut`](crate::policy::handover::cut)).
     Give {
         /// The receiver.
         to: u32,
         /// How many whole units.
         count: u32,
-        /// Micro-batches of one more unit, from its end (0: none).
+        /// Micro-batches beyond them (0: none).
         #[serde(default)]
         cut: u32,
     },

@@ -255,10 +255,11 @@ impl ReassignAgent {
         self.tails
     }
 
-    /// Its worker began an own unit of `micro_batches` micro-batches (worker
-    /// 0's broker spreads the units it moves when they may be cut into
-    /// tails: the jobs of a run, and the units of a replayed trace, have as
-    /// many micro-batches everywhere).
+    /// Its worker began an own unit of `micro_batches` micro-batches (the
+    /// whole unit, not a piece of one): when units may be cut (tails, more
+    /// than two micro-batches), worker 0's broker balances micro-batches
+    /// (see [`Broker::micro`]; the jobs of a run, and the units of a
+    /// replayed trace, have as many micro-batches everywhere).
     pub fn set_micro_batches(&mut self, micro_batches: u32) {
         let micro = if self.tails && micro_batches > 2 {
             micro_batches
