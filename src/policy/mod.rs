@@ -125,7 +125,7 @@ pub enum PolicyPlan {
     /// A pipeline (`[parallel]`): between iterations, re-cut each
     /// replica's layers between its stages and re-share the partitions
     /// between the replicas as the measured speeds say
-    /// ([`crate::pipeline::rebalance`]).
+    /// ([`crate::pipeline::rebalance()`]).
     RebalanceStages,
 }
 

@@ -129,7 +129,7 @@ pub struct Load {
 /// finish earliest, while that shortens the makespan by more than
 /// `min_gain` of the receiver's unit. Among receivers that would finish
 /// together, the lowest index first, or, with `spread`, in an order spread
-/// over the ring of workers ([`spread`]). Moves are listed by giver, then
+/// over the ring of workers (`spread`). Moves are listed by giver, then
 /// receiver.
 pub fn balance_moves(
     workers: &[Load],

@@ -69,7 +69,7 @@ impl MeasuredPace {
 /// Times the gradient of iteration 0's first unit of `plan` (micro-batch
 /// by micro-batch, as the run computes it) three times on this thread, then
 /// once on each of `plan.workers` threads at once (at most
-/// [`MOST_SHARED_THREADS`]) when the job has more than one worker.
+/// `MOST_SHARED_THREADS`) when the job has more than one worker.
 pub fn measure(plan: &JobPlan, workload: &dyn Workload) -> MeasuredPace {
     let data = workload.data();
     let unit = partitioning_for(plan, data)

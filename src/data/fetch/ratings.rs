@@ -16,7 +16,7 @@ const HEADER: [&str; 4] = [
 ];
 
 /// The ratings of a RecBole `.inter` file: a tab-separated header naming
-/// [`HEADER`]'s fields, then one rating a line; user and item ids positive
+/// `HEADER`'s fields, then one rating a line; user and item ids positive
 /// integers, the rating in 1..=5, the timestamp a non-negative integer
 /// (seconds since 1970). Every problem names its line.
 pub fn ratings_batch(text: &str) -> Result<RecordBatch, String> {

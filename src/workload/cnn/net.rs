@@ -14,7 +14,7 @@
 //! the same order. Same parameters and batch, same bits, on any thread.
 //!
 //! The convolutions are computed as gathered matrix products on the whole
-//! batch (see [`Net::forward`]) rather than by burn's `Conv2d`, whose
+//! batch (see `Net::forward`) rather than by burn's `Conv2d`, whose
 //! backward on `flex` repeats the gathering per image and per gradient: the
 //! same function, up to the order of the sums, at a lower cost per image
 //! (`cargo bench --bench cnn_cost` measures it).

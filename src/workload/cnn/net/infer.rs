@@ -1,6 +1,6 @@
 //! The net's inference cut into pipeline stages: the evaluation on the test
 //! set that a pipeline runs through its stage workers. A stage runs
-//! [`Net::forward`]'s own operations on its layers (no tape, no dropout)
+//! `Net::forward`'s own operations on its layers (no tape, no dropout)
 //! and hands on the activation at its cut, so the stages' probabilities
 //! have the bits of [`CnnNet::predict`] on the same images, however the
 //! layers are cut (the tests check every cut).
