@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::epoch::{Epoch, Given};
-use super::pieces::{rest_running, tail_running, tails_owed};
+use super::pieces::{rest_running, rows_for, tail_running, tails_owed};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{self, Cancelled, Taker};
@@ -134,19 +134,15 @@ impl ComputeState {
             if self.cx.plan.policy.clones_in_flight() {
                 let idle = (*to, Taker::idle(*unit_us));
                 let at = (&*self.cx, self.worker, &self.holdings);
+                // (what the agent says once a rest is out of its hands)
+                let mut after = Vec::new();
                 if pass_queued(self.worker, epoch, &self.holdings, idle, now_us, emit)
                     || tail_running(at, epoch, helper, now_us, emit)
-                    || rest_running(
-                        (&self.cx, self.worker, &self.holdings),
-                        epoch,
-                        agent,
-                        helper,
-                        now_us,
-                        emit,
-                    )
+                    || rest_running(at, epoch, (agent, &mut after), helper, now_us, emit)
                     || clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit)
                 {
                     out.clear();
+                    out.append(&mut after);
                 } else if epoch.running.is_some() && *unit_us > 0 {
                     // Not late yet: it may be by the next micro-batch.
                     epoch.waiting_helpers.retain(|h| h.0 != helper.0);
@@ -366,28 +362,6 @@ pub(super) fn clone_to_waiting_helper(
     };
     if clone_running(worker, epoch, holdings, fastest, now_us, emit) {
         epoch.waiting_helpers.clear();
-    }
-}
-
-/// The rows `unit` travels to `to` with: none when `to` holds its partition,
-/// else from the rows that came with it, or from the store.
-pub(super) fn rows_for(holdings: &Holdings, to: u32, unit: &Given) -> Vec<DataRow> {
-    rows_of(holdings, to, unit, &unit.rows.rows)
-}
-
-/// Rows `ids` of `unit` as they travel to `to` (see [`rows_for`]).
-pub(super) fn rows_of(holdings: &Holdings, to: u32, unit: &Given, ids: &[u32]) -> Vec<DataRow> {
-    if holdings.settled_holder(unit.rows.key.partition, to) {
-        return Vec::new();
-    }
-    match &unit.payload {
-        Some(payload) => {
-            let source = payload.as_ref();
-            ids.iter()
-                .map(|&r| DataRow::from_source(source, r))
-                .collect()
-        }
-        None => holdings.ship(ids),
     }
 }
 

@@ -3,9 +3,9 @@
 //! (whole units, then the tail of the next, then the unit in flight's).
 
 use super::compute::{advance, split_unit};
-use super::control::{rows_for, rows_of, send_all};
-use super::epoch::{Epoch, Running};
+use super::epoch::{Epoch, Given, Running};
 use super::Emit;
+use crate::data::DataRow;
 use crate::policy::handover;
 use crate::policy::{ControlKind, PeerAgent};
 use crate::run::context::JobContext;
@@ -48,7 +48,7 @@ fn may_hand_over<'e>(
 pub(super) fn rest_running(
     (cx, worker, holdings): (&JobContext, u32, &Holdings),
     epoch: &mut Epoch,
-    agent: &mut PeerAgent,
+    (agent, sends): (&mut PeerAgent, &mut Vec<(u32, ControlKind)>),
     (to, helper_unit_us): (u32, u64),
     now_us: u64,
     emit: &mut Emit<'_>,
@@ -83,8 +83,7 @@ pub(super) fn rest_running(
     if next.counts_as_own {
         // Out of its hands: for its progress, an own unit done.
         epoch.observe(agent, cx.now_us());
-        let out = agent.on_own_unit_done(epoch.unit_us());
-        send_all(worker, epoch, holdings, out, emit);
+        sends.extend(agent.on_own_unit_done(epoch.unit_us()));
     }
     true
 }
@@ -297,5 +296,27 @@ pub(super) fn tails_owed(
 ) {
     for (to, count) in std::mem::take(&mut epoch.tails_owed) {
         tail_running_ordered((cx, worker, holdings), epoch, (to, count), now_us, emit);
+    }
+}
+
+/// The rows `unit` travels to `to` with: none when `to` holds its partition,
+/// else from the rows that came with it, or from the store.
+pub(super) fn rows_for(holdings: &Holdings, to: u32, unit: &Given) -> Vec<DataRow> {
+    rows_of(holdings, to, unit, &unit.rows.rows)
+}
+
+/// Rows `ids` of `unit` as they travel to `to` (see [`rows_for`]).
+pub(super) fn rows_of(holdings: &Holdings, to: u32, unit: &Given, ids: &[u32]) -> Vec<DataRow> {
+    if holdings.settled_holder(unit.rows.key.partition, to) {
+        return Vec::new();
+    }
+    match &unit.payload {
+        Some(payload) => {
+            let source = payload.as_ref();
+            ids.iter()
+                .map(|&r| DataRow::from_source(source, r))
+                .collect()
+        }
+        None => holdings.ship(ids),
     }
 }
