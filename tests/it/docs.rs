@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 /// The README's length limit, in lines.
-const README_MAX_LINES: usize = 300;
+const README_MAX_LINES: usize = 150;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
