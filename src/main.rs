@@ -57,8 +57,10 @@ fn main() -> ExitCode {
 /// dies takes timely's connection threads down with a panic: one line says
 /// so, naming the peer (timely names those threads after it), not a
 /// backtrace, and a process that no launcher supervises exits at once
-/// (exit 2) rather than wait for a peer that is gone. Any other panic
-/// prints as Rust's default hook does.
+/// (exit 2) rather than wait for a peer that is gone; in a process the
+/// launcher supervises, the panics that follow (its workers on queues the
+/// lost connection poisoned) print nothing more. Any other panic prints as
+/// Rust's default hook does.
 fn install_panic_hook(cli: &forestall::cli::Cli) {
     // A process the launcher supervises waits for the launcher to stop it;
     // one started one a host stops itself when it loses a peer.
@@ -94,11 +96,25 @@ fn install_panic_hook(cli: &forestall::cli::Cli) {
             n.strip_prefix("timely:recv-")
                 .or_else(|| n.strip_prefix("timely:send-"))
         });
+        // Once a peer is gone, the panics that follow in this process (its
+        // workers and the other connection threads, on queues the first
+        // one poisoned) are its consequences: the one line said it all.
+        static PEER_LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if PEER_LOST.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         match peer {
             Some(peer) => {
+                if PEER_LOST.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let then = match supervised {
+                    true => "the launcher stops the job",
+                    false => "the job stops (resume it from its newest checkpoint)",
+                };
                 eprintln!(
                     "error: process {process}: lost the connection to process {peer} \
-                     ({message}); the job stops (resume it from its newest checkpoint)"
+                     ({message}); {then}"
                 );
                 if !supervised {
                     std::process::exit(2);

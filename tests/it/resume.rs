@@ -181,6 +181,18 @@ fn a_worker_process_killed_at_a_random_iteration_is_restarted_with_identical_res
             "{policy}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
+        // One line from the process that lost its peer, if it noticed before
+        // the launcher stopped it: not the panics that follow in it.
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let lines = stderr
+            .lines()
+            .filter(|l| l.starts_with("error: process 0:"))
+            .count();
+        assert!(lines <= 1, "{policy}: {stderr}");
+        assert!(
+            !stderr.contains("poisoned") && !stderr.contains("panic"),
+            "{policy}: {stderr}"
+        );
         let stdout = String::from_utf8_lossy(&o.stdout);
         let restart = stdout
             .lines()
