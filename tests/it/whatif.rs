@@ -263,7 +263,18 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
     );
     refused(
         &["whatif", path, "--policy", "teleport"],
-        "unknown policy 'teleport'",
+        "command line: [policy] name: unknown policy 'teleport'",
+    );
+    refused(
+        &[
+            "whatif",
+            path,
+            "--policy",
+            "proactive",
+            "--predictor",
+            "oracle",
+        ],
+        "command line: [predictor] name: unknown predictor 'oracle'",
     );
     refused(
         &["whatif", path, "--policy", "flexrr"],

@@ -455,7 +455,20 @@ pub fn policy_with_model(
     workers: u32,
 ) -> Result<(crate::policy::PolicyPlan, Option<PredictorPlan>)> {
     let text = format!("[policy]\nname = {name:?}\n");
-    let overrides = Overrides::default();
+    // The names come from flags (`--policy`, `--predictor`): messages point
+    // there, not at a line of this text.
+    let overrides = Overrides {
+        policy: Some(name.to_owned()),
+        set: predictor
+            .map(|p| super::Setting {
+                section: "predictor".to_owned(),
+                key: "name".to_owned(),
+                value: toml::Value::String(p.to_owned()),
+            })
+            .into_iter()
+            .collect(),
+        ..Overrides::default()
+    };
     let cx = Context {
         text: &text,
         path: None,
