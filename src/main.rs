@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     match forestall::cli::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", forestall::cli::output::error_text(&err));
             let diverged = err.chain().any(|e| {
                 matches!(
                     e.downcast_ref::<forestall::run::RunError>(),

@@ -30,10 +30,31 @@ pub fn error_line(err: &anyhow::Error, exit_code: u8) -> String {
         "error",
         &ErrorData {
             message: err.to_string(),
-            causes: err.chain().skip(1).map(ToString::to_string).collect(),
+            causes: causes(err).into_iter().skip(1).collect(),
             exit_code,
         },
     )
+}
+
+/// `err` and its causes as one line, `outer: inner: …` (what `{:#}` prints),
+/// without a cause that only repeats the end of the one before it: a
+/// wrapper such as Parquet's `External: No space left on device` has the
+/// I/O error it wraps as its source, which would print twice.
+pub fn error_text(err: &anyhow::Error) -> String {
+    causes(err).join(": ")
+}
+
+/// The messages of `err`'s chain, outermost first, without repeats.
+fn causes(err: &anyhow::Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.last().is_some_and(|before| before.ends_with(&text)) {
+            continue;
+        }
+        out.push(text);
+    }
+    out
 }
 
 /// Whether the command line asks for `--json` (before any `--`): for errors
@@ -102,6 +123,27 @@ pub fn progress_bar(global: &GlobalArgs, len: u64, unit: &str) -> ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wrapped error whose text ends with its source's prints it once.
+    #[test]
+    fn a_cause_that_repeats_its_wrapper_prints_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let parquet = parquet::errors::ParquetError::External(Box::new(io));
+        let err = anyhow::Error::new(parquet).context("parquet error in out/a.parquet");
+        assert_eq!(
+            error_text(&err),
+            "parquet error in out/a.parquet: External: No space left on device"
+        );
+        let line: serde_json::Value =
+            serde_json::from_str(&error_line(&err, 2)).expect("a JSON line");
+        assert_eq!(
+            line["data"]["causes"],
+            serde_json::json!(["External: No space left on device"])
+        );
+        // different texts all print
+        let err = anyhow::anyhow!("disk full").context("cannot write");
+        assert_eq!(error_text(&err), "cannot write: disk full");
+    }
 
     #[test]
     fn an_error_line_holds_the_message_its_causes_and_the_code() {
