@@ -15,7 +15,7 @@ use crate::analyze::find_traces;
 use crate::report::json;
 use crate::run::context::load_predictor;
 use crate::spec::{policy_named, policy_with_model};
-use crate::whatif::{replay_policy, Outcome, Timings};
+use crate::whatif::{replay_policy_watched, Outcome, Timings};
 
 /// The policies replayed when none is named.
 pub const DEFAULT_POLICIES: [&str; 3] = ["bsp", "rapid-reassign", "forestall"];
@@ -145,13 +145,24 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("policy {name}"))?;
             plans.push((policy, predictor));
         }
-        let bar = progress_bar(global, plans.len() as u64, "policies");
+        // One tick per iteration replayed: a policy's replay of thousands of
+        // workers takes seconds.
+        let iterations = timings.len() as u64;
+        let bar = progress_bar(global, plans.len() as u64 * iterations, "iterations");
+        let tick = || bar.inc(1);
         let mut lines = Vec::new();
         for (policy, predictor) in &plans {
+            bar.set_message(policy.as_str().to_owned());
             let started = Instant::now();
-            let outcome = replay_policy(&timings, policy, predictor.as_ref(), args.latency_us)
-                .with_context(|| format!("{}", dir.display()))?;
-            bar.inc(1);
+            let outcome = replay_policy_watched(
+                &timings,
+                policy,
+                predictor.as_ref(),
+                args.latency_us,
+                None,
+                &tick,
+            )
+            .with_context(|| format!("{}", dir.display()))?;
             lines.push((outcome, started.elapsed().as_secs_f64()));
         }
         bar.finish_and_clear();

@@ -127,6 +127,9 @@ struct Setup<'a> {
     /// Whether the plan's moves are clones.
     clones: bool,
     latency_us: u64,
+    /// Called after each iteration is replayed, from the thread that
+    /// replayed it.
+    done: &'a (dyn Fn() + Sync),
 }
 
 /// What a range of iterations came to.
@@ -292,6 +295,7 @@ impl Setup<'_> {
             if let Cow::Owned(t) = recorded {
                 spare = Some(t);
             }
+            (self.done)();
         }
         out
     }
@@ -426,7 +430,22 @@ pub fn replay_policy_on(
     latency_us: u64,
     threads: Option<usize>,
 ) -> Result<Outcome, WhatIfError> {
-    let all = replay_parts(timings, policy, predictor, latency_us, threads)?;
+    replay_policy_watched(timings, policy, predictor, latency_us, threads, &|| {})
+}
+
+/// [`replay_policy_on`], calling `done` after each iteration it has replayed
+/// (from the thread that replayed it, in any order across threads): a
+/// progress bar's tick for a replay of thousands of workers, which takes
+/// seconds.
+pub fn replay_policy_watched(
+    timings: &Timings,
+    policy: &PolicyPlan,
+    predictor: Option<&OnlinePredictor>,
+    latency_us: u64,
+    threads: Option<usize>,
+    done: &(dyn Fn() + Sync),
+) -> Result<Outcome, WhatIfError> {
+    let all = replay_parts(timings, policy, predictor, latency_us, threads, done)?;
     Ok(outcome(policy, timings.len(), all))
 }
 
@@ -437,6 +456,7 @@ fn replay_parts(
     predictor: Option<&OnlinePredictor>,
     latency_us: u64,
     threads: Option<usize>,
+    done: &(dyn Fn() + Sync),
 ) -> Result<Partial, WhatIfError> {
     if timings.is_empty() {
         return Err(WhatIfError::EmptyTrace);
@@ -471,6 +491,7 @@ fn replay_parts(
         plan,
         clones,
         latency_us,
+        done,
     };
     Ok(Partial::joined(setup.replay_all(threads, &make_agents)?))
 }

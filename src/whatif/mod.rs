@@ -34,7 +34,7 @@ mod replay;
 pub mod source;
 
 pub use clock::Clock;
-pub use drive::{bound_us, replay_policy, replay_policy_on, Outcome};
+pub use drive::{bound_us, replay_policy, replay_policy_on, replay_policy_watched, Outcome};
 pub use lanes::{replay_iteration, Scratch};
 pub use replay::Replayed;
 pub use source::{SourceError, Timings};

@@ -180,8 +180,14 @@ fn digests(timings: &Timings) -> Vec<(&'static str, u64)> {
                 policy_named(name, None, timings.workers() as u32).expect("a replayable policy");
             let predictor = predictor.map(|p| load_predictor(&p).expect("its predictor"));
             let run = |threads| {
-                let parts = replay_parts(timings, &policy, predictor.as_ref(), 100, threads)
+                let ticks = std::sync::atomic::AtomicUsize::new(0);
+                let tick = || {
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                };
+                let parts = replay_parts(timings, &policy, predictor.as_ref(), 100, threads, &tick)
                     .expect("replays");
+                // One progress tick per iteration, whichever thread replayed it.
+                assert_eq!(ticks.into_inner(), timings.len(), "{name}: ticks");
                 let digests = parts.digests.clone();
                 let o = outcome(&policy, timings.len(), parts);
                 let summary = [
@@ -437,7 +443,7 @@ fn absent_workers_take_no_planned_units() {
     let replay = |name: &str| {
         let (policy, predictor) = policy_named(name, None, 4).expect("a policy");
         let predictor = predictor.map(|p| load_predictor(&p).expect("its predictor"));
-        replay_parts(&timings, &policy, predictor.as_ref(), 100, Some(1))
+        replay_parts(&timings, &policy, predictor.as_ref(), 100, Some(1), &|| {})
             .expect("replays")
             .per_iteration
     };
