@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use super::epoch::{Epoch, Given};
-use super::pieces::{rest_running, rows_for, tail_running, tails_owed};
+use super::pieces::{rest_running, rows_for, tail_running};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{self, Cancelled, Taker};
 use crate::policy::ControlKind;
 use crate::predict::Timing;
+use crate::run::context::JobContext;
 use crate::run::holdings::Holdings;
 use crate::run::messages::{Control, Piece};
 use crate::trace::UnitAction;
@@ -157,8 +158,7 @@ impl ComputeState {
                 pass_queued(self.worker, epoch, &self.holdings, to, now_us, emit);
             }
         }
-        send_all(self.worker, epoch, &self.holdings, out, emit);
-        tails_owed((&self.cx, self.worker, &self.holdings), epoch, now_us, emit);
+        send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
         }
@@ -181,7 +181,7 @@ impl ComputeState {
             let left = epoch.own.len();
             epoch.observe(agent, self.cx.now_us());
             let out = agent.on_message(message.from, &ahead, left);
-            send_all(self.worker, epoch, &self.holdings, out, emit);
+            send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
         }
         if !self.finished {
             self.early_control.push(message);
@@ -302,7 +302,7 @@ impl ComputeState {
                 if let Some(agent) = self.agent.as_mut() {
                     epoch.observe(agent, self.cx.now_us());
                     let out = agent.on_own_unit_done(epoch.unit_us());
-                    send_all(self.worker, epoch, &self.holdings, out, emit);
+                    send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
                 }
             }
         }
@@ -503,15 +503,14 @@ pub(super) fn send_done(
 ///
 /// Units go with their rows unless the receiver is a settled holder of them.
 pub(super) fn send_all(
-    worker: u32,
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
     epoch: &mut Epoch,
-    holdings: &Holdings,
     out: Vec<(u32, ControlKind)>,
     emit: &mut Emit<'_>,
 ) {
     for (to, kind) in out {
         if let ControlKind::Cut { count } = kind {
-            super::pieces::cut_own(worker, epoch, holdings, (to, count), emit);
+            super::pieces::cut_own((cx, worker, holdings), epoch, (to, count), emit);
             continue;
         }
         let iteration = epoch.iteration;

@@ -78,11 +78,6 @@ pub(super) struct Epoch {
     /// Own units cut in two at the broker's order (`ControlKind::Cut`):
     /// the list holds their first part (this piece), a peer their tail.
     pub(super) cut: Vec<(UnitKey, Piece)>,
-    /// Rows a micro-batch (0: a unit at once), for the cuts.
-    pub(super) micro_batch: u32,
-    /// Micro-batches cuts owe peers beyond the own list (taken from the
-    /// unit in flight's tail by the caller, which can reach it).
-    pub(super) tails_owed: Vec<(u32, u32)>,
     /// Peers this worker handed own units to whole while it cut (its agent
     /// hears of them at its next call, in [`Epoch::observe`]).
     pub(super) handed_whole: Vec<u32>,
@@ -160,9 +155,7 @@ impl Epoch {
             params_version,
             own,
             cut: Vec::new(),
-            micro_batch: 0,
             handed_whole: Vec::new(),
-            tails_owed: Vec::new(),
             given_to_me: VecDeque::new(),
             planned_in: VecDeque::new(),
             cloned_out: BTreeMap::new(),

@@ -303,7 +303,7 @@ impl ComputeState {
                 if let Some(agent) = self.agent.as_mut() {
                     epoch.observe(agent, self.cx.now_us());
                     let out = agent.on_own_unit_done(epoch.unit_us());
-                    send_all(self.worker, epoch, &self.holdings, out, emit);
+                    send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
                 }
             }
         }
@@ -604,9 +604,6 @@ impl ComputeState {
             std::mem::take(&mut self.control_after_report),
             self.operator_us(),
         ));
-        if let Some(epoch) = self.epoch.as_mut() {
-            epoch.micro_batch = self.cx.plan.micro_batch;
-        }
         let moves = self.plan_ahead(emit);
         let planned_in: u32 = moves
             .iter()
@@ -701,7 +698,6 @@ fn broker_time(
     }
     epoch.observe(agent, now_us);
     let out = agent.on_broker_time(epoch.own_left());
-    send_all(worker, epoch, holdings, out, emit);
-    pieces::tails_owed((cx, worker, holdings), epoch, now_us, emit);
+    send_all((cx, worker, holdings), epoch, out, emit);
     None
 }

@@ -206,13 +206,12 @@ fn hand_tail(
 /// in row order, so the unit's bits do not change. Each part goes with its
 /// rows unless the peer is a settled holder of them.
 pub(super) fn cut_own(
-    worker: u32,
+    (cx, worker, holdings): (&JobContext, u32, &Holdings),
     epoch: &mut Epoch,
-    holdings: &Holdings,
     (to, count): (u32, u32),
     emit: &mut Emit<'_>,
 ) {
-    let micro = epoch.micro_batch as usize;
+    let micro = cx.plan.micro_batch as usize;
     if micro == 0 {
         return;
     }
@@ -221,21 +220,16 @@ pub(super) fn cut_own(
         (!copied).then(|| u.rows.len().div_ceil(micro) as u32)
     });
     let steps = handover::cut(held.collect::<Vec<_>>(), count);
-    // What the list does not hold comes from the unit in flight (the
-    // caller hands that tail over: see [`tails_owed`]).
     let listed: u32 = steps.iter().map(handover::CutStep::micro_batches).sum();
-    if count > listed {
-        epoch.tails_owed.push((to, count - listed));
-    }
     for step in steps {
         let Some(key) = epoch.own.back().map(|u| u.key) else {
-            return;
+            break;
         };
         let cut_before = epoch.cut.iter().position(|c| c.0 == key);
         let (kind, ids) = match step {
             handover::CutStep::Whole { micro_batches } => {
                 let Some(unit) = epoch.own.pop_back() else {
-                    return;
+                    break;
                 };
                 epoch.handed_whole.push(to);
                 let kind = match cut_before {
@@ -252,7 +246,7 @@ pub(super) fn cut_own(
             }
             handover::CutStep::Tail { first, count } => {
                 let Some(unit) = epoch.own.back_mut() else {
-                    return;
+                    break;
                 };
                 let keep = (first as usize * micro).min(unit.rows.len());
                 let tail = unit.rows.split_off(keep);
@@ -284,18 +278,10 @@ pub(super) fn cut_own(
         epoch.control.count(&message);
         (emit.control)(&epoch.caps.control, message);
     }
-}
-
-/// Hands over the tails of the unit in flight that cuts owed (what their
-/// count left after the own list, see [`cut_own`]), at the broker's order.
-pub(super) fn tails_owed(
-    (cx, worker, holdings): (&JobContext, u32, &Holdings),
-    epoch: &mut Epoch,
-    now_us: u64,
-    emit: &mut Emit<'_>,
-) {
-    for (to, count) in std::mem::take(&mut epoch.tails_owed) {
-        tail_running_ordered((cx, worker, holdings), epoch, (to, count), now_us, emit);
+    // What the list does not hold comes from the unit in flight, as its tail.
+    if count > listed {
+        let owed = (to, count - listed);
+        tail_running_ordered((cx, worker, holdings), epoch, owed, cx.now_us(), emit);
     }
 }
 

@@ -55,7 +55,7 @@ impl ComputeState {
                     .filter(|m| m.from == self.worker)
                     .map(|m| (m.to, ControlKind::Clone { count: m.count }))
                     .collect();
-                send_all(self.worker, epoch, &self.holdings, mine, emit);
+                send_all((&self.cx, self.worker, &self.holdings), epoch, mine, emit);
                 return Vec::new();
             }
             Action::Move(moves) => moves,
@@ -80,7 +80,7 @@ impl ComputeState {
             .iter()
             .map(|m| (m.to, ControlKind::Planned { count: m.count }))
             .collect();
-        send_all(self.worker, epoch, holdings, mine, emit);
+        send_all((&self.cx, self.worker, holdings), epoch, mine, emit);
         moves
     }
 }
