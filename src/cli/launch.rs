@@ -83,19 +83,20 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
             addresses.join(", ")
         ));
         let mut children = start(args, global, &out_dir, processes, threads, resume_at)?;
-        // SIGTERM now goes on to the processes, which stop together at an
-        // iteration boundary with a checkpoint.
+        // SIGTERM (or Ctrl-C's SIGINT) now goes on to the processes, which
+        // stop together at an iteration boundary with a checkpoint.
         crate::run::stop::arm();
         let (process, status) = match watch(&mut children)? {
             Watched::Done => return Ok(ExitCode::SUCCESS),
             Watched::Stopped => {
+                let signal = crate::run::stop::signal_name();
                 say(match newest_checkpoint(&out_dir, &plan) {
                     Some(c) => format!(
-                        "the processes stopped on SIGTERM; continue from the checkpoint at \
+                        "the processes stopped on {signal}; continue from the checkpoint at \
                          iteration {c} with --resume {}",
                         out_dir.display()
                     ),
-                    None => "the processes stopped on SIGTERM before a checkpoint".to_owned(),
+                    None => format!("the processes stopped on {signal} before a checkpoint"),
                 });
                 return Ok(ExitCode::from(STOPPED));
             }
@@ -104,7 +105,8 @@ pub fn launch(args: &RunArgs, global: &GlobalArgs, processes: u32) -> anyhow::Re
         if crate::run::stop::signalled() {
             bail!(
                 "process {process} of {processes} exited with {status} while stopping on \
-                 SIGTERM; stopped the others (not restarting)"
+                 {}; stopped the others (not restarting)",
+                crate::run::stop::signal_name()
             );
         }
         let failure = format!("process {process} of {processes} exited with {status}");

@@ -83,8 +83,9 @@ fn hosts_of(args: &RunArgs) -> anyhow::Result<Option<Hosts>> {
 /// Runs `forestall run`.
 pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     args.apply_cluster_section()?;
-    // SIGTERM (a scheduler's preemption) stops at an iteration boundary with
-    // a checkpoint once training runs; before that it ends the process.
+    // SIGTERM (a scheduler's preemption) or Ctrl-C stops at an iteration
+    // boundary with a checkpoint once training runs; before that it ends the
+    // process.
     crate::run::stop::install_handler();
     let afresh_in_place = resume_if_any(&mut args);
     args.force |= afresh_in_place;
@@ -435,9 +436,9 @@ fn stopped(stop: &Stop, plan: &JobPlan, out_dir: &Path, global: &GlobalArgs) -> 
         return ExitCode::SUCCESS;
     };
     let why = if crate::run::stop::signalled() {
-        "on SIGTERM"
+        format!("on {}", crate::run::stop::signal_name())
     } else {
-        "as another process was asked to (SIGTERM)"
+        "as another process was asked to (SIGTERM or SIGINT)".to_owned()
     };
     if global.quiet == 0 {
         eprintln!(

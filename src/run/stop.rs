@@ -1,6 +1,6 @@
-//! Stopping a job from outside (SIGTERM, as Slurm preempts) at an iteration
-//! every process agrees on, with a checkpoint there, so that the scheduler's
-//! `--requeue` (or `--resume`) continues it.
+//! Stopping a job from outside (SIGTERM, as Slurm preempts, or Ctrl-C's
+//! SIGINT) at an iteration every process agrees on, with a checkpoint there,
+//! so that the scheduler's `--requeue` (or `--resume`) continues it.
 //!
 //! A process that is asked to stop tells worker 0 (its `Ready` progress
 //! carries the request). When shard 0's owner, worker 0, next sends out a
@@ -18,14 +18,16 @@
 //! So every process ends at version `E` and checkpoints it, as a run with
 //! `--stop-after E` would.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
-/// Exit code of a process that stopped on SIGTERM after checkpointing (the
-/// shell's code for "terminated by SIGTERM").
+/// Exit code of a process that stopped on SIGTERM or SIGINT after
+/// checkpointing (the shell's code for "terminated by SIGTERM").
 pub const STOPPED: u8 = 143;
 
-/// Set by the SIGTERM handler.
+/// Set by the signal handler.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The signal that asked for the stop (SIGTERM or SIGINT).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// Set while a stop can still be taken to an iteration boundary; otherwise
 /// SIGTERM ends the process at once.
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -48,9 +50,19 @@ pub fn forward(pid: u32) {
 #[cfg(not(unix))]
 pub fn forward(_pid: u32) {}
 
-/// Whether this process received SIGTERM.
+/// Whether this process received SIGTERM or SIGINT.
 pub fn signalled() -> bool {
     SIGNALLED.load(Ordering::Relaxed)
+}
+
+/// The name of the signal that asked this process to stop: `SIGINT` for
+/// Ctrl-C, else `SIGTERM`.
+pub fn signal_name() -> &'static str {
+    #[cfg(unix)]
+    if SIGNAL.load(Ordering::Relaxed) == libc::SIGINT {
+        return "SIGINT";
+    }
+    "SIGTERM"
 }
 
 /// From now on the first SIGTERM asks for a stop at the next iteration
@@ -62,17 +74,21 @@ pub fn arm() {
     ARMED.store(true, Ordering::SeqCst);
 }
 
-/// Installs the SIGTERM handler (once a process; `forestall run` calls it).
+/// Installs the handler of SIGTERM and SIGINT (once a process; `forestall
+/// run` calls it). Ctrl-C stops as a scheduler's SIGTERM does: at the next
+/// iteration boundary, with a checkpoint (in a terminal it reaches a
+/// launcher and its processes alike, which then stop together).
 #[cfg(unix)]
 pub fn install_handler() {
     // SAFETY: the handler only touches atomics and calls `write` and
     // `_exit`, which are async-signal-safe.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_sigterm as *const () as usize;
+        action.sa_sigaction = on_signal as *const () as usize;
         action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
     }
 }
 
@@ -80,7 +96,7 @@ pub fn install_handler() {
 pub fn install_handler() {}
 
 #[cfg(unix)]
-extern "C" fn on_sigterm(_: libc::c_int) {
+extern "C" fn on_signal(signal: libc::c_int) {
     let say = |text: &[u8]| {
         // SAFETY: write(2) on stderr with a valid buffer.
         unsafe {
@@ -102,14 +118,24 @@ extern "C" fn on_sigterm(_: libc::c_int) {
         }
     } else if ARMED.load(Ordering::SeqCst) {
         FIRST_MS.store(now_ms, Ordering::SeqCst);
+        SIGNAL.store(signal, Ordering::SeqCst);
         SIGNALLED.store(true, Ordering::SeqCst);
-        say(
-            b"forestall: SIGTERM: stopping at the next iteration boundary with a checkpoint \
-              (SIGTERM again stops at once)\n",
-        );
+        say(match signal {
+            libc::SIGINT => {
+                b"forestall: SIGINT: stopping at the next iteration boundary with a checkpoint \
+                  (Ctrl-C again, 2 s or more later, stops at once)\n"
+            }
+            _ => {
+                b"forestall: SIGTERM: stopping at the next iteration boundary with a checkpoint \
+                  (SIGTERM again, 2 s or more later, stops at once)\n"
+            }
+        });
         return;
     }
-    say(b"forestall: SIGTERM: stopping now\n");
+    say(match signal {
+        libc::SIGINT => b"forestall: SIGINT: stopping now\n",
+        _ => b"forestall: SIGTERM: stopping now\n",
+    });
     // SAFETY: _exit is async-signal-safe.
     unsafe { libc::_exit(i32::from(STOPPED)) }
 }

@@ -54,15 +54,25 @@ impl Ended {
 
 /// Sends SIGTERM to `pid`.
 pub fn sigterm(pid: u32) {
+    signal(pid, libc::SIGTERM);
+}
+
+/// Sends `signal` to `pid`.
+fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) on a child this test started.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
     assert_eq!(rc, 0, "kill");
 }
 
 /// Waits until `watched` (a `--json` process) has printed `rows` iteration
 /// rows, then sends SIGTERM to `targets` (pids); returns how `watched`
 /// ended.
-pub fn sigterm_after(mut watched: Child, rows: usize, targets: &[u32]) -> Ended {
+pub fn sigterm_after(watched: Child, rows: usize, targets: &[u32]) -> Ended {
+    signal_after(watched, rows, targets, libc::SIGTERM)
+}
+
+/// [`sigterm_after`] with `sent` for SIGTERM.
+fn signal_after(mut watched: Child, rows: usize, targets: &[u32], sent: libc::c_int) -> Ended {
     let stdout = watched.stdout.take().expect("piped");
     let mut stderr = watched.stderr.take().expect("piped");
     let errors = std::thread::spawn(move || {
@@ -78,7 +88,7 @@ pub fn sigterm_after(mut watched: Child, rows: usize, targets: &[u32]) -> Ended 
             seen += 1;
             if seen == rows {
                 for &pid in targets {
-                    sigterm(pid);
+                    signal(pid, sent);
                 }
             }
         }
@@ -129,17 +139,28 @@ fn uninterrupted(dir: &Path, policy: &str) -> String {
     summary_digest(&o)
 }
 
-/// One process under policies with and without BSP semantics: SIGTERM stops
-/// it at an iteration boundary with a checkpoint there and exit 143; the
-/// same command with `--resume-if-any` continues, and under BSP semantics
-/// ends with the uninterrupted run's parameters.
+/// One process under policies with and without BSP semantics: SIGTERM (and
+/// Ctrl-C's SIGINT) stops it at an iteration boundary with a checkpoint
+/// there and exit 143, saying which signal; the same command with
+/// `--resume-if-any` continues, and under BSP semantics ends with the
+/// uninterrupted run's parameters.
 #[test]
 fn sigterm_checkpoints_at_an_iteration_boundary_and_the_requeued_command_continues() {
     let tmp = tempfile::tempdir().expect("dir");
     let dir = tmp.path();
     write_job(dir);
-    for (policy, bsp_semantics) in [("bsp", true), ("forestall", true), ("ssp", false)] {
-        let out = format!("cut-{policy}");
+    for (policy, bsp_semantics, sent) in [
+        ("bsp", true, libc::SIGTERM),
+        ("forestall", true, libc::SIGTERM),
+        ("ssp", false, libc::SIGTERM),
+        ("rapid-reassign", true, libc::SIGINT),
+    ] {
+        let name = if sent == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        let out = format!("cut-{policy}-{name}");
         let args = [
             "--json",
             "run",
@@ -152,8 +173,15 @@ fn sigterm_checkpoints_at_an_iteration_boundary_and_the_requeued_command_continu
         ];
         let child = spawn_in(dir, &args, no_env());
         let pid = child.id();
-        let first = sigterm_after(child, 3, &[pid]);
+        let first = signal_after(child, 3, &[pid], sent);
         assert_eq!(first.status.code(), Some(143), "{policy}: {}", first.stderr);
+        assert!(
+            first
+                .stderr
+                .contains(&format!("stopped on {name} at iteration")),
+            "{policy}: {}",
+            first.stderr
+        );
         let at = first.stopped_at();
         assert!((4..40).contains(&at), "{policy}: stopped at {at}");
         assert!(
