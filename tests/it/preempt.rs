@@ -71,7 +71,7 @@ pub fn sigterm_after(watched: Child, rows: usize, targets: &[u32]) -> Ended {
     signal_after(watched, rows, targets, libc::SIGTERM)
 }
 
-/// [`sigterm_after`] with `sent` for SIGTERM.
+/// [`sigterm_after`], sending `sent` instead of SIGTERM.
 fn signal_after(mut watched: Child, rows: usize, targets: &[u32], sent: libc::c_int) -> Ended {
     let stdout = watched.stdout.take().expect("piped");
     let mut stderr = watched.stderr.take().expect("piped");
