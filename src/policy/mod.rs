@@ -333,6 +333,23 @@ impl PeerAgent {
         }
     }
 
+    /// The peer it expects to be free first, other than `except`, as a
+    /// taker of units queued here (see [`ReassignAgent::freest_peer`]).
+    pub fn freest_peer(&self, except: u32) -> Option<(u32, handover::Taker)> {
+        match self {
+            PeerAgent::Reassign(a) => a.freest_peer(except),
+            PeerAgent::Speculate(_) => None,
+        }
+    }
+
+    /// Its worker passed `count` queued units on to `peer` (see
+    /// [`ReassignAgent::passed`]).
+    pub fn passed(&mut self, peer: u32, count: u32) {
+        if let PeerAgent::Reassign(a) = self {
+            a.passed(peer, count);
+        }
+    }
+
     /// Whether it is worker 0's with a broker, which wants every worker's
     /// list at the start of an iteration ([`PeerAgent::expect_lists`]).
     pub fn brokers(&self) -> bool {

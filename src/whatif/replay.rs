@@ -597,6 +597,7 @@ impl Replay<'_> {
     fn read_message(&mut self, w: u32, message: Message, now: u64) {
         let Message { from, kind, units } = message;
         let units = units.start as usize..units.end as usize;
+        let handed = !units.is_empty() && matches!(kind, ControlKind::Assign { .. });
         if let ControlKind::Done = kind {
             self.on_done(w, from, units, now);
             return;
@@ -640,6 +641,13 @@ impl Replay<'_> {
                 }
             }
             self.send_all(w, sends, now);
+            if self.clone_in_flight && handed {
+                // Handed units while others wait here: on to the peer
+                // expected free first, as far as that gains.
+                if let Some(taker) = self.agent(w).and_then(|a| a.freest_peer(from)) {
+                    self.pass_queued(w, taker.0, taker.1, now);
+                }
+            }
         }
         if let ControlKind::Decline = kind {
             self.workers[place(self.slot, w)].idle_reported = false; // try another peer

@@ -13,6 +13,9 @@ impl ReassignAgent {
             return Vec::new();
         }
         self.paced = true;
+        if self.paced_us == 0 {
+            self.paced_us = unit_us;
+        }
         let pace = Pace {
             left,
             queued: self.progress.queued as u32,

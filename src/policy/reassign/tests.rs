@@ -627,7 +627,9 @@ fn a_peer_with_queued_units_is_not_taken_for_idle() {
 /// its whole share: in a neighbourhood with several stragglers, each giving
 /// its whole share to the first peer to report buried that peer (64 workers
 /// on 2 cores, whose contention slows several neighbours at once). Alone, or
-/// without the broker, it gives its whole share as before.
+/// without the broker, it gives its whole share as before. A straggler
+/// [`BROKERED_SLOWER`] times slower than the peer, whose pace the broker
+/// heard that slow, gives nothing: the broker places its share.
 #[test]
 fn under_the_broker_one_of_several_stragglers_gives_its_part() {
     let progress = ControlKind::Progress {
@@ -636,27 +638,111 @@ fn under_the_broker_one_of_several_stragglers_gives_its_part() {
         queued: 0,
         unit_us: 100,
     };
-    let slow = |mut a: ReassignAgent| {
+    let slow = |mut a: ReassignAgent, unit_us| {
         a.begin(0, 48);
         for _ in 0..7 {
             a.observe(None, 0, 41, 0);
-            a.on_own_unit_done(500);
+            a.on_own_unit_done(unit_us);
         }
         a.observe(None, 0, 41, 0);
         a
     };
-    // Worker 1, 5× slower than peer 2, with 41 units left; peers 3 and 0
+    // Worker 1, 2.5× slower than peer 2, with 41 units left; peers 3 and 0
     // not heard from yet: three may give to 2, and 2 is one of three
-    // helpers. T = (3·41 + 3·12) / (3/500 + 3/100) = 4417 µs, by when worker
-    // 1 does 8.8 of its own: (41 − 8.8) / 3 = 10.7 for worker 2.
-    let mut brokered = slow(broker_agent(1, 4));
+    // helpers. T = (3·41 + 3·12) / (3/250 + 3/100) = 3786 µs, by when worker
+    // 1 does 15.1 of its own: (41 − 15.1) / 3 = 8.6 for worker 2.
+    let mut brokered = slow(broker_agent(1, 4), 250);
     let part = assigned(&brokered.on_message(2, &progress, 41), 2);
-    assert!((10..=11).contains(&part), "{part}");
-    // Without the broker: the whole share (see
+    assert!((8..=9).contains(&part), "{part}");
+    // Without the broker: the whole share.
+    let mut alone = slow(agent(1), 250);
+    let whole = assigned(&alone.on_message(2, &progress, 41), 2);
+    assert!(part < whole, "{part} vs {whole}");
+    // 5× slower: under the broker nothing; without it the whole share (see
     // `a_slow_worker_gives_enough_units_to_finish_together`).
-    let mut alone = slow(agent(1));
+    let mut brokered = slow(broker_agent(1, 4), 500);
+    let out = brokered.on_message(2, &progress, 41);
+    assert!(
+        !out.iter()
+            .any(|(_, k)| matches!(k, ControlKind::Assign { .. })),
+        "{out:?}"
+    );
+    let mut alone = slow(agent(1), 500);
     assert_eq!(assigned(&alone.on_message(2, &progress, 41), 2), 13);
-    assert!(part < 13);
+}
+
+/// A worker slowed only after it told the broker its pace still gives on
+/// a report under the broker: the broker balanced it at its old pace. Not
+/// heard from yet, a worker that slow gives nothing (the broker takes it
+/// for a straggler).
+#[test]
+fn under_the_broker_a_worker_slowed_after_its_pace_still_gives() {
+    let progress = ControlKind::Progress {
+        done: 36,
+        total: 48,
+        queued: 0,
+        unit_us: 100,
+    };
+    let gives = |a: &mut ReassignAgent| {
+        a.observe(None, 0, 41, 0);
+        a.on_message(2, &progress, 41)
+            .iter()
+            .any(|(_, k)| matches!(k, ControlKind::Assign { .. }))
+    };
+    // Paced at 100 µs after its first unit, then 5× slow.
+    let mut a = broker_agent(1, 4);
+    a.begin(0, 48);
+    a.observe(None, 0, 47, 0);
+    a.on_own_unit_done(100);
+    for k in 0..6 {
+        a.observe(None, 0, 46 - k, 0);
+        a.on_own_unit_done(100 + 400 * (k as u64 + 1) / 6 * 7 / 6);
+    }
+    assert!(gives(&mut a));
+    // Not paced yet, its first unit in flight for 600 µs: nothing.
+    let mut b = broker_agent(1, 4);
+    b.begin(0, 48);
+    b.observe(Some(600), 0, 47, 600);
+    assert!(!b
+        .on_message(2, &progress, 47)
+        .iter()
+        .any(|(_, k)| matches!(k, ControlKind::Assign { .. })));
+}
+
+/// The peer a worker passes queued units on to when more are handed to it:
+/// of those that reported, the one with the least work left by now, not
+/// the one that handed them; what it passes counts in its view of that
+/// peer.
+#[test]
+fn the_freest_peer_is_the_one_with_least_work_left_counting_units_passed() {
+    let mut a = agent(0);
+    a.begin(0, 8);
+    let report = |done, unit_us| ControlKind::Progress {
+        done,
+        total: 8,
+        queued: 0,
+        unit_us,
+    };
+    // At 0: peer 1 has 4 units of 100 µs left, peer 2 has 1 of 300, peer 3 none.
+    a.observe(None, 0, 8, 0);
+    a.on_message(1, &report(4, 100), 8);
+    a.on_message(2, &report(7, 300), 8);
+    a.observe(None, 0, 8, 50);
+    a.on_message(3, &report(8, 100), 8);
+    // At 100: peer 3 free (0 µs), peer 2 200 µs, peer 1 300 µs.
+    a.observe(None, 0, 8, 100);
+    let (peer, taker) = a.freest_peer(u32::MAX).expect("a peer");
+    assert_eq!((peer, taker.ahead_us, taker.unit_us), (3, 0, 100));
+    // Not the one that handed the units.
+    assert_eq!(a.freest_peer(3).map(|p| p.0), Some(2));
+    // Three units passed to 3 make it 300 µs: 2 is freest.
+    a.passed(3, 3);
+    assert_eq!(
+        a.freest_peer(u32::MAX).map(|p| (p.0, p.1.ahead_us)),
+        Some((2, 200))
+    );
+    // Nobody reported: none.
+    assert!(agent(1).freest_peer(u32::MAX).is_none());
 }
 
 /// Under the broker a worker slowed after its report at the mark reports

@@ -8,7 +8,7 @@ use super::pieces::{rest_running, rows_for, tail_running};
 use super::{ComputeState, Emit};
 use crate::data::{DataRow, LocalRows, UnitKey, UnitRows};
 use crate::policy::handover::{self, Cancelled, Taker};
-use crate::policy::ControlKind;
+use crate::policy::{ControlKind, PeerAgent};
 use crate::predict::Timing;
 use crate::run::context::JobContext;
 use crate::run::holdings::Holdings;
@@ -137,8 +137,14 @@ impl ComputeState {
                 let at = (&*self.cx, self.worker, &self.holdings);
                 // (what the agent says once a rest is out of its hands)
                 let mut after = Vec::new();
-                if pass_queued(self.worker, epoch, &self.holdings, idle, now_us, emit)
-                    || tail_running(at, epoch, helper, now_us, emit)
+                if pass_queued(
+                    self.worker,
+                    (epoch, agent),
+                    &self.holdings,
+                    idle,
+                    now_us,
+                    emit,
+                ) || tail_running(at, epoch, helper, now_us, emit)
                     || rest_running(at, epoch, (agent, &mut after), helper, now_us, emit)
                     || clone_running(self.worker, epoch, &self.holdings, helper, now_us, emit)
                 {
@@ -155,10 +161,33 @@ impl ComputeState {
             // A peer with less work left than the units queued here.
             if let Some(taker) = handover::report_taker(&message.kind, &out, agent.takers()) {
                 let to = (message.from, taker);
-                pass_queued(self.worker, epoch, &self.holdings, to, now_us, emit);
+                pass_queued(
+                    self.worker,
+                    (epoch, agent),
+                    &self.holdings,
+                    to,
+                    now_us,
+                    emit,
+                );
             }
         }
         send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
+        let handed =
+            matches!(message.kind, ControlKind::Assign { .. }) && !message.units.is_empty();
+        if self.cx.plan.policy.clones_in_flight() && handed {
+            // Handed units while others wait here: on to the peer expected
+            // free first, as far as that gains.
+            if let Some(to) = agent.freest_peer(message.from) {
+                pass_queued(
+                    self.worker,
+                    (epoch, agent),
+                    &self.holdings,
+                    to,
+                    now_us,
+                    emit,
+                );
+            }
+        }
         if let ControlKind::Decline = message.kind {
             self.offer_help(emit); // try another peer
         }
@@ -371,10 +400,11 @@ pub(super) fn clone_to_waiting_helper(
 /// [`handover::pass_on`] says (a helper slowed in turn, or handed units
 /// from two sides at once, passes on what it took). Copies and units of
 /// earlier iterations stay. They go with their rows unless the peer holds
-/// them. Returns whether any went.
+/// them, and the agent counts them in its view of that peer's work left.
+/// Returns whether any went.
 fn pass_queued(
     worker: u32,
-    epoch: &mut Epoch,
+    (epoch, agent): (&mut Epoch, &mut PeerAgent),
     holdings: &Holdings,
     (to, taker): (u32, Taker),
     now_us: u64,
@@ -412,6 +442,7 @@ fn pass_queued(
         .flat_map(|g| rows_for(holdings, to, g))
         .collect();
     epoch.units_given += passed.len() as u32;
+    agent.passed(to, passed.len() as u32);
     let message = Control {
         to,
         from: worker,

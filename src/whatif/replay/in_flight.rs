@@ -37,6 +37,10 @@ impl Replay<'_> {
         }
         self.carried[start..].reverse(); // in queue order
         let count = (self.carried.len() - start) as u32;
+        // (its view of that peer's work left grows by them)
+        if let Some(agent) = self.agent(w) {
+            agent.passed(to, count);
+        }
         self.send(
             w,
             to,
