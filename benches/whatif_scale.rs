@@ -13,7 +13,8 @@
 //! MICRO_BATCHES the micro-batches of every unit, between which `forestall`
 //! may hand the rest of a unit slowed in flight to a peer: by default 1;
 //! UNITS the units of every worker: by default 4; ROWS the rows of every
-//! unit: by default 100).
+//! unit: by default 100; JITTER the noise of the workers' times, each
+//! worker-iteration scaled by a uniform draw in 1 ± JITTER: by default 0).
 
 #![allow(missing_docs)]
 
@@ -72,6 +73,11 @@ fn main() {
     let iterations = env_or("ITERATIONS", 1_000);
     let units = env_or("UNITS", 4) as u32;
     let rows = env_or("ROWS", 100) as u32;
+    let jitter = std::env::var("JITTER")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|j| (0.0..1.0).contains(j))
+        .unwrap_or(0.0);
     let dir = tempfile::tempdir().expect("temp dir");
     let synth = Synth {
         workers,
@@ -79,7 +85,7 @@ fn main() {
         units,
         rows,
         us_per_row: 10.0,
-        jitter: 0.0,
+        jitter,
         schedule: StragglerSchedule::new(
             1,
             Pattern::SlowWorker {
@@ -107,7 +113,14 @@ fn main() {
     let load_mib = peak_mib();
     let m = this_machine();
     println!("# What-if replay at scale\n");
-    let threads_env: String = ["THREADS", "POLICIES", "MICRO_BATCHES", "UNITS", "ROWS"]
+    let threads_env: String = [
+        "THREADS",
+        "POLICIES",
+        "MICRO_BATCHES",
+        "UNITS",
+        "ROWS",
+        "JITTER",
+    ]
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
         .collect();
@@ -119,7 +132,7 @@ fn main() {
         "- machine: {} ({}, {} cores, {:.1} GiB), {}, {}",
         m.host, m.cpu, m.cores, m.memory_gib, m.rustc, m.os
     );
-    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, {units} units × {rows} rows × 10 µs/row, {micro_batches} micro-batch(es) a unit; messages take 100 µs\n");
+    println!("- trace: {workers} workers × {iterations} iterations, slow-worker p = 0.1, 400 %, {units} units × {rows} rows × 10 µs/row, noise ± {jitter}, {micro_batches} micro-batch(es) a unit; messages take 100 µs\n");
     println!(
         "| step | wall s | CPU s | peak memory MiB | ms/iteration | vs bound | moved/it | messages/it |"
     );
