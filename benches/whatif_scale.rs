@@ -121,9 +121,9 @@ fn main() {
         "ROWS",
         "JITTER",
     ]
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
-        .collect();
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| format!("{k}={v} ")))
+    .collect();
     println!(
         "- command: `{threads_env}WORKERS={workers} ITERATIONS={iterations} cargo bench --bench whatif_scale`"
     );

@@ -342,6 +342,14 @@ impl PeerAgent {
         }
     }
 
+    /// Its worker passed units on to the peer
+    /// [`PeerAgent::freest_peer`] named (see [`ReassignAgent::forwarded`]).
+    pub fn forwarded(&mut self) {
+        if let PeerAgent::Reassign(a) = self {
+            a.forwarded();
+        }
+    }
+
     /// Its worker passed `count` queued units on to `peer` (see
     /// [`ReassignAgent::passed`]).
     pub fn passed(&mut self, peer: u32, count: u32) {

@@ -643,9 +643,14 @@ impl Replay<'_> {
             self.send_all(w, sends, now);
             if self.clone_in_flight && handed {
                 // Handed units while others wait here: on to the peer
-                // expected free first, as far as that gains.
+                // expected free first, as far as that gains (once an
+                // iteration).
                 if let Some(taker) = self.agent(w).and_then(|a| a.freest_peer(from)) {
-                    self.pass_queued(w, taker.0, taker.1, now);
+                    if self.pass_queued(w, taker.0, taker.1, now) {
+                        if let Some(agent) = self.agent(w) {
+                            agent.forwarded();
+                        }
+                    }
                 }
             }
         }

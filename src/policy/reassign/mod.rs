@@ -174,6 +174,9 @@ pub struct ReassignAgent {
     /// Its time per unit in its first pace this iteration, µs (0: not
     /// sent yet).
     paced_us: u64,
+    /// Whether it passed units on to the peer it thought freest this
+    /// iteration ([`ReassignAgent::freest_peer`]).
+    forwarded: bool,
     /// The worker's clock at the last `observe`, µs.
     now_us: u64,
     /// Its clock when the iteration began (the last `observe` before
@@ -207,6 +210,7 @@ impl ReassignAgent {
             broker: None,
             paced: false,
             paced_us: 0,
+            forwarded: false,
             now_us: 0,
             started_us: 0,
             usual_us: 0,
@@ -357,6 +361,7 @@ impl ReassignAgent {
         self.progress.begin(own_total);
         self.paced = false;
         self.paced_us = 0;
+        self.forwarded = false;
         self.started_us = self.now_us;
         if let Some(broker) = self.broker.as_mut() {
             broker.begin(self.now_us);
@@ -530,7 +535,15 @@ impl ReassignAgent {
     /// last report, less the time since, and what this worker passed it
     /// since: see [`ReassignAgent::passed`]), as a taker of the units
     /// queued here ([`handover::pass_on`](crate::policy::handover::pass_on)).
+    /// None once it passed units on to such a peer this iteration
+    /// ([`ReassignAgent::forwarded`]): views of peers are as old as their
+    /// reports, and workers passing units on as they arrive, each to the
+    /// peer it thought freest, handed them round for ever (3 workers in one
+    /// process, where messages take microseconds).
     pub fn freest_peer(&self, except: u32) -> Option<(u32, Taker)> {
+        if self.forwarded {
+            return None;
+        }
         self.left_us
             .iter()
             .filter(|e| e.0 != except && e.2 > 0)
@@ -549,6 +562,12 @@ impl ReassignAgent {
                     },
                 )
             })
+    }
+
+    /// Its worker passed units on to the peer [`ReassignAgent::freest_peer`]
+    /// named: it names none again this iteration.
+    pub fn forwarded(&mut self) {
+        self.forwarded = true;
     }
 
     /// This worker passed `count` units queued here on to `peer`: in its

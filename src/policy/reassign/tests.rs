@@ -712,7 +712,7 @@ fn under_the_broker_a_worker_slowed_after_its_pace_still_gives() {
 /// The peer a worker passes queued units on to when more are handed to it:
 /// of those that reported, the one with the least work left by now, not
 /// the one that handed them; what it passes counts in its view of that
-/// peer.
+/// peer; once an iteration.
 #[test]
 fn the_freest_peer_is_the_one_with_least_work_left_counting_units_passed() {
     let mut a = agent(0);
@@ -741,6 +741,14 @@ fn the_freest_peer_is_the_one_with_least_work_left_counting_units_passed() {
         a.freest_peer(u32::MAX).map(|p| (p.0, p.1.ahead_us)),
         Some((2, 200))
     );
+    // Once it passed units on to such a peer, none until the next
+    // iteration.
+    a.forwarded();
+    assert!(a.freest_peer(u32::MAX).is_none());
+    a.begin(1, 8);
+    a.observe(None, 0, 8, 200);
+    a.on_message(3, &report(4, 100), 8);
+    assert_eq!(a.freest_peer(u32::MAX).map(|p| p.0), Some(3));
     // Nobody reported: none.
     assert!(agent(1).freest_peer(u32::MAX).is_none());
 }

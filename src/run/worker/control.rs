@@ -176,16 +176,12 @@ impl ComputeState {
             matches!(message.kind, ControlKind::Assign { .. }) && !message.units.is_empty();
         if self.cx.plan.policy.clones_in_flight() && handed {
             // Handed units while others wait here: on to the peer expected
-            // free first, as far as that gains.
+            // free first, as far as that gains (once an iteration).
             if let Some(to) = agent.freest_peer(message.from) {
-                pass_queued(
-                    self.worker,
-                    (epoch, agent),
-                    &self.holdings,
-                    to,
-                    now_us,
-                    emit,
-                );
+                let at = (epoch, &mut *agent);
+                if pass_queued(self.worker, at, &self.holdings, to, now_us, emit) {
+                    agent.forwarded();
+                }
             }
         }
         if let ControlKind::Decline = message.kind {

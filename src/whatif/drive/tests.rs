@@ -231,7 +231,7 @@ fn a_workers_table_replays_as_pinned() {
             ("speculate", 0xfa05d3624ab60643),
             ("proactive", 0x3ad5b69fedc3ab3c),
             ("proactive-clone", 0x9bd80693ff1674cc),
-            ("forestall", 0x4055a29da7afaf69),
+            ("forestall", 0x5b472db3daac7353),
         ],
     );
 }
@@ -248,7 +248,7 @@ fn a_units_table_replays_as_pinned() {
             ("speculate", 0xb307a744f34d2259),
             ("proactive", 0x06e31263983449eb),
             ("proactive-clone", 0x91e7f37ce0c29189),
-            ("forestall", 0x38112afe351a8c52),
+            ("forestall", 0x360c5109064792bb),
         ],
     );
 }
