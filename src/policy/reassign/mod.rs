@@ -40,12 +40,11 @@ use std::collections::VecDeque;
 pub use super::broker::Pace;
 use super::broker::{Broker, SLOW_PACE};
 use super::proactive::DEFAULT_MIN_GAIN;
+pub use brokered::BROKERED_SLOWER;
 pub use groups::{helper_group, reporters};
 pub use kind::ControlKind;
 pub use reporter::SLOWED;
 pub(crate) use reporter::{Giver, Reporter};
-
-use super::handover::Taker;
 
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -68,19 +67,6 @@ const HISTORY: u64 = 4;
 
 /// Default size of a follow-up reassignment.
 pub const DEFAULT_FOLLOW_UP_UNITS: u32 = 1;
-
-/// Under the broker, a worker this many times slower per unit than a peer
-/// that reports being ahead gives it nothing on that report when the
-/// broker knows it that slow (its pace said so) or has not heard its pace
-/// yet (it then takes it for a straggler): the broker places such a
-/// worker's share over all workers, cutting its units into tails, and a
-/// whole unit given on the report as well landed on a peer the broker was
-/// loading too (the first to report, the fastest). With timings that carry
-/// a little noise, one such peer in most iterations set the iteration's
-/// end (the what-if replay at 1,000 workers of 4 units in 4 micro-batches,
-/// 1 % noise: 1.32× the fluid bound, 1.04× with this rule). A worker
-/// slowed only after its pace still gives: the broker did not see it.
-pub const BROKERED_SLOWER: f64 = 3.0;
 
 /// Knobs of rapid reassignment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -530,56 +516,6 @@ impl ReassignAgent {
         self.helpers_left() as u32
     }
 
-    /// Of the peers that reported to it this iteration, other than
-    /// `except`, the one it expects to be free first (its work left at its
-    /// last report, less the time since, and what this worker passed it
-    /// since: see [`ReassignAgent::passed`]), as a taker of the units
-    /// queued here ([`handover::pass_on`](crate::policy::handover::pass_on)).
-    /// None once it passed units on to such a peer this iteration
-    /// ([`ReassignAgent::forwarded`]): views of peers are as old as their
-    /// reports, and workers passing units on as they arrive, each to the
-    /// peer it thought freest, handed them round for ever (3 workers in one
-    /// process, where messages take microseconds).
-    pub fn freest_peer(&self, except: u32) -> Option<(u32, Taker)> {
-        if self.forwarded {
-            return None;
-        }
-        self.left_us
-            .iter()
-            .filter(|e| e.0 != except && e.2 > 0)
-            .map(|&(peer, left, unit_us, at)| {
-                let ahead_us = left.saturating_sub(self.now_us.saturating_sub(at));
-                (ahead_us, peer, unit_us)
-            })
-            .min()
-            .map(|(ahead_us, peer, unit_us)| {
-                (
-                    peer,
-                    Taker {
-                        unit_us,
-                        ahead_us,
-                        alike: 1,
-                    },
-                )
-            })
-    }
-
-    /// Its worker passed units on to the peer [`ReassignAgent::freest_peer`]
-    /// named: it names none again this iteration.
-    pub fn forwarded(&mut self) {
-        self.forwarded = true;
-    }
-
-    /// This worker passed `count` units queued here on to `peer`: in its
-    /// view, that peer's work left grows by as many of its units.
-    pub fn passed(&mut self, peer: u32, count: u32) {
-        let now = self.now_us;
-        if let Some(e) = self.left_us.iter_mut().find(|e| e.0 == peer) {
-            let left = e.1.saturating_sub(now.saturating_sub(e.3));
-            *e = (peer, left + u64::from(count) * e.2, e.2, now);
-        }
-    }
-
     /// Peers that may still take units: the group size less those given
     /// some already and those no faster than this worker (at least one, the
     /// one asking).
@@ -671,15 +607,6 @@ impl ReassignAgent {
     /// be handed on, so under the broker nobody gives it any: two workers of
     /// a disrupted machine would otherwise balance with each other and lock
     /// units on the slow machine that fast peers were about to take.
-    /// Whether, under the broker, this worker at `my_unit_us` a unit is
-    /// [`BROKERED_SLOWER`] times slower than a peer at `their_unit_us` and
-    /// the broker knows it that slow or has not heard its pace (it gives
-    /// that peer nothing on its report: the broker places its share).
-    fn brokered_straggler(&self, my_unit_us: u64, their_unit_us: u64) -> bool {
-        let slower = |us: u64| us as f64 > BROKERED_SLOWER * their_unit_us as f64;
-        self.config.broker && slower(my_unit_us) && (self.paced_us == 0 || slower(self.paced_us))
-    }
-
     fn slowed_peer(&self, unit_us: u64) -> bool {
         let mut paces: Small<u64> = self
             .left_us
@@ -954,6 +881,7 @@ impl ReassignAgent {
 mod brokered;
 mod groups;
 mod kind;
+mod passing;
 mod reporter;
 #[cfg(test)]
 mod tests;
