@@ -642,7 +642,7 @@ impl Replay<'_> {
             }
             self.send_all(w, sends, now);
             if self.clone_in_flight && handed {
-                // Handed units while others wait here: on to the peer
+                // Handed units: those waiting here unbegun (these among them) on to the peer
                 // expected free first, as far as that gains (once an
                 // iteration).
                 if let Some(taker) = self.agent(w).and_then(|a| a.freest_peer(from)) {

@@ -175,7 +175,7 @@ impl ComputeState {
         let handed =
             matches!(message.kind, ControlKind::Assign { .. }) && !message.units.is_empty();
         if self.cx.plan.policy.clones_in_flight() && handed {
-            // Handed units while others wait here: on to the peer expected
+            // Handed units: those waiting here unbegun (these among them) on to the peer expected
             // free first, as far as that gains (once an iteration).
             if let Some(to) = agent.freest_peer(message.from) {
                 let at = (epoch, &mut *agent);
