@@ -22,7 +22,6 @@ use std::time::Instant;
 
 use forestall::bench::machine::this_machine;
 use forestall::cli::run::GIT_REVISION;
-use forestall::inject::{Pattern, StragglerSchedule};
 use forestall::run::context::load_predictor;
 use forestall::spec::policy_named;
 use forestall::trace::synth::{write_synth, Synth};
@@ -79,22 +78,7 @@ fn main() {
         .filter(|j| (0.0..1.0).contains(j))
         .unwrap_or(0.0);
     let dir = tempfile::tempdir().expect("temp dir");
-    let synth = Synth {
-        workers,
-        iterations,
-        units,
-        rows,
-        us_per_row: 10.0,
-        jitter,
-        schedule: StragglerSchedule::new(
-            1,
-            Pattern::SlowWorker {
-                probability: 0.1,
-                delay_percent: 400.0,
-            },
-            workers,
-        ),
-    };
+    let synth = Synth::slow_worker(workers, iterations, units, rows, jitter);
     let stamp = TraceStamp {
         job_id: "synth:bench".into(),
         git_revision: GIT_REVISION.into(),

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use super::{Result, TraceStamp, TraceWriter, WorkerRecord};
-use crate::inject::StragglerSchedule;
+use crate::inject::{Pattern, StragglerSchedule};
 use crate::rng;
 
 /// What to synthesise.
@@ -36,6 +36,31 @@ pub struct Synth {
     pub jitter: f64,
     /// The slowdowns.
     pub schedule: StragglerSchedule,
+}
+
+impl Synth {
+    /// Slow-worker (p = 0.1, 400 %, schedule seed 1): `units` units of
+    /// `rows` rows at 10 µs a row a worker, each worker-iteration scaled by
+    /// a draw in 1 ± `jitter`. The what-if replay's scale bench and tests
+    /// measure this shape.
+    pub fn slow_worker(workers: u32, iterations: u64, units: u32, rows: u32, jitter: f64) -> Self {
+        Synth {
+            workers,
+            iterations,
+            units,
+            rows,
+            us_per_row: 10.0,
+            jitter,
+            schedule: StragglerSchedule::new(
+                1,
+                Pattern::SlowWorker {
+                    probability: 0.1,
+                    delay_percent: 400.0,
+                },
+                workers,
+            ),
+        }
+    }
 }
 
 /// Iterations per part file (bounds the writer's memory at 10,000 workers).

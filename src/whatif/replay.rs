@@ -604,6 +604,8 @@ impl Replay<'_> {
         }
         let clone = matches!(kind, ControlKind::Clone { .. });
         let worker = &mut self.workers[place(self.slot, w)];
+        // (whether handed units already waited here when these came)
+        let waited = worker.holds_passable();
         if !units.is_empty() {
             worker
                 .given
@@ -641,10 +643,10 @@ impl Replay<'_> {
                 }
             }
             self.send_all(w, sends, now);
-            if self.clone_in_flight && handed {
-                // Handed units: those waiting here unbegun (these among them) on to the peer
-                // expected free first, as far as that gains (once an
-                // iteration).
+            if self.clone_in_flight && handed && waited {
+                // Handed units from two sides: those waiting here unbegun
+                // (these among them) on to the peer expected free first, as
+                // far as that gains (once an iteration).
                 if let Some(taker) = self.agent(w).and_then(|a| a.freest_peer(from)) {
                     if self.pass_queued(w, taker.0, taker.1, now) {
                         if let Some(agent) = self.agent(w) {

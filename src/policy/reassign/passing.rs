@@ -1,5 +1,8 @@
-//! Units handed to this worker passed on as they arrive: the peer it
-//! expects free first, and its view of that peer after what it passed.
+//! Units handed to this worker while others handed over still wait here,
+//! passed on as they arrive: the peer it expects free first, and its view
+//! of that peer after what it passed. (Its worker asks only when units
+//! already waited: from every worker the broker handed units to, they
+//! undid the broker's balance.)
 
 use super::ReassignAgent;
 use crate::policy::handover::Taker;

@@ -102,12 +102,15 @@ impl ComputeState {
             // race in flight): nothing to compute, nobody to tell.
             return;
         }
+        // (whether handed units already waited here when these came)
+        let mut waited = false;
         match message.kind {
             ControlKind::Assign { .. }
             | ControlKind::Clone { .. }
             | ControlKind::Planned { .. }
             | ControlKind::Rest { .. }
             | ControlKind::Tail { .. } => {
+                waited = self.epoch.as_ref().is_some_and(Epoch::holds_passable);
                 self.receive_units(&message, older, emit);
                 if older {
                     return;
@@ -174,9 +177,9 @@ impl ComputeState {
         send_all((&self.cx, self.worker, &self.holdings), epoch, out, emit);
         let handed =
             matches!(message.kind, ControlKind::Assign { .. }) && !message.units.is_empty();
-        if self.cx.plan.policy.clones_in_flight() && handed {
-            // Handed units: those waiting here unbegun (these among them) on to the peer expected
-            // free first, as far as that gains (once an iteration).
+        if self.cx.plan.policy.clones_in_flight() && handed && waited {
+            // Handed units from two sides: those waiting here unbegun (these among them) on to
+            // the peer expected free first, as far as that gains (once an iteration).
             if let Some(to) = agent.freest_peer(message.from) {
                 let at = (epoch, &mut *agent);
                 if pass_queued(self.worker, at, &self.holdings, to, now_us, emit) {
@@ -406,16 +409,7 @@ fn pass_queued(
     now_us: u64,
     emit: &mut Emit<'_>,
 ) -> bool {
-    let iteration = epoch.iteration;
-    // A rest stays: its sums travel only with the message that hands it over.
-    // So does a piece: the owners fold it with the others of its unit.
-    let movable = |g: &Given| {
-        g.action != UnitAction::Clone
-            && g.iteration == iteration
-            && g.carry.is_none()
-            && g.piece.is_none()
-    };
-    let queued = epoch.given_to_me.iter().filter(|g| movable(g)).count();
+    let queued = epoch.given_to_me.iter().filter(|g| epoch.passable(g)).count();
     if queued == 0 {
         return false;
     }
@@ -428,7 +422,7 @@ fn pass_queued(
     let mut k = epoch.given_to_me.len();
     while passed.len() < count && k > 0 {
         k -= 1;
-        if movable(&epoch.given_to_me[k]) {
+        if epoch.passable(&epoch.given_to_me[k]) {
             passed.extend(epoch.given_to_me.remove(k));
         }
     }
@@ -442,7 +436,7 @@ fn pass_queued(
     let message = Control {
         to,
         from: worker,
-        iteration,
+        iteration: epoch.iteration,
         kind: ControlKind::Assign {
             count: passed.len() as u32,
         },

@@ -222,6 +222,22 @@ impl Epoch {
         self.given_to_me.len() + self.planned_in.len()
     }
 
+    /// Whether `given`, queued here, may be passed on to a peer: not a copy,
+    /// of this iteration, not a rest (its sums travel only with the message
+    /// that hands it over) nor a piece (the owners fold it with the others
+    /// of its unit).
+    pub(super) fn passable(&self, given: &Given) -> bool {
+        given.action != UnitAction::Clone
+            && given.iteration == self.iteration
+            && given.carry.is_none()
+            && given.piece.is_none()
+    }
+
+    /// Whether units handed over wait here that may be passed on.
+    pub(super) fn holds_passable(&self) -> bool {
+        self.given_to_me.iter().any(|g| self.passable(g))
+    }
+
     /// Own units still in the list that could be handed off (not cloned out).
     pub(super) fn own_left(&self) -> usize {
         self.own

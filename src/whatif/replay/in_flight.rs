@@ -16,8 +16,7 @@ impl Replay<'_> {
     /// the run's worker does (copies stay). Returns whether any went.
     pub(super) fn pass_queued(&mut self, w: u32, to: u32, taker: Taker, now: u64) -> bool {
         let worker = &mut self.workers[place(self.slot, w)];
-        let movable = |g: &(TimedUnit, u32, bool)| !g.2 && !g.0.rest && !g.0.piece;
-        let queued = worker.given.iter().filter(|g| movable(g)).count();
+        let queued = worker.given.iter().filter(|g| Worker::passable(g)).count();
         if queued == 0 {
             return false;
         }
@@ -30,7 +29,7 @@ impl Replay<'_> {
         let mut k = worker.given.len();
         while self.carried.len() - start < count && k > 0 {
             k -= 1;
-            if movable(&worker.given[k]) {
+            if Worker::passable(&worker.given[k]) {
                 let (unit, _, _) = worker.given.remove(k).expect("in range");
                 self.carried.push(unit);
             }

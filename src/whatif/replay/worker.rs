@@ -89,6 +89,18 @@ impl Worker {
         u32::from(raced_in_flight) + (queued + listed) as u32
     }
 
+    /// Whether a unit queued here may be passed on to a peer: not a copy,
+    /// not a rest (its sums travel only with the message that hands it
+    /// over) nor a piece (the owners fold it with the others of its unit).
+    pub(in crate::whatif) fn passable(given: &(TimedUnit, u32, bool)) -> bool {
+        !given.2 && !given.0.rest && !given.0.piece
+    }
+
+    /// Whether units handed over wait here that may be passed on.
+    pub(in crate::whatif) fn holds_passable(&self) -> bool {
+        self.given.iter().any(Self::passable)
+    }
+
     /// Own units still in its list that could be handed off.
     pub(in crate::whatif) fn left(&self) -> usize {
         // Units cloned out are in the list, or the one in flight.
