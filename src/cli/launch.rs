@@ -196,6 +196,7 @@ fn start(
     if let Some(n) = args.stop_after {
         words.extend(["--stop-after".into(), n.to_string()]);
     }
+    words.extend(["--stop-grace".into(), args.stop_grace.to_string()]);
     // One job clock: every process measures from the same wall-clock origin
     // (the processes' data loading then shows before the first iteration).
     let epoch_us = crate::run::cluster::unix_now_us();

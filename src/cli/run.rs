@@ -87,6 +87,7 @@ pub fn run(mut args: RunArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     // boundary with a checkpoint once training runs; before that it ends the
     // process.
     crate::run::stop::install_handler();
+    crate::run::stop::set_grace_floor(args.stop_grace);
     let afresh_in_place = resume_if_any(&mut args);
     args.force |= afresh_in_place;
     if let Some(processes) = args.processes {

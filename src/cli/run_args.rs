@@ -81,6 +81,13 @@ pub struct RunArgs {
     /// stopped (`forestall tune` runs its rungs so).
     #[arg(long, value_name = "N")]
     pub stop_after: Option<u64>,
+    /// After SIGTERM or Ctrl-C, how long a process may train no iteration
+    /// before it stops at once without reaching the boundary (a run hung
+    /// inside an iteration), in seconds; ten times its longest iteration
+    /// when that is longer.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::run::stop::GRACE_FLOOR_S,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub stop_grace: u64,
     /// With --processes: restart every process from the newest checkpoint
     /// when one exits abnormally, up to this many times.
     #[arg(long, value_name = "N", default_value_t = 0)]

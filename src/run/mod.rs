@@ -275,7 +275,9 @@ pub fn run_job_in_cluster(
     let disruptors = job::start_disruptors(&cx, process);
     let started = Instant::now();
     // from here SIGTERM stops at an iteration boundary, with a checkpoint
+    // (or, hung inside an iteration, after its grace)
     stop::arm();
+    stop::watch();
     let executed = job::execute(&cx, network, sender, failed);
     let wall_us = started.elapsed().as_micros() as u64;
     for d in disruptors {

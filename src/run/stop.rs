@@ -17,6 +17,12 @@
 //!
 //! So every process ends at version `E` and checkpoints it, as a run with
 //! `--stop-after E` would.
+//!
+//! A run hung inside an iteration never reaches `E`: a watchdog ([`watch`])
+//! ends a process that was asked to stop and has trained no iteration for
+//! its grace, [`GRACE_FLOOR_S`] seconds (`--stop-grace`) or [`GRACE_ITERATIONS`]
+//! times the longest iteration so far, whichever is longer, as a second
+//! signal would.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
@@ -37,6 +43,24 @@ static FIRST_MS: AtomicU64 = AtomicU64::new(0);
 /// once; one sooner is the same request delivered twice (Slurm signals a
 /// launcher's processes directly as well as through the launcher).
 const AGAIN_AFTER_MS: u64 = 2_000;
+
+/// Seconds a process asked to stop may go without training an iteration
+/// before it stops at once, unless [`GRACE_ITERATIONS`] of its iterations
+/// took longer (Slurm's default `KillWait`, after which it sends SIGKILL).
+pub const GRACE_FLOOR_S: u64 = 30;
+/// Iterations as long as its longest so far that a process asked to stop
+/// may go without training one: a straggler may slow the next one several
+/// times (three were too few for iterations of about a second under
+/// slow-worker 300 %: the stop took four).
+pub const GRACE_ITERATIONS: u64 = 10;
+/// The grace's floor this process keeps, s (`--stop-grace`).
+static FLOOR_S: AtomicU64 = AtomicU64::new(GRACE_FLOOR_S);
+/// When this process last trained an iteration (or began to), ms.
+static BOUNDARY_MS: AtomicU64 = AtomicU64::new(0);
+/// The longest time between two of its boundaries so far, ms.
+static LONGEST_MS: AtomicU64 = AtomicU64::new(0);
+/// Set once the watchdog runs.
+static WATCHING: AtomicBool = AtomicBool::new(false);
 
 /// Sends SIGTERM to process `pid` (the launcher passes a stop on).
 #[cfg(unix)]
@@ -74,6 +98,92 @@ pub fn arm() {
     ARMED.store(true, Ordering::SeqCst);
 }
 
+/// The monotonic clock, ms (async-signal-safe).
+#[cfg(unix)]
+fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe; `ts` is valid.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Sets the grace's floor of [`watch`], s (`--stop-grace`; by default
+/// [`GRACE_FLOOR_S`]).
+pub fn set_grace_floor(seconds: u64) {
+    FLOOR_S.store(seconds, Ordering::SeqCst);
+}
+
+/// This process trained an iteration (its sink has every worker's record
+/// of it): the watchdog measures from here.
+pub fn boundary() {
+    #[cfg(unix)]
+    {
+        let now = now_ms();
+        let last = BOUNDARY_MS.swap(now, Ordering::SeqCst);
+        if last > 0 {
+            LONGEST_MS.fetch_max(now.saturating_sub(last), Ordering::SeqCst);
+        }
+    }
+}
+
+/// How long a process asked to stop `since_ms` ago, whose last boundary was
+/// `boundary_ms` ago, may still wait for its next one, ms (0: no longer):
+/// its grace, the floor or [`GRACE_ITERATIONS`] of its longest iterations,
+/// from the later of the two.
+pub fn grace_left_ms(since_ms: u64, boundary_ms: u64, longest_ms: u64, floor_s: u64) -> u64 {
+    let grace = (floor_s * 1000).max(GRACE_ITERATIONS * longest_ms);
+    grace.saturating_sub(since_ms.min(boundary_ms))
+}
+
+/// Starts the watchdog of a training process (once): once the process is
+/// asked to stop, it ends it with [`STOPPED`] when no iteration is trained
+/// for its grace (see [`grace_left_ms`]): a run hung inside an iteration
+/// would never reach the iteration its stop waits for. What the iteration
+/// in flight would have written is lost, as on a second signal; the last
+/// checkpoint stands.
+pub fn watch() {
+    #[cfg(unix)]
+    {
+        if WATCHING.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        BOUNDARY_MS.store(now_ms(), Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("forestall-stop-watch".into())
+            .spawn(|| loop {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                if !signalled() {
+                    continue;
+                }
+                let now = now_ms();
+                let since = now.saturating_sub(FIRST_MS.load(Ordering::SeqCst));
+                let boundary = now.saturating_sub(BOUNDARY_MS.load(Ordering::SeqCst));
+                let longest = LONGEST_MS.load(Ordering::SeqCst);
+                let floor = FLOOR_S.load(Ordering::SeqCst);
+                if grace_left_ms(since, boundary, longest, floor) == 0 {
+                    let text = format!(
+                        "forestall: {}: no iteration trained in the last {:.1} s; stopping now \
+                         (the iteration in flight is lost; the last checkpoint stands)\n",
+                        signal_name(),
+                        since.min(boundary) as f64 / 1000.0
+                    );
+                    // SAFETY: write(2) on stderr, then _exit: other threads
+                    // may hold locks this one must not wait for.
+                    unsafe {
+                        libc::write(2, text.as_ptr().cast(), text.len());
+                        libc::_exit(i32::from(STOPPED));
+                    }
+                }
+            });
+        if spawned.is_err() {
+            WATCHING.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Installs the handler of SIGTERM and SIGINT (once a process; `forestall
 /// run` calls it). Ctrl-C stops as a scheduler's SIGTERM does: at the next
 /// iteration boundary, with a checkpoint (in a terminal it reaches a
@@ -103,15 +213,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
             libc::write(2, text.as_ptr().cast(), text.len());
         }
     };
-    let now_ms = {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime is async-signal-safe; `ts` is valid.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-    };
+    let now_ms = now_ms();
     if SIGNALLED.load(Ordering::SeqCst) {
         if now_ms < FIRST_MS.load(Ordering::SeqCst) + AGAIN_AFTER_MS {
             return;
@@ -199,6 +301,19 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grace_is_the_floor_or_ten_iterations_from_the_later_of_stop_and_boundary() {
+        // asked 10 s ago, last boundary 12 s ago, iterations of 1 s: 20 s left
+        assert_eq!(grace_left_ms(10_000, 12_000, 1_000, 30), 20_000);
+        // a boundary since the stop: measured from it
+        assert_eq!(grace_left_ms(10_000, 4_000, 1_000, 30), 26_000);
+        // iterations of 20 s: ten of them
+        assert_eq!(grace_left_ms(10_000, 12_000, 20_000, 30), 190_000);
+        // spent
+        assert_eq!(grace_left_ms(31_000, 40_000, 1_000, 30), 0);
+        assert_eq!(grace_left_ms(3_000, 3_000, 0, 2), 0);
+    }
 
     #[test]
     fn a_stop_is_decided_once_past_what_anyone_began() {

@@ -12,10 +12,16 @@ use crate::common::{adult_path, spawn_in, summary_digest};
 /// A job of 40 paced iterations (about 80 ms each) with no checkpoints of
 /// its own: a stop must make the one it resumes from.
 pub fn write_job(dir: &Path) {
+    write_paced_job(dir, 40, 40_000);
+}
+
+/// [`write_job`] with `iterations` paced at `pace_ns` a row (40,000: about
+/// 80 ms an iteration).
+fn write_paced_job(dir: &Path, iterations: u64, pace_ns: u64) {
     std::fs::write(
         dir.join("job.toml"),
         format!(
-            "[job]\nname = \"preempt\"\niterations = 40\nseed = 5\n[data]\npath = \"{}\"\npartitions = 16\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 4\npace_ns_per_row = 40000\n[straggler]\npattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 300\n[checkpoint]\nevery = 0\n",
+            "[job]\nname = \"preempt\"\niterations = {iterations}\nseed = 5\n[data]\npath = \"{}\"\npartitions = 16\nunits_per_partition = 2\nbatch_fraction = 0.25\n[workers]\ncount = 4\npace_ns_per_row = {pace_ns}\n[straggler]\npattern = \"slow-worker\"\nprobability = 0.2\ndelay_percent = 300\n[checkpoint]\nevery = 0\n",
             adult_path().display()
         ),
     )
@@ -373,4 +379,113 @@ fn resume_if_any_refuses_what_it_cannot_mean() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("other"), "{err}");
+}
+
+/// A run stuck inside an iteration (here one paced to last minutes) never
+/// reaches the boundary a stop waits for: once SIGTERM asked, it trains no
+/// iteration for its grace (`--stop-grace`, ten of its longest iterations
+/// when longer) and stops at once, with exit 143, saying so.
+#[test]
+fn a_run_stuck_inside_an_iteration_stops_after_its_grace() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_paced_job(dir, 3, 100_000_000);
+    let mut child = spawn_in(
+        dir,
+        &["run", "job.toml", "--out", "stuck", "--stop-grace", "2"],
+        no_env(),
+    );
+    let stderr = child.stderr.take().expect("piped");
+    let (training, began) = std::sync::mpsc::channel();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.expect("stderr");
+            if line.starts_with("training ") {
+                let _ = training.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    began
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("training begins");
+    // (armed once training runs: the line comes just before)
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let asked = std::time::Instant::now();
+    sigterm(child.id());
+    let status = child.wait().expect("ends");
+    let waited = asked.elapsed();
+    let stderr = errors.join().expect("stderr");
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("stopping at the next iteration boundary"),
+        "first the stop at a boundary is asked: {stderr}"
+    );
+    assert!(
+        stderr.contains("SIGTERM: no iteration trained in the last"),
+        "{stderr}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(1500)
+            && waited < std::time::Duration::from_secs(30),
+        "after its grace of 2 s, not at once nor at the iteration's end: {waited:?}"
+    );
+}
+
+/// Iterations longer than the grace's floor are waited for: ten times the
+/// longest so far (a straggler may slow the next ones). With `--stop-grace
+/// 1` and iterations of about 1.2 s, a SIGTERM after the second still stops
+/// at a boundary with a checkpoint.
+#[test]
+fn a_stop_waits_for_iterations_longer_than_the_grace() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_paced_job(dir, 12, 600_000);
+    let args = [
+        "--json",
+        "run",
+        "job.toml",
+        "--out",
+        "long",
+        "--stop-grace",
+        "1",
+    ];
+    let child = spawn_in(dir, &args, no_env());
+    let pid = child.id();
+    let ended = sigterm_after(child, 2, &[pid]);
+    assert_eq!(ended.status.code(), Some(143), "{}", ended.stderr);
+    assert!(
+        !ended.stderr.contains("no iteration trained"),
+        "{}",
+        ended.stderr
+    );
+    let at = ended.stopped_at();
+    assert!(
+        dir.join(format!("long/checkpoints/it-{at:08}/cut-p000.ckpt"))
+            .exists(),
+        "a checkpoint at {at}"
+    );
+}
+
+/// A grace of 0 s is refused by name, before anything runs.
+#[test]
+fn a_stop_grace_of_zero_is_refused() {
+    let tmp = tempfile::tempdir().expect("dir");
+    let dir = tmp.path();
+    write_job(dir);
+    let o = crate::common::forestall_in(dir, &["run", "job.toml", "--stop-grace", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--stop-grace"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["job.toml"], "nothing written");
 }

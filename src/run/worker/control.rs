@@ -409,7 +409,11 @@ fn pass_queued(
     now_us: u64,
     emit: &mut Emit<'_>,
 ) -> bool {
-    let queued = epoch.given_to_me.iter().filter(|g| epoch.passable(g)).count();
+    let queued = epoch
+        .given_to_me
+        .iter()
+        .filter(|g| epoch.passable(g))
+        .count();
     if queued == 0 {
         return false;
     }
