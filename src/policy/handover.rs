@@ -90,17 +90,38 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Its expected time left, µs: the rate of its micro-batches so far
-    /// carried on to the rest, or — before the first one ends — as long
-    /// again as it has run (a unit running late is expected to run as late
-    /// again: the median of a memoryless wait).
+    /// Its expected time left, µs: before the first micro-batch ends, as
+    /// long again as it has run (a unit running late is expected to run as
+    /// late again: the median of a memoryless wait). After, at the pace of
+    /// the micro-batches done: what is left of the one in flight (or, once
+    /// it has run longer than that pace, as long again as it has run), then
+    /// the others at that pace, or at the one in flight's time so far when
+    /// longer. (The time it has run over the micro-batches done counted the
+    /// one in flight as not begun: a unit on pace 2.96 micro-batches into
+    /// 4 was expected to need 1.5 more, and its rest went to a helper that
+    /// ended it later, 100 µs away.) With no end recorded (`ended_us` 0),
+    /// the last micro-batch done is taken to have ended now.
     pub fn left_us(&self) -> u64 {
         let total = u64::from(self.total.max(1));
         let done = u64::from(self.done.min(self.total));
-        match done {
-            0 => self.elapsed_us,
-            d => self.elapsed_us * (total - d) / d,
+        if done == 0 {
+            return self.elapsed_us;
         }
+        if done >= total {
+            return 0;
+        }
+        let ended = match self.ended_us {
+            0 => self.elapsed_us,
+            e => e.min(self.elapsed_us),
+        };
+        let pace = ended / done;
+        let current = self.elapsed_us - ended;
+        let this_one = if current < pace {
+            pace - current
+        } else {
+            current
+        };
+        this_one + (total - done - 1) * pace.max(current)
     }
 }
 
@@ -741,6 +762,19 @@ mod tests {
         // none done yet: as long again as it has run
         assert_eq!(at(700, 0, 4).left_us(), 700);
         assert_eq!(at(700, 4, 4).left_us(), 0);
+        // 2 of 4 ended at 500 µs, the third 240 µs in: 10 µs of it and a
+        // fourth of 250 to go
+        let on_pace = InFlight {
+            ended_us: 500,
+            ..at(740, 2, 4)
+        };
+        assert_eq!(on_pace.left_us(), 260);
+        // the third 400 µs in (late): as long again, and the fourth as long
+        let late = InFlight {
+            ended_us: 500,
+            ..at(900, 2, 4)
+        };
+        assert_eq!(late.left_us(), 800);
     }
 
     #[test]
