@@ -465,29 +465,38 @@ fn absent_workers_take_no_planned_units() {
     }
 }
 
-/// `forestall`'s replay of `workers` workers × `iterations` of slow-worker
-/// (p = 0.1, 400 %), 4 units a worker in `micro_batches` micro-batches,
-/// each worker-iteration's time scaled by a draw in 1 ± `jitter`: its time
-/// per iteration against the fluid bound.
-fn forestall_vs_bound(workers: u32, iterations: u64, jitter: f64, micro_batches: u32) -> f64 {
-    use crate::trace::synth::{write_synth, Synth};
+/// The timings of `synth`, each unit in `micro_batches` micro-batches.
+fn synthesised(synth: &crate::trace::synth::Synth, micro_batches: u32) -> Timings {
     let dir = tempfile::tempdir().expect("temp dir");
-    let synth = Synth::slow_worker(workers, iterations, 4, 100, jitter);
     let stamp = crate::trace::TraceStamp {
         job_id: "synth:test".into(),
         git_revision: "test".into(),
         plan_hash: "test".into(),
         seed: 1,
     };
-    write_synth(&synth, dir.path(), stamp).expect("synthesised");
-    let timings = Timings::load(dir.path())
+    crate::trace::synth::write_synth(synth, dir.path(), stamp).expect("synthesised");
+    Timings::load(dir.path())
         .expect("loads")
-        .micro_batched(micro_batches);
-    let (policy, predictor) = policy_named("forestall", None, workers).expect("forestall");
+        .micro_batched(micro_batches)
+}
+
+/// `name`'s replay of `timings`, with its default predictor: its time per
+/// iteration against the fluid bound.
+fn vs_bound_of(name: &str, timings: &Timings) -> f64 {
+    let (policy, predictor) = policy_named(name, None, timings.workers() as u32).expect(name);
     let predictor = predictor.map(|p| load_predictor(&p).expect("its predictor"));
-    super::replay_policy_on(&timings, &policy, predictor.as_ref(), 100, None)
+    super::replay_policy_on(timings, &policy, predictor.as_ref(), 100, None)
         .expect("replays")
         .vs_bound
+}
+
+/// `forestall`'s replay of `workers` workers × `iterations` of slow-worker
+/// (p = 0.1, 400 %), 4 units a worker in `micro_batches` micro-batches,
+/// each worker-iteration's time scaled by a draw in 1 ± `jitter`: its time
+/// per iteration against the fluid bound.
+fn forestall_vs_bound(workers: u32, iterations: u64, jitter: f64, micro_batches: u32) -> f64 {
+    let synth = crate::trace::synth::Synth::slow_worker(workers, iterations, 4, 100, jitter);
+    vs_bound_of("forestall", &synthesised(&synth, micro_batches))
 }
 
 /// Workers' times that carry a little noise (real ones always do) must not
@@ -530,27 +539,13 @@ fn units_the_broker_placed_stay_where_it_placed_them_at_scale() {
 #[test]
 fn noise_alone_moves_no_rest_that_ends_later() {
     use crate::inject::{Pattern, StragglerSchedule};
-    use crate::trace::synth::{write_synth, Synth};
-    let dir = tempfile::tempdir().expect("temp dir");
+    use crate::trace::synth::Synth;
     let synth = Synth {
         schedule: StragglerSchedule::new(1, Pattern::None, 64),
         ..Synth::slow_worker(64, 40, 2, 100, 0.1)
     };
-    let stamp = crate::trace::TraceStamp {
-        job_id: "synth:test".into(),
-        git_revision: "test".into(),
-        plan_hash: "test".into(),
-        seed: 1,
-    };
-    write_synth(&synth, dir.path(), stamp).expect("synthesised");
-    let timings = Timings::load(dir.path()).expect("loads").micro_batched(4);
-    let vs_bound = |name: &str| {
-        let (policy, predictor) = policy_named(name, None, 64).expect(name);
-        let predictor = predictor.map(|p| load_predictor(&p).expect("its predictor"));
-        super::replay_policy_on(&timings, &policy, predictor.as_ref(), 100, None)
-            .expect("replays")
-            .vs_bound
-    };
+    let timings = synthesised(&synth, 4);
+    let vs_bound = |name: &str| vs_bound_of(name, &timings);
     let (forestall, bsp) = (vs_bound("forestall"), vs_bound("bsp"));
     assert!(
         forestall <= bsp * 1.01,
