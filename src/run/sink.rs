@@ -685,7 +685,6 @@ impl<'a> Sink<'a> {
         self.out.bytes_sent += w.iter().map(|r| r.bytes_sent).sum::<u64>();
         self.workers.append(&mut w);
         self.pending.entry(t).or_default().timing = Some((barrier_wait_us, report));
-        super::stop::boundary();
         if let Some(observer) = self.observer.as_mut() {
             observer(Progress::Trained { iteration: t });
         }

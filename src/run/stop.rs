@@ -116,8 +116,9 @@ pub fn set_grace_floor(seconds: u64) {
     FLOOR_S.store(seconds, Ordering::SeqCst);
 }
 
-/// This process trained an iteration (its sink has every worker's record
-/// of it): the watchdog measures from here.
+/// An iteration closed: a worker of this process installed the parameters
+/// it made (every process's workers do, while only process 0's sink hears
+/// of each iteration). The watchdog measures from here.
 pub fn boundary() {
     #[cfg(unix)]
     {

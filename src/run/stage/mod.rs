@@ -280,6 +280,7 @@ impl StageWorker {
     }
 
     fn install(&mut self, version: u64, caps: StageCaps, params: Arc<Vec<f64>>) {
+        crate::run::stop::boundary();
         if self.worker == 0 {
             let _ = self.sink.send(SinkEvent::Params {
                 version,

@@ -442,6 +442,7 @@ impl ComputeState {
     }
 
     fn install(&mut self, version: u64, caps: Caps, params: Arc<Vec<f64>>) {
+        crate::run::stop::boundary();
         if self.worker == 0 {
             let _ = self.sink.send(SinkEvent::Params {
                 version,
