@@ -1,6 +1,12 @@
 //! Alibaba PAI mini-batch CSVs: `,worker,gpu,time,batch_time_norm` — an unnamed
 //! row index, the worker, its GPU share (percent), the (sampled) iteration, and
 //! the mini-batch time normalised to 0–1000 within the job.
+//!
+//! Columns are found by name, in any order, as a CSV reader finds them: the
+//! row index may be left out (a copy saved without it), `gpu` too (it is
+//! only checked), and a byte-order mark or quotes around the names and
+//! values are read through. A named column that is none of these, or one
+//! named twice, is refused.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,8 +16,59 @@ use super::{dense_ids, BadRow, ImportError, Parsed, Sample};
 /// The published header, in order.
 const COLUMNS: [&str; 5] = ["", "worker", "gpu", "time", "batch_time_norm"];
 
+/// The columns a file must have.
+const REQUIRED: [&str; 3] = ["worker", "time", "batch_time_norm"];
+
 /// Normalised time units stored per µs column unit (keeps three decimals).
 const SCALE: f64 = 1000.0;
+
+/// Where a file holds each column it reads, and how many it has.
+struct Columns {
+    worker: usize,
+    time: usize,
+    norm: usize,
+    gpu: Option<usize>,
+    count: usize,
+}
+
+/// A field or a column's name without the spaces and quotes around it.
+fn bare(field: &str) -> &str {
+    let field = field.trim();
+    field
+        .strip_prefix('"')
+        .and_then(|f| f.strip_suffix('"'))
+        .unwrap_or(field)
+        .trim()
+}
+
+impl Columns {
+    /// The columns of `header` (names, a row index unnamed), or what is
+    /// wrong with it.
+    fn find(header: &[&str]) -> Result<Self, String> {
+        let unknown: Vec<&&str> = header.iter().filter(|c| !COLUMNS.contains(c)).collect();
+        let missing: Vec<&&str> = REQUIRED.iter().filter(|c| !header.contains(c)).collect();
+        let twice: Vec<&&str> = COLUMNS[1..]
+            .iter()
+            .filter(|c| header.iter().filter(|h| h == c).count() > 1)
+            .collect();
+        if !unknown.is_empty() || !missing.is_empty() || !twice.is_empty() {
+            return Err(format!(
+                "header {:?}: expected \",worker,gpu,time,batch_time_norm\" in any order \
+                 (the unnamed row index and gpu may be left out; unknown columns {unknown:?}, \
+                 missing {missing:?}, named twice {twice:?})",
+                header.join(",")
+            ));
+        }
+        let at = |name: &str| header.iter().position(|c| *c == name);
+        Ok(Self {
+            worker: at("worker").expect("checked"),
+            time: at("time").expect("checked"),
+            norm: at("batch_time_norm").expect("checked"),
+            gpu: at("gpu"),
+            count: header.len(),
+        })
+    }
+}
 
 /// Reads one file: worker names, samples, bad rows.
 pub fn read(path: &Path) -> Result<Parsed, ImportError> {
@@ -38,22 +95,13 @@ fn format_error(path: &Path, message: String) -> ImportError {
 
 /// Parses the text of one file.
 pub fn parse(path: &Path, text: &str) -> Result<Parsed, ImportError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines().enumerate();
     let header: Vec<&str> = match lines.next() {
-        Some((_, h)) => h.trim_end_matches('\r').split(',').map(str::trim).collect(),
+        Some((_, h)) => h.trim_end_matches('\r').split(',').map(bare).collect(),
         None => return Err(format_error(path, "the file is empty".into())),
     };
-    if header != COLUMNS {
-        let unknown: Vec<&&str> = header.iter().filter(|c| !COLUMNS.contains(c)).collect();
-        let missing: Vec<&&str> = COLUMNS.iter().filter(|c| !header.contains(c)).collect();
-        return Err(format_error(
-            path,
-            format!(
-                "header {:?}: expected \",worker,gpu,time,batch_time_norm\" (unknown columns {unknown:?}, missing {missing:?})",
-                header.join(",")
-            ),
-        ));
-    }
+    let columns = Columns::find(&header).map_err(|m| format_error(path, m))?;
     let mut rows = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in lines {
@@ -61,7 +109,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Parsed, ImportError> {
         if line.trim().is_empty() {
             continue;
         }
-        match parse_row(line) {
+        match parse_row(line, &columns) {
             Ok(row) => rows.push((i + 1, row)),
             Err(reason) => bad.push(BadRow {
                 place: format!("line {}", i + 1),
@@ -114,34 +162,34 @@ pub fn parse(path: &Path, text: &str) -> Result<Parsed, ImportError> {
 }
 
 /// (worker, iteration, normalised time) of one data line.
-fn parse_row(line: &str) -> Result<(u64, u64, f64), String> {
-    let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-    if fields.len() != COLUMNS.len() {
+fn parse_row(line: &str, columns: &Columns) -> Result<(u64, u64, f64), String> {
+    let fields: Vec<&str> = line.split(',').map(bare).collect();
+    if fields.len() != columns.count {
         return Err(format!(
             "{} fields, expected {}",
             fields.len(),
-            COLUMNS.len()
+            columns.count
         ));
     }
-    let int = |i: usize| {
-        fields[i].parse::<u64>().map_err(|_| {
-            format!(
-                "{}: {:?} is not a non-negative integer",
-                COLUMNS[i], fields[i]
-            )
-        })
+    let int = |i: usize, name: &str| {
+        fields[i]
+            .parse::<u64>()
+            .map_err(|_| format!("{name}: {:?} is not a non-negative integer", fields[i]))
     };
-    let worker = int(1)?;
-    let iteration = int(3)?;
-    let gpu: f64 = fields[2]
-        .parse()
-        .map_err(|_| format!("gpu: {:?} is not a number", fields[2]))?;
-    if !gpu.is_finite() || gpu < 0.0 {
-        return Err(format!("gpu: {gpu} is not a share"));
+    let worker = int(columns.worker, "worker")?;
+    let iteration = int(columns.time, "time")?;
+    if let Some(at) = columns.gpu {
+        let gpu: f64 = fields[at]
+            .parse()
+            .map_err(|_| format!("gpu: {:?} is not a number", fields[at]))?;
+        if !gpu.is_finite() || gpu < 0.0 {
+            return Err(format!("gpu: {gpu} is not a share"));
+        }
     }
-    let norm: f64 = fields[4]
+    let field = fields[columns.norm];
+    let norm: f64 = field
         .parse()
-        .map_err(|_| format!("batch_time_norm: {:?} is not a number", fields[4]))?;
+        .map_err(|_| format!("batch_time_norm: {field:?} is not a number"))?;
     if !norm.is_finite() || norm < 0.0 {
         return Err(format!(
             "batch_time_norm: {norm} is not a duration (NaN or negative)"
@@ -175,6 +223,34 @@ mod tests {
                 us: 470_500
             }
         );
+    }
+
+    /// The same samples from copies a user may hold: a byte-order mark,
+    /// CRLF line ends and quotes (a spreadsheet's export), no row index
+    /// (saved without it), the columns in another order, no gpu column.
+    #[test]
+    fn columns_are_found_by_name_in_any_order() {
+        let expected = parse(Path::new("j.csv"), GOOD).expect("parses").samples;
+        let copies = [
+            "\u{feff}\"\",\"worker\",\"gpu\",\"time\",\"batch_time_norm\"\r\n\
+             0,\"0\",25,1,476\r\n1,1,25,1,509\r\n2,0,25,2,470.5\r\n3,1,25,2,900\r\n",
+            "worker,gpu,time,batch_time_norm\n0,25,1,476\n1,25,1,509\n0,25,2,470.5\n1,25,2,900\n",
+            "batch_time_norm,time,worker\n476,1,0\n509,1,1\n470.5,2,0\n900,2,1\n",
+        ];
+        for text in copies {
+            let parsed = parse(Path::new("j.csv"), text).expect("parses");
+            assert_eq!(parsed.samples, expected, "{text:?}");
+            assert_eq!(parsed.workers, vec!["0", "1"]);
+            assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
+        }
+        // a column named twice, or one the format needs left out
+        for (header, culprit) in [
+            ("worker,time,time,batch_time_norm\n", "named twice [\"time\"]"),
+            (",worker,gpu,batch_time_norm\n", "missing [\"time\"]"),
+        ] {
+            let err = parse(Path::new("j.csv"), header).unwrap_err().to_string();
+            assert!(err.contains(culprit), "{err}");
+        }
     }
 
     #[test]
