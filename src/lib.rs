@@ -51,6 +51,7 @@ pub mod analyze;
 pub mod bench;
 pub mod checkpoint;
 pub mod cli;
+pub mod columns;
 pub mod data;
 pub mod detect;
 pub mod fsutil;

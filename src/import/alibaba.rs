@@ -245,7 +245,10 @@ mod tests {
         }
         // a column named twice, or one the format needs left out
         for (header, culprit) in [
-            ("worker,time,time,batch_time_norm\n", "named twice [\"time\"]"),
+            (
+                "worker,time,time,batch_time_norm\n",
+                "named twice [\"time\"]",
+            ),
             (",worker,gpu,batch_time_norm\n", "missing [\"time\"]"),
         ] {
             let err = parse(Path::new("j.csv"), header).unwrap_err().to_string();

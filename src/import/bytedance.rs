@@ -7,12 +7,11 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Int16Type, Int64Type, Int8Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{dense_ids, BadRow, ImportError, Parsed, Sample};
+use crate::columns::{floats, integers, strings};
 
 /// The published columns.
 const COLUMNS: [&str; 11] = [
@@ -61,7 +60,7 @@ pub fn read(path: &Path) -> Result<Parsed, ImportError> {
     }
     let groups = builder.metadata().num_row_groups();
     // (step, rank) → Σ compute seconds
-    let mut compute: BTreeMap<(i64, i16), f64> = BTreeMap::new();
+    let mut compute: BTreeMap<(i64, i64), f64> = BTreeMap::new();
     for group in 0..groups {
         let reader = open(path)?
             .with_row_groups(vec![group])
@@ -94,12 +93,16 @@ pub fn read(path: &Path) -> Result<Parsed, ImportError> {
     })
 }
 
+/// Adds the compute operations of `batch` (rows from `first_row` of row
+/// group `group`) to `compute`; rows that cannot be read go to `bad`. The
+/// columns may have any integer width, either float width, and `optype` any
+/// string encoding (a file re-saved by pandas or pyarrow).
 fn add_batch(
     path: &Path,
     batch: &RecordBatch,
     group: usize,
     first_row: usize,
-    compute: &mut BTreeMap<(i64, i16), f64>,
+    compute: &mut BTreeMap<(i64, i64), f64>,
     bad: &mut Vec<BadRow>,
 ) -> Result<(), ImportError> {
     let column = |name: &str| batch.column_by_name(name).expect("checked in the schema");
@@ -112,50 +115,142 @@ fn add_batch(
             ),
         )
     };
-    let rank = column("rank")
-        .as_primitive_opt::<Int16Type>()
-        .ok_or_else(|| wrong("rank", "int16"))?;
-    let step = column("step")
-        .as_primitive_opt::<Int64Type>()
-        .ok_or_else(|| wrong("step", "int64"))?;
-    let duration = column("duration")
-        .as_primitive_opt::<Float32Type>()
-        .ok_or_else(|| wrong("duration", "float"))?;
-    let optype = column("optype")
-        .as_dictionary_opt::<Int8Type>()
-        .ok_or_else(|| wrong("optype", "dictionary<int8, string>"))?;
-    let names = optype
-        .values()
-        .as_string_opt::<i32>()
-        .ok_or_else(|| wrong("optype", "dictionary<int8, string>"))?;
-    let is_compute: Vec<bool> = (0..names.len())
-        .map(|i| names.is_valid(i) && COMPUTE.contains(&names.value(i)))
-        .collect();
+    let rank = integers(column("rank")).ok_or_else(|| wrong("rank", "integers"))?;
+    let step = integers(column("step")).ok_or_else(|| wrong("step", "integers"))?;
+    let duration = floats(column("duration")).ok_or_else(|| wrong("duration", "floats"))?;
+    let optype = strings(column("optype").as_ref()).ok_or_else(|| wrong("optype", "strings"))?;
     for i in 0..batch.num_rows() {
         let place = || format!("row group {group}, row {}", first_row + i);
-        if optype.is_null(i) || !is_compute[optype.keys().value(i) as usize] {
+        if !optype[i].as_deref().is_some_and(|o| COMPUTE.contains(&o)) {
             continue;
         }
-        if rank.is_null(i) || step.is_null(i) || duration.is_null(i) {
+        let (Some(rank), Some(step), Some(d)) = (rank[i], step[i], duration[i]) else {
             bad.push(BadRow {
                 place: place(),
                 reason: "rank, step or duration is null".into(),
             });
             continue;
-        }
-        let d = f64::from(duration.value(i));
-        if !d.is_finite() || d < 0.0 || step.value(i) < 0 || rank.value(i) < 0 {
+        };
+        if !d.is_finite() || d < 0.0 || step < 0 || rank < 0 {
             bad.push(BadRow {
                 place: place(),
-                reason: format!(
-                    "duration {d} s, step {}, rank {}: NaN or negative",
-                    step.value(i),
-                    rank.value(i)
-                ),
+                reason: format!("duration {d} s, step {step}, rank {rank}: NaN or negative"),
             });
             continue;
         }
-        *compute.entry((step.value(i), rank.value(i))).or_default() += d;
+        *compute.entry((step, rank)).or_default() += d;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::types::Int8Type;
+    use arrow_array::{
+        ArrayRef, DictionaryArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
+        LargeStringArray,
+    };
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+
+    /// Three operations of two ranks in two steps, one of them not compute.
+    const RANKS: [i64; 4] = [0, 1, 0, 1];
+    const STEPS: [i64; 4] = [5, 5, 6, 6];
+    const OPS: [&str; 4] = [
+        "forward-compute",
+        "backward-compute",
+        "grads-reduce-scatter",
+        "forward-compute",
+    ];
+    const SECONDS: [f32; 4] = [0.25, 0.5, 9.0, 0.125];
+
+    fn write(dir: &Path, name: &str, columns: Vec<(&str, ArrayRef)>) -> std::path::PathBuf {
+        let path = dir.join(name);
+        let batch = RecordBatch::try_from_iter(columns).expect("a batch");
+        let mut writer =
+            ArrowWriter::try_new(File::create(&path).expect("created"), batch.schema(), None)
+                .expect("a writer");
+        writer.write(&batch).expect("written");
+        writer.close().expect("closed");
+        path
+    }
+
+    /// The published types and a re-saved copy's (wider integers, f64,
+    /// large strings instead of a dictionary) read as the same samples.
+    #[test]
+    fn a_resaved_copy_with_other_column_types_reads_the_same() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let published = write(
+            dir.path(),
+            "published.parquet",
+            vec![
+                (
+                    "rank",
+                    Arc::new(Int16Array::from_iter_values(RANKS.map(|r| r as i16))) as ArrayRef,
+                ),
+                ("step", Arc::new(Int64Array::from_iter_values(STEPS))),
+                (
+                    "optype",
+                    Arc::new(OPS.into_iter().collect::<DictionaryArray<Int8Type>>()),
+                ),
+                (
+                    "duration",
+                    Arc::new(Float32Array::from_iter_values(SECONDS)),
+                ),
+            ],
+        );
+        let resaved = write(
+            dir.path(),
+            "resaved.parquet",
+            vec![
+                (
+                    "optype",
+                    Arc::new(LargeStringArray::from_iter_values(OPS)) as ArrayRef,
+                ),
+                ("rank", Arc::new(Int64Array::from_iter_values(RANKS))),
+                (
+                    "step",
+                    Arc::new(Int32Array::from_iter_values(STEPS.map(|s| s as i32))),
+                ),
+                (
+                    "duration",
+                    Arc::new(Float64Array::from_iter_values(SECONDS.map(f64::from))),
+                ),
+            ],
+        );
+        let a = read(&published).expect("the published types read");
+        let b = read(&resaved).expect("the re-saved types read");
+        assert_eq!(a.workers, vec!["rank 0", "rank 1"]);
+        let us: Vec<(u64, u32, u64)> = a
+            .samples
+            .iter()
+            .map(|s| (s.iteration, s.worker, s.us))
+            .collect();
+        assert_eq!(us, vec![(5, 0, 250_000), (5, 1, 500_000), (6, 1, 125_000)]);
+        assert_eq!((a.samples, a.workers), (b.samples, b.workers));
+        assert!(a.bad.is_empty() && b.bad.is_empty());
+
+        // a column of the wrong kind is named
+        let wrong = write(
+            dir.path(),
+            "wrong.parquet",
+            vec![
+                (
+                    "rank",
+                    Arc::new(Float64Array::from_iter_values([0.0; 4])) as ArrayRef,
+                ),
+                ("step", Arc::new(Int64Array::from_iter_values(STEPS))),
+                ("optype", Arc::new(LargeStringArray::from_iter_values(OPS))),
+                (
+                    "duration",
+                    Arc::new(Float32Array::from_iter_values(SECONDS)),
+                ),
+            ],
+        );
+        let err = read(&wrong).unwrap_err().to_string();
+        assert!(err.contains("\"rank\"") && err.contains("Float64"), "{err}");
+    }
 }

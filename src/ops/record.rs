@@ -1,14 +1,11 @@
 //! Operation records and their Parquet file: the published ByteDance columns
-//! (any integer width, `optype` as a string or a dictionary of strings), read
-//! and written by the same code.
+//! (any integer width, either float width, `optype` in any string encoding:
+//! [`crate::columns`]), read and written by the same code.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
-use arrow_array::ArrowPrimitiveType;
 use arrow_array::{
     Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
@@ -235,99 +232,47 @@ fn present<'a>(
     Ok(array)
 }
 
-/// A primitive array's values, each widened by `widen`.
-fn widened<T: ArrowPrimitiveType, U>(array: &ArrayRef, widen: impl Fn(T::Native) -> U) -> Vec<U> {
-    array
-        .as_primitive::<T>()
-        .values()
-        .iter()
-        .map(|&v| widen(v))
-        .collect()
-}
-
 /// Any integer column as i64 values (nulls refused).
 fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<i64>, OpsError> {
     let array = present(path, batch, column)?;
-    Ok(match array.data_type() {
-        DataType::Int8 => widened::<Int8Type, _>(array, i64::from),
-        DataType::Int16 => widened::<Int16Type, _>(array, i64::from),
-        DataType::Int32 => widened::<Int32Type, _>(array, i64::from),
-        DataType::Int64 => widened::<Int64Type, _>(array, |v| v),
-        other => {
-            return Err(column_error(
-                path,
-                column,
-                format!("is {other}, expected an integer"),
-            ))
-        }
-    })
+    let values = crate::columns::integers(array).ok_or_else(|| {
+        column_error(
+            path,
+            column,
+            format!("is {}, expected an integer", array.data_type()),
+        )
+    })?;
+    values
+        .into_iter()
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| column_error(path, column, "holds a value beyond 64-bit integers"))
 }
 
 /// A float column (f32 or f64) as f64 values (nulls refused).
 fn floats(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<f64>, OpsError> {
     let array = present(path, batch, column)?;
-    Ok(match array.data_type() {
-        DataType::Float32 => widened::<Float32Type, _>(array, f64::from),
-        DataType::Float64 => widened::<Float64Type, _>(array, |v| v),
-        other => {
-            return Err(column_error(
-                path,
-                column,
-                format!("is {other}, expected a float"),
-            ))
-        }
-    })
+    let values = crate::columns::floats(array).ok_or_else(|| {
+        column_error(
+            path,
+            column,
+            format!("is {}, expected a float", array.data_type()),
+        )
+    })?;
+    Ok(values.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
-/// The `optype` column as strings, plain or dictionary-encoded.
+/// The `optype` column as strings, in any string encoding.
 fn names(path: &Path, batch: &RecordBatch) -> Result<Vec<Option<String>>, OpsError> {
     let array: &ArrayRef = batch
         .column_by_name("optype")
         .ok_or_else(|| column_error(path, "optype", "is missing"))?;
-    let plain = |a: &dyn Array| -> Option<Vec<Option<String>>> {
-        let s = a.as_string_opt::<i32>()?;
-        Some(
-            (0..s.len())
-                .map(|i| s.is_valid(i).then(|| s.value(i).to_owned()))
-                .collect(),
+    crate::columns::strings(array.as_ref()).ok_or_else(|| {
+        column_error(
+            path,
+            "optype",
+            format!("is {}, expected strings", array.data_type()),
         )
-    };
-    if let Some(v) = plain(array.as_ref()) {
-        return Ok(v);
-    }
-    if let DataType::Dictionary(_, _) = array.data_type() {
-        let decoded = arrow_cast_dictionary(array);
-        if let Some(v) = decoded.as_deref().and_then(plain) {
-            return Ok(v);
-        }
-    }
-    Err(column_error(
-        path,
-        "optype",
-        format!("is {}, expected strings", array.data_type()),
-    ))
-}
-
-/// A dictionary of strings decoded to plain strings (any key width).
-fn arrow_cast_dictionary(array: &ArrayRef) -> Option<ArrayRef> {
-    macro_rules! decode {
-        ($t:ty) => {
-            if let Some(d) = array.as_dictionary_opt::<$t>() {
-                let values = d.values().as_string_opt::<i32>()?;
-                let out: StringArray = d
-                    .keys()
-                    .iter()
-                    .map(|k| k.map(|k| values.value(k as usize)))
-                    .collect();
-                return Some(Arc::new(out));
-            }
-        };
-    }
-    decode!(Int8Type);
-    decode!(Int16Type);
-    decode!(Int32Type);
-    decode!(Int64Type);
-    None
+    })
 }
 
 fn to_u32(path: &Path, row: usize, what: &str, v: i64) -> Result<u32, OpsError> {
