@@ -1,7 +1,10 @@
 //! ByteDance StragglerAnalysis operation traces (`trace-*.parquet`): one row per
 //! traced operation. A worker's time in a step is its *local compute*, the sum
-//! of its `forward-compute` and `backward-compute` durations: wall time is
-//! equalised across ranks by the collectives, so it cannot show a straggler.
+//! of its `forward-compute` and `backward-compute` durations (and of the
+//! passes other Megatron schedules trace: `backward-wgrad-compute`, the
+//! weight gradients a zero-bubble schedule splits off, and `forward-backward`,
+//! both passes as one): wall time is equalised across ranks by the
+//! collectives, so it cannot show a straggler.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,7 +23,12 @@ const COLUMNS: [&str; 11] = [
 ];
 
 /// Operations whose durations make up a worker's compute time.
-const COMPUTE: [&str; 2] = ["forward-compute", "backward-compute"];
+const COMPUTE: [&str; 4] = [
+    "forward-compute",
+    "backward-compute",
+    "backward-wgrad-compute",
+    "forward-backward",
+];
 
 fn format_error(path: &Path, message: String) -> ImportError {
     ImportError::Format {
@@ -156,16 +164,18 @@ mod tests {
 
     use super::*;
 
-    /// Three operations of two ranks in two steps, one of them not compute.
-    const RANKS: [i64; 4] = [0, 1, 0, 1];
-    const STEPS: [i64; 4] = [5, 5, 6, 6];
-    const OPS: [&str; 4] = [
+    /// Operations of two ranks in two steps, one of them not compute, one
+    /// the weight gradients of a zero-bubble schedule's split backward pass.
+    const RANKS: [i64; 5] = [0, 1, 0, 1, 1];
+    const STEPS: [i64; 5] = [5, 5, 6, 6, 6];
+    const OPS: [&str; 5] = [
         "forward-compute",
         "backward-compute",
         "grads-reduce-scatter",
         "forward-compute",
+        "backward-wgrad-compute",
     ];
-    const SECONDS: [f32; 4] = [0.25, 0.5, 9.0, 0.125];
+    const SECONDS: [f32; 5] = [0.25, 0.5, 9.0, 0.125, 0.0625];
 
     fn write(dir: &Path, name: &str, columns: Vec<(&str, ArrayRef)>) -> std::path::PathBuf {
         let path = dir.join(name);
@@ -229,7 +239,7 @@ mod tests {
             .iter()
             .map(|s| (s.iteration, s.worker, s.us))
             .collect();
-        assert_eq!(us, vec![(5, 0, 250_000), (5, 1, 500_000), (6, 1, 125_000)]);
+        assert_eq!(us, vec![(5, 0, 250_000), (5, 1, 500_000), (6, 1, 187_500)]);
         assert_eq!((a.samples, a.workers), (b.samples, b.workers));
         assert!(a.bad.is_empty() && b.bad.is_empty());
 
@@ -240,7 +250,7 @@ mod tests {
             vec![
                 (
                     "rank",
-                    Arc::new(Float64Array::from_iter_values([0.0; 4])) as ArrayRef,
+                    Arc::new(Float64Array::from_iter_values([0.0; 5])) as ArrayRef,
                 ),
                 ("step", Arc::new(Int64Array::from_iter_values(STEPS))),
                 ("optype", Arc::new(LargeStringArray::from_iter_values(OPS))),
