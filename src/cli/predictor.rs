@@ -206,6 +206,16 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| evaluate(p.as_ref(), &jobs, args.tail_from, args.threshold))
         .collect();
+    if scores.iter().all(|s| s.predictions == 0) {
+        let longest = series.iter().map(|s| s.steps.len()).max().unwrap_or(0);
+        bail!(
+            "nothing to score: the {} worker series hold at most {longest} iteration(s), and none \
+             has an iteration in its held-out tail (from {:.0} %) with earlier ones to predict it \
+             from; score longer traces or pass a lower --tail-from",
+            series.len(),
+            100.0 * args.tail_from
+        );
+    }
     if global.json {
         for s in &scores {
             print_stdout(&json::line("predictor-scores", s));
@@ -222,6 +232,11 @@ fn eval(args: EvalArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     print_stdout("| predictor | predictions | MAE µs | MAPE % | precision | recall | F1 | latency ns/worker |");
     print_stdout("|---|---|---|---|---|---|---|---|");
     for s in &scores {
+        if s.predictions == 0 {
+            // (no prediction of its own: nothing to average)
+            print_stdout(&format!("| {} | 0 | – | – | – | – | – | – |", s.predictor));
+            continue;
+        }
         print_stdout(&format!(
             "| {} | {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {:.0} |",
             s.predictor, s.predictions, s.mae_us, s.mape, s.precision, s.recall, s.f1, s.latency_ns

@@ -166,3 +166,43 @@ fn an_lstm_trained_on_a_head_scores_on_the_unseen_tail_and_nowhere_else() {
         text(&r.stderr)
     );
 }
+
+/// A trace too short to hold a prediction is refused with what is missing,
+/// rather than scored as a table of zeros: one iteration has nothing before
+/// it to predict from. Two iterations are scored.
+#[test]
+fn a_trace_with_nothing_to_predict_is_refused_by_name() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    for iterations in ["1", "2"] {
+        let dir = tmp.path().join(iterations);
+        let d = dir.to_str().expect("utf-8");
+        let synth = forestall(&[
+            "trace",
+            "synth",
+            "--workers",
+            "4",
+            "--iterations",
+            iterations,
+            "--out",
+            d,
+        ]);
+        assert!(synth.status.success(), "{}", text(&synth.stderr));
+        let r = forestall(&["predictor", "eval", d]);
+        if iterations == "1" {
+            assert_eq!(r.status.code(), Some(2), "{}", text(&r.stdout));
+            let err = text(&r.stderr);
+            assert!(
+                err.contains("nothing to score") && err.contains("at most 1 iteration"),
+                "{err}"
+            );
+            assert!(r.stdout.is_empty(), "no table: {}", text(&r.stdout));
+        } else {
+            assert!(r.status.success(), "{}", text(&r.stderr));
+            assert!(
+                text(&r.stdout).contains("| last | 4 |"),
+                "{}",
+                text(&r.stdout)
+            );
+        }
+    }
+}
