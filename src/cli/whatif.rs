@@ -20,6 +20,10 @@ use crate::whatif::{replay_policy_watched, Outcome, Timings};
 /// The policies replayed when none is named.
 pub const DEFAULT_POLICIES: [&str; 3] = ["bsp", "rapid-reassign", "forestall"];
 
+/// The longest message latency a replay takes, µs (an hour: a control
+/// message slower than that is no control at all).
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
 /// Arguments of `forestall whatif`.
 #[derive(Debug, Args)]
 pub struct WhatIfArgs {
@@ -31,7 +35,7 @@ pub struct WhatIfArgs {
     /// rapid-reassign, forestall.
     #[arg(long = "policy", value_delimiter = ',')]
     pub policies: Vec<String>,
-    /// Latency of a control message between workers, µs.
+    /// Latency of a control message between workers, µs (at most an hour).
     #[arg(long, default_value_t = 100)]
     pub latency_us: u64,
     /// Cut each worker's iteration into this many equal units before
@@ -107,6 +111,12 @@ pub fn run(args: WhatIfArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             bail!("{} holds no trace", path.display());
         }
         dirs.extend(found);
+    }
+    if args.latency_us > MAX_LATENCY_US {
+        bail!(
+            "--latency-us {} must be at most {MAX_LATENCY_US} (an hour)",
+            args.latency_us
+        );
     }
     if let Some(cut) = &args.cut {
         return super::whatif_cut::run(cut, &dirs, global);

@@ -310,7 +310,7 @@ impl Replay<'_> {
         // every other event is past that, no more can be, and their ties
         // can be ordered (before, they cannot be first anyway).
         if let Some(due) = self.in_flight.due() {
-            if first.is_none_or(|f| f.0 + self.latency_us > due) {
+            if first.is_none_or(|f| f.0.saturating_add(self.latency_us) > due) {
                 earlier(&mut first, self.in_flight.head(), Source::Local);
             }
         }
@@ -590,7 +590,7 @@ impl Replay<'_> {
     /// it a message's time later (at once without latency), and nothing
     /// after that is replayed.
     pub(super) fn end_at(&mut self, makespan: u64) {
-        self.end_limit = makespan + self.latency_us.max(1);
+        self.end_limit = makespan.saturating_add(self.latency_us.max(1));
     }
 
     /// Worker `w` reads `message` as it arrives (also mid-unit).
@@ -833,7 +833,7 @@ impl Replay<'_> {
         now: u64,
     ) {
         self.out.messages += 1;
-        let arrives = now + self.latency_us;
+        let arrives = now.saturating_add(self.latency_us);
         let order = self.next_order(from);
         if !self.holds(to) {
             self.outbox.push(Crossing {

@@ -296,6 +296,12 @@ fn bad_whatif_and_synth_input_is_refused_clearly() {
         "oracle",
     );
     refused(&["whatif", "/no/such/trace"], "/no/such/trace");
+    // a latency past an hour (u64::MAX wrapped to "arrives before it was
+    // sent", and forestall moved work that could never arrive)
+    refused(
+        &["whatif", path, "--latency-us", "18446744073709551615"],
+        "--latency-us 18446744073709551615 must be at most 3600000000",
+    );
 }
 
 /// Iterations of a policy without a plan replay on several threads; the
