@@ -15,48 +15,74 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 
+/// `array`'s values as primitives of type `$t`, each mapped by `$f` (nulls
+/// stay `None`).
+macro_rules! mapped {
+    ($array:expr, $t:ty, $f:expr) => {{
+        let a = $array.as_primitive::<$t>();
+        (0..a.len())
+            .map(|i| a.is_valid(i).then(|| $f(a.value(i))).flatten())
+            .collect()
+    }};
+}
+
 /// An integer column's values, or `None` if it does not hold integers.
 pub fn integers(array: &ArrayRef) -> Option<Vec<Option<i64>>> {
-    macro_rules! widen {
-        ($t:ty) => {{
-            let a = array.as_primitive::<$t>();
-            (0..a.len())
-                .map(|i| {
-                    a.is_valid(i)
-                        .then(|| i64::try_from(a.value(i)).ok())
-                        .flatten()
-                })
-                .collect()
-        }};
-    }
+    let wide = |v| i64::try_from(v).ok();
     Some(match array.data_type() {
-        DataType::Int8 => widen!(Int8Type),
-        DataType::Int16 => widen!(Int16Type),
-        DataType::Int32 => widen!(Int32Type),
-        DataType::Int64 => widen!(Int64Type),
-        DataType::UInt8 => widen!(UInt8Type),
-        DataType::UInt16 => widen!(UInt16Type),
-        DataType::UInt32 => widen!(UInt32Type),
-        DataType::UInt64 => widen!(UInt64Type),
+        DataType::Int8 => mapped!(array, Int8Type, |v: i8| Some(i64::from(v))),
+        DataType::Int16 => mapped!(array, Int16Type, |v: i16| Some(i64::from(v))),
+        DataType::Int32 => mapped!(array, Int32Type, |v: i32| Some(i64::from(v))),
+        DataType::Int64 => mapped!(array, Int64Type, Some),
+        DataType::UInt8 => mapped!(array, UInt8Type, |v: u8| Some(i64::from(v))),
+        DataType::UInt16 => mapped!(array, UInt16Type, |v: u16| Some(i64::from(v))),
+        DataType::UInt32 => mapped!(array, UInt32Type, |v: u32| Some(i64::from(v))),
+        DataType::UInt64 => mapped!(array, UInt64Type, wide),
         _ => return None,
     })
 }
 
 /// A float column's values, or `None` if it does not hold floats.
 pub fn floats(array: &ArrayRef) -> Option<Vec<Option<f64>>> {
-    macro_rules! widen {
-        ($t:ty) => {{
-            let a = array.as_primitive::<$t>();
-            (0..a.len())
-                .map(|i| a.is_valid(i).then(|| f64::from(a.value(i))))
-                .collect()
-        }};
-    }
     Some(match array.data_type() {
-        DataType::Float32 => widen!(Float32Type),
-        DataType::Float64 => widen!(Float64Type),
+        DataType::Float32 => mapped!(array, Float32Type, |v: f32| Some(f64::from(v))),
+        DataType::Float64 => mapped!(array, Float64Type, Some),
         _ => return None,
     })
+}
+
+/// A numeric column's values (integers or floats) as `f64`, or `None` if
+/// it does not hold numbers.
+pub fn numbers(array: &ArrayRef) -> Option<Vec<Option<f64>>> {
+    if let Some(f) = floats(array) {
+        return Some(f);
+    }
+    Some(match array.data_type() {
+        // (beyond 2⁶³ an integer still has an f64 near it)
+        DataType::UInt64 => mapped!(array, UInt64Type, |v: u64| Some(v as f64)),
+        _ => integers(array)?
+            .into_iter()
+            .map(|v| v.map(|v| v as f64))
+            .collect(),
+    })
+}
+
+/// Whether a column of this type holds numbers [`numbers`] reads.
+pub fn is_number(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        t,
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Float32 | Float64
+    )
+}
+
+/// Whether a column of this type holds strings [`strings`] reads.
+pub fn is_text(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(key, values) => key.is_integer() && is_text(values),
+        _ => false,
+    }
 }
 
 /// A string column's values, or `None` if it does not hold strings.
@@ -113,6 +139,10 @@ mod tests {
         assert_eq!(floats(&f), Some(vec![Some(0.5), None]));
         assert_eq!(floats(&small), None);
         assert_eq!(integers(&f), None);
+        assert_eq!(numbers(&small), Some(vec![Some(3.0), None, Some(-2.0)]));
+        assert_eq!(numbers(&huge), Some(vec![Some(7.0), Some(u64::MAX as f64)]));
+        assert_eq!(numbers(&f), floats(&f));
+        assert!(is_number(small.data_type()) && !is_text(small.data_type()));
 
         let expected = vec![
             Some("a".to_owned()),

@@ -1,13 +1,10 @@
-//! Reads a Parquet table into plain columns: text columns and numeric columns.
+//! Reads a Parquet table into plain columns: text columns (strings in any
+//! encoding, a pandas categorical's dictionary among them) and numeric
+//! columns (integers of any width, floats), through [`crate::columns`].
 
 use std::fs::File;
 use std::path::Path;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type};
-use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, ArrayRef};
-use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{DataError, Result};
@@ -95,8 +92,8 @@ pub fn read_parquet_table(path: &Path) -> Result<Table> {
     let mut columns: Vec<Column> = Vec::with_capacity(names.len());
     for field in schema.fields() {
         columns.push(match field.data_type() {
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Column::Text(Vec::new()),
-            t if is_supported_number(t) => Column::Number(Vec::new()),
+            t if crate::columns::is_text(t) => Column::Text(Vec::new()),
+            t if crate::columns::is_number(t) => Column::Number(Vec::new()),
             other => {
                 return Err(DataError::ColumnType {
                     path: path.to_owned(),
@@ -113,59 +110,79 @@ pub fn read_parquet_table(path: &Path) -> Result<Table> {
         })?;
         for (column, array) in columns.iter_mut().zip(batch.columns()) {
             match column {
-                Column::Text(values) => append_text(values, array),
-                Column::Number(values) => append_numbers(values, array),
+                // (the types were checked against the schema above)
+                Column::Text(values) => {
+                    values.extend(crate::columns::strings(array.as_ref()).unwrap_or_default())
+                }
+                Column::Number(values) => {
+                    values.extend(crate::columns::numbers(array).unwrap_or_default())
+                }
             }
         }
     }
     Ok(Table { names, columns })
 }
 
-fn is_supported_number(t: &DataType) -> bool {
-    use DataType::*;
-    matches!(
-        t,
-        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Float32 | Float64
-    )
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
 
-fn append_text(out: &mut Vec<Option<String>>, array: &ArrayRef) {
-    let valid = |i: usize| array.is_valid(i);
-    match array.data_type() {
-        DataType::Utf8 => {
-            let a = array.as_string::<i32>();
-            out.extend((0..a.len()).map(|i| valid(i).then(|| a.value(i).to_owned())));
-        }
-        DataType::LargeUtf8 => {
-            let a = array.as_string::<i64>();
-            out.extend((0..a.len()).map(|i| valid(i).then(|| a.value(i).to_owned())));
-        }
-        _ => {
-            let a = array.as_string_view();
-            out.extend((0..a.len()).map(|i| valid(i).then(|| a.value(i).to_owned())));
-        }
-    }
-}
+    use arrow_array::types::Int8Type;
+    use arrow_array::{ArrayRef, BinaryArray, DictionaryArray, RecordBatch, UInt8Array};
+    use parquet::arrow::ArrowWriter;
 
-fn append_numbers(out: &mut Vec<Option<f64>>, array: &ArrayRef) {
-    macro_rules! widen {
-        ($t:ty) => {{
-            let a = array.as_primitive::<$t>();
-            out.extend((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i) as f64)));
-        }};
+    use super::*;
+
+    fn write(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+        let batch = RecordBatch::try_from_iter(columns).expect("a batch");
+        let file = File::create(path).expect("created");
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).expect("a writer");
+        writer.write(&batch).expect("written");
+        writer.close().expect("closed");
     }
-    match array.data_type() {
-        DataType::Int8 => widen!(Int8Type),
-        DataType::Int16 => widen!(Int16Type),
-        DataType::Int32 => widen!(Int32Type),
-        DataType::Int64 => widen!(Int64Type),
-        DataType::UInt8 => widen!(UInt8Type),
-        DataType::UInt16 => widen!(UInt16Type),
-        DataType::UInt32 => widen!(UInt32Type),
-        DataType::UInt64 => widen!(UInt64Type),
-        DataType::Float32 => widen!(Float32Type),
-        DataType::Float64 => widen!(Float64Type),
-        // Other types are rejected when the schema is read.
-        _ => out.extend(std::iter::repeat_n(None, array.len())),
+
+    /// A table saved by pandas with a categorical column (a dictionary of
+    /// strings) and small unsigned integers reads as text and numbers; a
+    /// column of bytes is refused, named.
+    #[test]
+    fn dictionary_text_and_narrow_integers_read_and_bytes_are_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.parquet");
+        let income: DictionaryArray<Int8Type> = vec![Some(">50K"), Some("<=50K"), None]
+            .into_iter()
+            .collect();
+        write(
+            &path,
+            vec![
+                ("income", Arc::new(income) as ArrayRef),
+                (
+                    "age",
+                    Arc::new(UInt8Array::from(vec![Some(39), None, Some(50)])),
+                ),
+            ],
+        );
+        let table = read_parquet_table(&path).expect("reads");
+        assert_eq!(table.names, ["income", "age"]);
+        assert_eq!(
+            table.column("income"),
+            Some(&Column::Text(vec![
+                Some(">50K".into()),
+                Some("<=50K".into()),
+                None
+            ]))
+        );
+        assert_eq!(
+            table.column("age"),
+            Some(&Column::Number(vec![Some(39.0), None, Some(50.0)]))
+        );
+        write(
+            &path,
+            vec![(
+                "blob",
+                Arc::new(BinaryArray::from_vec(vec![b"x"])) as ArrayRef,
+            )],
+        );
+        let err = read_parquet_table(&path).unwrap_err().to_string();
+        assert!(err.contains("'blob'") && err.contains("Binary"), "{err}");
     }
 }

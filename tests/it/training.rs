@@ -270,3 +270,69 @@ fn the_observer_hears_each_iteration_trained_then_its_row() {
     }
     assert_eq!(out.iterations.len(), 12);
 }
+
+/// The Adult table re-saved as pandas saves a categorical frame (every text
+/// column a dictionary of strings) trains to the same bits as the committed
+/// file: a user's re-saved dataset is not refused for its encoding.
+#[test]
+fn a_dictionary_encoded_copy_of_the_data_trains_to_the_same_bits() {
+    use std::sync::Arc;
+
+    use arrow_array::types::Int16Type;
+    use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch, StringArray};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("adult-categorical.parquet");
+    let file = std::fs::File::open(crate::common::adult_path()).expect("the committed data");
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("a reader");
+    let mut writer = None;
+    let mut dictionaries = 0;
+    for batch in reader {
+        let batch = batch.expect("a batch");
+        let columns: Vec<(String, ArrayRef)> = batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .map(|(field, column)| {
+                let column = match column.as_any().downcast_ref::<StringArray>() {
+                    Some(text) => {
+                        let dictionary: DictionaryArray<Int16Type> = text.iter().collect();
+                        Arc::new(dictionary) as ArrayRef
+                    }
+                    None => Arc::clone(column),
+                };
+                (field.name().clone(), column)
+            })
+            .collect();
+        let batch = RecordBatch::try_from_iter(columns).expect("the re-encoded batch");
+        dictionaries = batch
+            .columns()
+            .iter()
+            .filter(|c| matches!(c.data_type(), arrow_schema::DataType::Dictionary(..)))
+            .count();
+        let w = writer.get_or_insert_with(|| {
+            let out = std::fs::File::create(&copy).expect("created");
+            ArrowWriter::try_new(out, batch.schema(), None).expect("a writer")
+        });
+        w.write(&batch).expect("written");
+    }
+    writer.expect("at least one batch").close().expect("closed");
+    assert!(dictionaries >= 2, "text columns re-encoded: {dictionaries}");
+
+    let job =
+        |path: &str| format!("{SMALL}path = \"{path}\"\nlabel = \"income\"\npositive = \">50K\"\n");
+    let original = crate::common::adult_path();
+    let digest = |path: &std::path::Path| {
+        let plan = plan(&job(path.to_str().expect("utf-8")));
+        let workload = forestall::spec::load_workload(&plan).expect("the data loads");
+        let out = tempfile::tempdir().expect("temp dir");
+        crate::common::run_workload_in(&plan, workload, out.path()).digest
+    };
+    assert_eq!(digest(&copy), digest(&original));
+}
