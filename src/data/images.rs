@@ -88,11 +88,20 @@ fn split(
     let labels = npz
         .array(&labels_name)
         .map_err(|e| bad(path, e.to_string()))?;
-    let shape = images.shape.clone();
+    // One channel may be an axis of its own, after the images' sides or
+    // before them: in C order the pixels lie the same.
+    let shape: Vec<usize> = match images.shape.as_slice() {
+        &[n, 1, h, w] | &[n, h, w, 1] => vec![n, h, w],
+        other => other.to_vec(),
+    };
     if shape.len() != 3 || shape[1] != side || shape[2] != side {
         return Err(bad(
             path,
-            format!("{images_name} has shape {shape:?}; the model expects [n, {side}, {side}]"),
+            format!(
+                "{images_name} has shape {:?}; the model expects [n, {side}, {side}] \
+                 (or one channel: [n, {side}, {side}, 1], [n, 1, {side}, {side}])",
+                images.shape
+            ),
         ));
     }
     let n = shape[0];
@@ -117,8 +126,10 @@ fn split(
                     "NaN"
                 } else if v.is_infinite() {
                     "infinite"
+                } else if images.is_integer() {
+                    "outside 0–255, the pixel range of integer images"
                 } else {
-                    "outside the pixel range"
+                    "outside [0, 1], the pixel range of float images (integer images are read as 0–255)"
                 },
             });
         }

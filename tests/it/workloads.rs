@@ -583,3 +583,48 @@ fn a_missing_dataset_names_the_fetch_command() {
         "unknown dataset 'cifar'; known: adult, bio, mnist, movielens, pneumonia, reuters"
     ));
 }
+
+/// Images saved with their one channel as an axis of its own, after the
+/// sides or before them, load as the same dataset; float pixels outside
+/// [0, 1] are refused with the range they must be in.
+#[test]
+fn a_channel_axis_of_one_loads_the_same_images() {
+    let dir = tempfile::tempdir().expect("dir");
+    let labels = [0u8, 1, 1, 0];
+    let n = labels.len();
+    let pixels: Vec<u8> = (0..n * 28 * 28).map(|i| (i % 251) as u8).collect();
+    let write = |name: &str, shape: &[usize], descr: &str, data: &[u8]| {
+        let path = dir.path().join(name);
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).expect("create"));
+        for split in ["train", "test"] {
+            let options = zip::write::FileOptions::default();
+            zip.start_file(format!("{split}_images.npy"), options)
+                .expect("entry");
+            zip.write_all(&npy(descr, shape, data)).expect("write");
+            zip.start_file(format!("{split}_labels.npy"), options)
+                .expect("entry");
+            zip.write_all(&npy("|u1", &[n, 1], &labels)).expect("write");
+        }
+        zip.finish().expect("finish");
+        path
+    };
+    let load = |path: &Path| forestall::data::images::load_images(path, 28, 2);
+    let plain = load(&write("plain.npz", &[n, 28, 28], "|u1", &pixels)).expect("loads");
+    for (name, shape) in [("last.npz", [n, 28, 28, 1]), ("first.npz", [n, 1, 28, 28])] {
+        let other = load(&write(name, &shape, "|u1", &pixels)).expect("loads");
+        assert_eq!(other.rows, plain.rows, "{name}");
+        assert_eq!(other.labels, plain.labels, "{name}");
+    }
+    // float pixels of 0–255 (a copy cast to float without scaling)
+    let floats: Vec<u8> = pixels
+        .iter()
+        .flat_map(|&p| f32::from(p).to_le_bytes())
+        .collect();
+    let err = load(&write("floats.npz", &[n, 28, 28], "<f4", &floats))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("outside [0, 1], the pixel range of float images"),
+        "{err}"
+    );
+}
