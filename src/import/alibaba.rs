@@ -171,10 +171,17 @@ fn parse_row(line: &str, columns: &Columns) -> Result<(u64, u64, f64), String> {
             columns.count
         ));
     }
+    // (a copy re-saved by pandas may write them as floats: "3.0")
     let int = |i: usize, name: &str| {
-        fields[i]
+        let field = fields[i];
+        field
             .parse::<u64>()
-            .map_err(|_| format!("{name}: {:?} is not a non-negative integer", fields[i]))
+            .ok()
+            .or_else(|| {
+                let v = field.parse::<f64>().ok()?;
+                (v >= 0.0 && v.fract() == 0.0 && v < 2f64.powi(53)).then_some(v as u64)
+            })
+            .ok_or_else(|| format!("{name}: {field:?} is not a non-negative integer"))
     };
     let worker = int(columns.worker, "worker")?;
     let iteration = int(columns.time, "time")?;
@@ -236,6 +243,8 @@ mod tests {
              0,\"0\",25,1,476\r\n1,1,25,1,509\r\n2,0,25,2,470.5\r\n3,1,25,2,900\r\n",
             "worker,gpu,time,batch_time_norm\n0,25,1,476\n1,25,1,509\n0,25,2,470.5\n1,25,2,900\n",
             "batch_time_norm,time,worker\n476,1,0\n509,1,1\n470.5,2,0\n900,2,1\n",
+            // integers written as floats, as pandas writes a column that held a NaN
+            "worker,time,batch_time_norm\n0.0,1.0,476\n1,1,509\n0,2.0,470.5\n1.0,2,900\n",
         ];
         for text in copies {
             let parsed = parse(Path::new("j.csv"), text).expect("parses");
@@ -258,11 +267,12 @@ mod tests {
 
     #[test]
     fn bad_rows_are_named_by_line() {
-        let text = format!("{GOOD}4,1,25,3,NaN\n5,1,25,4,-3\n6,x,25,5,10\n7,1,25\n");
+        let text = format!("{GOOD}4,1,25,3,NaN\n5,1,25,4,-3\n6,x,25,5,10\n7,1,25\n8,1,25,6.5,10\n");
         let Parsed { samples, bad, .. } = parse(Path::new("j.csv"), &text).expect("parses");
         assert_eq!(samples.len(), 4);
         let places: Vec<&str> = bad.iter().map(|b| b.place.as_str()).collect();
-        assert_eq!(places, ["line 6", "line 7", "line 8", "line 9"]);
+        assert_eq!(places, ["line 6", "line 7", "line 8", "line 9", "line 10"]);
+        assert!(bad[4].reason.contains("time: \"6.5\""), "{}", bad[4]);
         assert!(bad[0].reason.contains("NaN"), "{}", bad[0]);
         assert!(bad[2].reason.contains("worker"), "{}", bad[2]);
         assert!(bad[3].reason.contains("3 fields"), "{}", bad[3]);
