@@ -232,33 +232,35 @@ fn present<'a>(
     Ok(array)
 }
 
-/// Any integer column as i64 values (nulls refused).
-fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<i64>, OpsError> {
+/// `column` of `batch` as `read` reads it ([`crate::columns`]), nulls
+/// refused; `expected` names what it should hold.
+fn values<T>(
+    path: &Path,
+    batch: &RecordBatch,
+    column: &'static str,
+    read: impl Fn(&ArrayRef) -> Option<Vec<Option<T>>>,
+    expected: &str,
+) -> Result<Vec<T>, OpsError> {
     let array = present(path, batch, column)?;
-    let values = crate::columns::integers(array).ok_or_else(|| {
-        column_error(
-            path,
-            column,
-            format!("is {}, expected an integer", array.data_type()),
-        )
+    let values = read(array).ok_or_else(|| {
+        let found = array.data_type();
+        column_error(path, column, format!("is {found}, expected {expected}"))
     })?;
+    // (nulls were refused: a value read as none is out of range)
     values
         .into_iter()
-        .collect::<Option<Vec<i64>>>()
-        .ok_or_else(|| column_error(path, column, "holds a value beyond 64-bit integers"))
+        .collect::<Option<Vec<T>>>()
+        .ok_or_else(|| column_error(path, column, "holds a value out of range"))
+}
+
+/// Any integer column as i64 values (nulls refused).
+fn integers(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<i64>, OpsError> {
+    values(path, batch, column, crate::columns::integers, "an integer")
 }
 
 /// A float column (f32 or f64) as f64 values (nulls refused).
 fn floats(path: &Path, batch: &RecordBatch, column: &'static str) -> Result<Vec<f64>, OpsError> {
-    let array = present(path, batch, column)?;
-    let values = crate::columns::floats(array).ok_or_else(|| {
-        column_error(
-            path,
-            column,
-            format!("is {}, expected a float", array.data_type()),
-        )
-    })?;
-    Ok(values.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
+    values(path, batch, column, crate::columns::floats, "a float")
 }
 
 /// The `optype` column as strings, in any string encoding.
