@@ -34,6 +34,15 @@ pub enum DataError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is not Parquet at all (it lacks Parquet's leading magic
+    /// bytes): most often a CSV or another table format.
+    #[error("dataset {path} is not a Parquet file (it does not begin with Parquet's PAR1{hint}); the tabular workloads read Parquet: pandas converts a CSV with pd.read_csv(CSV).to_parquet(PARQUET)")]
+    NotParquet {
+        /// The file.
+        path: PathBuf,
+        /// What it seems to be instead, if it is text.
+        hint: &'static str,
+    },
     /// The file is not readable Parquet.
     #[error("dataset {path} is not a readable Parquet file")]
     Parquet {

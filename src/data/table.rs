@@ -51,13 +51,37 @@ impl Table {
     }
 }
 
+/// The Parquet file at `path`, opened; a file that is not Parquet at all
+/// (no leading `PAR1`: a CSV, say) is named as such.
+fn open_parquet(path: &Path) -> Result<File> {
+    let open = || {
+        File::open(path).map_err(|source| DataError::Open {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let mut magic = [0u8; 4];
+    let read = std::io::Read::read(&mut open()?, &mut magic).unwrap_or(0);
+    if read == magic.len() && &magic != b"PAR1" {
+        let text = magic
+            .iter()
+            .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace());
+        return Err(DataError::NotParquet {
+            path: path.to_owned(),
+            hint: if text {
+                ": it begins with text, a CSV?"
+            } else {
+                ""
+            },
+        });
+    }
+    open()
+}
+
 /// The key-value metadata of the Parquet file at `path` (a corpus keeps its
 /// vocabulary there).
 pub fn read_parquet_metadata(path: &Path) -> Result<std::collections::BTreeMap<String, String>> {
-    let file = File::open(path).map_err(|source| DataError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
+    let file = open_parquet(path)?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| DataError::Parquet {
             path: path.to_owned(),
@@ -75,10 +99,7 @@ pub fn read_parquet_metadata(path: &Path) -> Result<std::collections::BTreeMap<S
 
 /// Reads every row group of the Parquet file at `path`.
 pub fn read_parquet_table(path: &Path) -> Result<Table> {
-    let file = File::open(path).map_err(|source| DataError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
+    let file = open_parquet(path)?;
     let parquet_err = |source| DataError::Parquet {
         path: path.to_owned(),
         source,
@@ -184,5 +205,33 @@ mod tests {
         );
         let err = read_parquet_table(&path).unwrap_err().to_string();
         assert!(err.contains("'blob'") && err.contains("Binary"), "{err}");
+    }
+
+    /// A CSV given as a dataset is named as not Parquet, with how to convert
+    /// it; a Parquet file cut short is still "not a readable Parquet file".
+    #[test]
+    fn a_csv_is_named_as_not_parquet() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let csv = dir.path().join("adult.csv");
+        std::fs::write(&csv, "age,income\n39,<=50K\n").expect("written");
+        let err = read_parquet_table(&csv).unwrap_err().to_string();
+        assert!(
+            err.contains("is not a Parquet file")
+                && err.contains("a CSV?")
+                && err.contains("to_parquet"),
+            "{err}"
+        );
+        let cut = dir.path().join("cut.parquet");
+        write(
+            &cut,
+            vec![(
+                "age",
+                Arc::new(UInt8Array::from(vec![Some(39)])) as ArrayRef,
+            )],
+        );
+        let bytes = std::fs::read(&cut).expect("read");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("cut");
+        let err = read_parquet_table(&cut).unwrap_err().to_string();
+        assert!(err.contains("is not a readable Parquet file"), "{err}");
     }
 }

@@ -560,7 +560,11 @@ fn a_model_kind_that_does_not_fit_the_data_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let npz = dir.path().join("images.npz");
     images_npz(&npz, 28, &[0, 1, 0, 1], None);
-    refused(&npz, "logistic", "is not a readable Parquet file");
+    refused(
+        &npz,
+        "logistic",
+        "images.npz is not a Parquet file (it does not begin with Parquet's PAR1)",
+    );
     // an unknown kind lists the known ones
     refused(
         &adult,
