@@ -7,24 +7,30 @@
 //! output whose sigmoid is P(class 1).
 //!
 //! The runtime keeps parameters as one flat `f64` vector split into shards, so
-//! a call builds the burn module from that vector (in the fixed order of
-//! [`CnnNet::layout`]), runs on the calling thread (burn's `flex` CPU backend
-//! without its rayon feature never spawns a thread: each timely worker's burn
-//! work stays on that worker's thread), and returns the gradient flattened in
-//! the same order. Same parameters and batch, same bits, on any thread.
+//! a call reads its weights from that vector (in the fixed order of
+//! [`CnnNet::layout`]), runs on the calling thread (the products in the `gemm`
+//! kernels with no threads of their own, the recurrence in burn's `flex` CPU
+//! backend, which without its rayon feature never spawns one: each timely
+//! worker's work stays on that worker's thread), and returns the gradient
+//! flattened in the same order. Same parameters and batch, same bits, on any
+//! thread of one machine.
 //!
-//! The convolutions are computed as gathered matrix products on the whole
-//! batch (see `Net::forward`) rather than by burn's `Conv2d`, whose
-//! backward on `flex` repeats the gathering per image and per gradient: the
-//! same function, up to the order of the sums, at a lower cost per image
-//! (`cargo bench --bench cnn_cost` measures it).
+//! The burn module [`Net`] defines the net: its parameters and their layout,
+//! and `Net::forward`, the convolutions as gathered matrix products on the
+//! whole batch in burn's tensors (the plain burn peer trains it with burn's
+//! autodiff). Gradients and predictions run the same operations with both
+//! passes written out on `f32` buffers (`layers`: the gathers, products,
+//! pools and their backward scatters, without an autodiff graph or burn's
+//! copies between operations; `lstm`: the recurrence); the tests check them
+//! against burn's autodiff through `Net::forward` and through burn's own
+//! `Conv2d`, and against finite differences. `cargo bench --bench cnn_cost`
+//! measures the cost per image.
 //!
-//! Each thread keeps the modules it built last (`Built`): a call at parameters
-//! whose bits equal those of a kept module reuses it instead of converting
-//! 306,753 values again, as the micro-batches of one unit (all at the same
-//! parameters) do. It also keeps the gather indices of the batch sizes it saw
-//! last (`Gathers`). Both hold exactly what a fresh build would, so the bits
-//! do not depend on the caches.
+//! Each thread keeps the weights it converted last (`weights`): a call at
+//! parameters whose bits equal those of kept weights reuses them instead of
+//! converting 306,753 values again, as the micro-batches of one unit (all at
+//! the same parameters) do. They hold exactly what a fresh conversion would,
+//! so the bits do not depend on the cache.
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -37,28 +43,6 @@ use burn::tensor::activation::relu;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::{s, Device, Tensor, TensorData};
 use conv::{conv_rows, Gathers};
-use lstm::LstmTape;
-use std::cell::RefCell;
-
-/// Modules a thread keeps (`Built`): one for gradients and one for
-/// predictions of one net, with room for a second net on the same thread.
-const KEPT_MODULES: usize = 4;
-
-/// A module built from a parameter vector, kept by the thread that built it.
-struct Built {
-    config: CnnConfig,
-    autodiff: bool,
-    /// The bits of the parameters it holds (f64 bits: `-0.0` and `0.0`, or
-    /// two NaNs, are different parameters here).
-    params: Vec<u64>,
-    device: Device,
-    net: Net,
-}
-
-thread_local! {
-    /// Most recently used last.
-    static BUILT: RefCell<Vec<Built>> = const { RefCell::new(Vec::new()) };
-}
 
 /// The net's convolutions (each with its pooling and dropout).
 const CONVOLUTIONS: usize = 3;
@@ -174,14 +158,19 @@ impl Net {
         }
     }
 
-    /// Logits of P(class 1).
+    /// Logits of P(class 1), with `dropout` after each pool when training.
     ///
     /// # Shapes
     /// - `images`: `[batch, 1, side, side]`
     /// - returns: `[batch, 1]`
-    pub(super) fn forward(&self, images: Tensor<4>, config: &CnnConfig) -> Tensor<2> {
+    pub(super) fn forward(
+        &self,
+        images: Tensor<4>,
+        config: &CnnConfig,
+        dropout: Option<&Dropout>,
+    ) -> Tensor<2> {
         let [batch, ..] = images.dims();
-        let (seq, steps) = self.features(images, config, None);
+        let (seq, steps) = self.features(images, config, dropout);
         let (z_x, w_h) = self.lstm_input(seq);
         self.head.forward(lstm_last_hidden(z_x, w_h, steps, batch)) // [batch, 1]
     }
@@ -369,8 +358,8 @@ fn first_rows(images: Tensor<4>, gathers: &Gathers, config: &CnnConfig) -> Tenso
 /// per step one product `h · U`, one sigmoid over the three gates, and no
 /// copy of the hidden state into an output sequence (only the last one is
 /// read). The state starts at zero, so the first step has no product with
-/// it. Differentiable by burn's autodiff; [`CnnNet::gradient`] runs the
-/// recurrence's backward pass itself (`LstmTape`).
+/// it. Differentiable by burn's autodiff (the peer's and the tests'
+/// reference); [`CnnNet::gradient`] runs the recurrence itself (`LstmTape`).
 ///
 /// A step's rows are cut from `z_x` in two levels (blocks of about √steps
 /// steps, then steps), because the gradient of a cut is as large as what it
@@ -652,58 +641,6 @@ impl CnnNet {
         }))
     }
 
-    /// Runs `f` on the module of `params` on flex (with autodiff or not),
-    /// reusing the one this thread built last from the same bits, else
-    /// building it and keeping it for the next call.
-    fn with_module<R>(
-        &self,
-        params: &[f64],
-        autodiff: bool,
-        f: impl FnOnce(&Net, &Device) -> R,
-    ) -> Result<R, CnnError> {
-        if params.len() != self.count {
-            return Err(CnnError::Params {
-                expected: self.count,
-                found: params.len(),
-            });
-        }
-        let same = |b: &Built| {
-            b.autodiff == autodiff
-                && b.config == self.config
-                && b.params.len() == params.len()
-                && b.params.iter().zip(params).all(|(&a, &p)| a == p.to_bits())
-        };
-        // Taken out while `f` runs, so a nested call cannot see it borrowed.
-        let kept =
-            BUILT.with_borrow_mut(|built| built.iter().position(same).map(|i| built.remove(i)));
-        let built = match kept {
-            Some(built) => built,
-            None => {
-                let device = if autodiff {
-                    Device::flex().autodiff()
-                } else {
-                    Device::flex()
-                };
-                let net = self.module(params, &device)?;
-                Built {
-                    config: self.config.clone(),
-                    autodiff,
-                    params: params.iter().map(|p| p.to_bits()).collect(),
-                    device,
-                    net,
-                }
-            }
-        };
-        let out = f(&built.net, &built.device);
-        BUILT.with_borrow_mut(|kept| {
-            if kept.len() >= KEPT_MODULES {
-                kept.remove(0);
-            }
-            kept.push(built);
-        });
-        Ok(out)
-    }
-
     pub(super) fn images(&self, pixels: &[f32], n: usize, device: &Device) -> Tensor<4> {
         let s = self.config.side;
         Tensor::<4>::from_data(TensorData::new(pixels.to_vec(), [n, 1, s, s]), device)
@@ -765,51 +702,18 @@ impl CnnNet {
                 loss_sum: 0.0,
             });
         }
-        self.with_module(params, true, |net, device| {
-            // burn's autodiff up to the LSTM's input products; the recurrence,
-            // the head and the loss, forward and backward, on plain tensors;
-            // their gradients go back into autodiff as Σ θ ⊙ ∂L/∂θ (constant
-            // ∂L/∂θ), whose gradient is ∂L/∂θ
-            let (seq, steps) = net.features(self.images(pixels, n, device), &self.config, dropout);
-            let (z_x, w_h) = net.lstm_input(seq);
-            let tape = LstmTape::forward(z_x.clone().inner(), w_h.clone().inner(), steps, n);
-            let head_w = net.head.weight.val(); // [hidden, 1]
-            let head_b = net
-                .head
-                .bias
-                .as_ref()
-                .map(|b| b.val())
-                .expect("the net's head has a bias"); // [1]
-            let h = tape.last_hidden(); // [n, hidden]
-            let z = h.clone().matmul(head_w.clone().inner())
-                + head_b.clone().inner().unsqueeze_dim::<2>(0); // [n, 1]
-            let plain = device.clone().inner();
-            let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), &plain);
-            let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), &plain);
-            // BCE on logits, stably: max(z, 0) − y·z + ln(1 + e^−|z|)
-            let loss = weighted_bce_sum(z.clone(), y.clone(), w.clone()); // [1]
-            let loss_sum = f64::from(
-                loss.into_data()
-                    .convert::<f32>()
-                    .as_slice::<f32>()
-                    .expect("converted to f32")[0],
-            );
-            let d_z = (sigmoid(z) - y) * w; // ∂L/∂z: [n, 1]
-            let d_head_w = h.transpose().matmul(d_z.clone()); // [hidden, 1]
-            let d_head_b = d_z.clone().sum_dim(0).reshape([1]);
-            let d_h = d_z.matmul(head_w.clone().inner().transpose()); // [n, hidden]
-            let (d_z_x, d_w_h) = tape.backward(d_h);
-            let surrogate = (z_x * Tensor::from_inner(d_z_x)).sum()
-                + (w_h * Tensor::from_inner(d_w_h)).sum()
-                + (head_w * Tensor::from_inner(d_head_w)).sum()
-                + (head_b * Tensor::from_inner(d_head_b)).sum();
-            let grads = GradientsParams::from_grads(surrogate.backward(), net);
-            let mut reader = Reader::new(Some(grads), self.count);
-            net.visit(&mut reader);
-            BatchGradient {
-                grad: reader.values,
-                loss_sum,
-            }
+        let w = self.weights(params)?;
+        let forward = self.forward_layers(
+            w,
+            0..stages::LAYERS.len(),
+            stages::StageInput::Images(pixels),
+            n,
+            Some((labels, weights, dropout)),
+        );
+        let (grad, _) = self.backward_layers(forward.tape(), None);
+        Ok(BatchGradient {
+            grad,
+            loss_sum: forward.loss_sum.unwrap_or(0.0),
         })
     }
 
@@ -828,20 +732,24 @@ impl CnnNet {
         if n == 0 {
             return Ok(Vec::new());
         }
-        self.with_module(params, false, |net, device| {
-            let p = sigmoid(net.forward(self.images(pixels, n, device), &self.config));
-            p.into_data()
-                .convert::<f32>()
-                .as_slice::<f32>()
-                .expect("converted to f32")
-                .to_vec()
-        })
+        let w = self.weights(params)?;
+        let forward = self.forward_layers(
+            w,
+            0..stages::LAYERS.len(),
+            stages::StageInput::Images(pixels),
+            n,
+            None,
+        );
+        Ok(forward.probabilities())
     }
 }
 
 mod conv;
+mod gemm;
 pub mod infer;
+mod layers;
 mod lstm;
 pub mod stages;
 #[cfg(test)]
 mod tests;
+mod weights;

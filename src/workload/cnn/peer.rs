@@ -77,7 +77,7 @@ pub fn train_plain_burn(
                 y.push(labels[i]);
                 w.push(weights[i]);
             }
-            let z = model.forward(net.images(&x, n, &device), net.config()); // [n, 1]
+            let z = model.forward(net.images(&x, n, &device), net.config(), None); // [n, 1]
             let y = Tensor::<2>::from_data(TensorData::new(y, [n, 1]), &device);
             let w = Tensor::<2>::from_data(TensorData::new(w, [n, 1]), &device);
             let loss = weighted_bce_sum(z, y, w); // [1]

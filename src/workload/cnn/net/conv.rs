@@ -103,24 +103,7 @@ impl Gathers {
 /// `a`, `b`, `i'`, `j'` in that order, so that each quarter of the rows is
 /// one place of every window, the windows row-major.
 fn conv_rows_index(side: usize, kernel: usize, pooled: bool, batch: usize) -> Vec<i64> {
-    let positions: Vec<(usize, usize)> = if pooled {
-        let half = side / 2;
-        let mut p = Vec::with_capacity(4 * half * half);
-        for a in 0..2 {
-            for b in 0..2 {
-                for i in 0..half {
-                    for j in 0..half {
-                        p.push((2 * i + a, 2 * j + b));
-                    }
-                }
-            }
-        }
-        p
-    } else {
-        (0..side)
-            .flat_map(|i| (0..side).map(move |j| (i, j)))
-            .collect()
-    };
+    let positions = positions(side, pooled);
     let zero = (side * side * batch) as i64;
     let pad = (kernel - 1) / 2;
     let inside = |v: usize, d: usize| (v + d).checked_sub(pad).filter(|&r| r < side);
@@ -138,6 +121,31 @@ fn conv_rows_index(side: usize, kernel: usize, pooled: bool, batch: usize) -> Ve
         }
     }
     index
+}
+
+/// A convolution's output positions `(i, j)` in the order its rows are
+/// computed (see [`conv_rows_index`]): row-major, or, with `pooled`, only
+/// those a 2 × 2 pool at stride 2 reads, grouped by their place in the
+/// window.
+pub(super) fn positions(side: usize, pooled: bool) -> Vec<(usize, usize)> {
+    if pooled {
+        let half = side / 2;
+        let mut p = Vec::with_capacity(4 * half * half);
+        for a in 0..2 {
+            for b in 0..2 {
+                for i in 0..half {
+                    for j in 0..half {
+                        p.push((2 * i + a, 2 * j + b));
+                    }
+                }
+            }
+        }
+        p
+    } else {
+        (0..side)
+            .flat_map(|i| (0..side).map(move |j| (i, j)))
+            .collect()
+    }
 }
 
 /// A stride-1 convolution with "same" padding as one matrix product, then
@@ -169,7 +177,11 @@ pub(super) fn conv_rows(
     if pooled {
         let [rows, _] = y.dims();
         let device = y.device();
-        let index = pool_index(&y.clone().inner().into_data(), rows / 4 * out);
+        let values = y.clone().inner().into_data();
+        let values = values
+            .as_slice::<f32>()
+            .expect("the convolution's output is f32");
+        let index = pool_index(values, rows / 4 * out);
         let len = index.len();
         let index = Tensor::<1, Int>::from_data(TensorData::new(index, [len]), &device);
         y = y
@@ -192,10 +204,7 @@ pub(super) fn conv_rows(
 /// gradient at its position: the values and gradients of `max_dim`, without
 /// `flex`'s generic reduction over a leading axis, which cost several times
 /// this loop.
-fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
-    let v = y
-        .as_slice::<f32>()
-        .expect("the convolution's output is f32");
+pub(super) fn pool_index(v: &[f32], quarter: usize) -> Vec<i64> {
     debug_assert_eq!(v.len(), 4 * quarter);
     let (q0, rest) = v.split_at(quarter);
     let (q1, rest) = rest.split_at(quarter);
@@ -238,7 +247,6 @@ fn pool_index(y: &TensorData, quarter: usize) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::pool_index;
-    use burn::tensor::TensorData;
 
     #[test]
     fn a_pool_picks_the_first_of_equal_maxima_and_the_first_nan() {
@@ -249,7 +257,7 @@ mod tests {
             [2.0, 7.0, 3.0],
             [-1.0, 7.0, f32::NAN],
         ];
-        let y = TensorData::new(quarters.concat(), [12]);
+        let y = quarters.concat();
         // value 0: 2.0 first in quarter 1; value 1: 7.0 first in quarter 2;
         // value 2: the first NaN, in quarter 1
         assert_eq!(pool_index(&y, 3), vec![3, 7, 5]);
@@ -260,7 +268,7 @@ mod tests {
             [0.5, 2.0, 4.0, -1.0],
             [1.0, 3.0, 4.0, 0.0],
         ];
-        let y = TensorData::new(quarters.concat(), [16]);
+        let y = quarters.concat();
         assert_eq!(pool_index(&y, 4), vec![0, 13, 2, 3]);
     }
 
@@ -285,7 +293,6 @@ mod tests {
                 best as i64
             })
             .collect();
-        let y = TensorData::new(v, [4 * quarter]);
-        assert_eq!(pool_index(&y, quarter), expected);
+        assert_eq!(pool_index(&v, quarter), expected);
     }
 }

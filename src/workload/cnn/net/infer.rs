@@ -1,18 +1,14 @@
 //! The net's inference cut into pipeline stages: the evaluation on the test
 //! set that a pipeline runs through its stage workers. A stage runs
-//! `Net::forward`'s own operations on its layers (no tape, no dropout)
+//! [`CnnNet::predict`]'s own forward on its layers (no tape, no dropout)
 //! and hands on the activation at its cut, so the stages' probabilities
 //! have the bits of [`CnnNet::predict`] on the same images, however the
 //! layers are cut (the tests check every cut).
 
 use std::ops::Range;
 
-use burn::tensor::activation::sigmoid;
-use burn::tensor::Tensor;
-
-use super::conv::Gathers;
 use super::stages::{Activation, StageError, StageInput, LAYERS};
-use super::{first_rows, lstm_last_hidden, CnnNet, CONVOLUTIONS};
+use super::CnnNet;
 
 /// What a stage's inference gives.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,52 +31,18 @@ impl CnnNet {
         n: usize,
     ) -> Result<StagePrediction, StageError> {
         self.check_stage_input(layers.clone(), input, n)?;
-        let (a, b) = (layers.start, layers.end);
-        let config = &self.config;
-        Ok(self.with_module(params, false, |net, device| {
-            let gathers = Gathers::of(config, n, device);
-            let (mut x, mut h) = match input {
-                StageInput::Images(pixels) => (
-                    Some(first_rows(self.images(pixels, n, device), &gathers, config)),
-                    None,
-                ),
-                StageInput::Activation(act) if a <= CONVOLUTIONS => {
-                    (Some(act.tensor(device)), None)
-                }
-                StageInput::Activation(act) => (None, Some(act.tensor(device))),
-            };
-            let mut s = (0..a.min(CONVOLUTIONS)).fold(config.side, |s, l| {
-                if config.pool_after[l] {
-                    s / 2
-                } else {
-                    s
-                }
-            });
-            for layer in a..b.min(CONVOLUTIONS) {
-                let rows = x.take().expect("rows");
-                let (out, side) = net.convolve(layer, rows, s, (&gathers, config, None));
-                (x, s) = (Some(out), side);
-            }
-            if b <= CONVOLUTIONS {
-                return StagePrediction::Activation(Activation::of(&x.expect("rows")));
-            }
-            if a <= CONVOLUTIONS {
-                let (z_x, w_h) = net.lstm_input(x.take().expect("rows"));
-                h = Some(lstm_last_hidden(z_x, w_h, s * s, n));
-            }
-            let h: Tensor<2> = h.expect("the LSTM's output or the stage's input");
-            if b < LAYERS.len() {
-                return StagePrediction::Activation(Activation::of(&h));
-            }
-            let p = sigmoid(net.head.forward(h));
-            StagePrediction::Probabilities(
-                p.into_data()
-                    .convert::<f32>()
-                    .as_slice::<f32>()
-                    .expect("converted to f32")
-                    .to_vec(),
+        let last = layers.end == LAYERS.len();
+        let w = self.weights(params)?;
+        let forward = self.forward_layers(w, layers, input, n, None);
+        Ok(if last {
+            StagePrediction::Probabilities(forward.probabilities())
+        } else {
+            StagePrediction::Activation(
+                forward
+                    .output
+                    .expect("a stage before the head has an output"),
             )
-        })?)
+        })
     }
 }
 

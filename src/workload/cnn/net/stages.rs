@@ -16,14 +16,16 @@
 //! gradient is `∂L/∂a` exactly. The tests check it for every cut.
 
 use std::ops::Range;
+use std::sync::Arc;
 
-use burn::optim::GradientsParams;
-use burn::tensor::activation::sigmoid;
 use burn::tensor::{Device, Tensor, TensorData};
 
-use super::conv::Gathers;
+use super::layers::{
+    head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, ConvTape,
+};
 use super::lstm::LstmTape;
-use super::{first_rows, weighted_bce_sum, CnnError, CnnNet, Dropout, Net, Reader, CONVOLUTIONS};
+use super::weights::{Grads, Weights};
+use super::{CnnError, CnnNet, Dropout, CONVOLUTIONS};
 
 /// The net's layers in order, by the names a cut and the parameters'
 /// layout use.
@@ -59,22 +61,6 @@ pub struct Activation {
 }
 
 impl Activation {
-    pub(super) fn of(t: &Tensor<2>) -> Self {
-        Self {
-            values: t
-                .clone()
-                .into_data()
-                .convert::<f32>()
-                .try_into_vec::<f32>()
-                .expect("converted to f32"),
-            shape: t.dims(),
-        }
-    }
-
-    pub(super) fn tensor(&self, device: &Device) -> Tensor<2> {
-        Tensor::<2>::from_data(TensorData::new(self.values.clone(), self.shape), device)
-    }
-
     /// Bytes of its values (what a send of it moves, without framing).
     pub fn bytes(&self) -> usize {
         self.values.len() * std::mem::size_of::<f32>()
@@ -100,30 +86,52 @@ pub struct StageForward {
     tape: Tape,
 }
 
+impl StageForward {
+    /// What the backward reads.
+    pub(super) fn tape(&self) -> &Tape {
+        &self.tape
+    }
+
+    /// Each image's P(class 1), σ of the head's logits (the last stage's;
+    /// empty for the others).
+    pub(super) fn probabilities(&self) -> Vec<f32> {
+        self.tape.head.as_ref().map_or_else(Vec::new, |head| {
+            head.z.iter().map(|&z| 1.0 / (1.0 + (-z).exp())).collect()
+        })
+    }
+}
+
 /// What a stage's backward needs of its forward.
-struct Tape {
+pub(super) struct Tape {
     layers: Range<usize>,
-    /// The module the graph was built on (its parameters' ids).
-    net: Net,
-    device: Device,
-    /// The input as a leaf whose gradient is kept (a stage after the first
-    /// that begins with a convolution or the LSTM).
-    leaf: Option<Tensor<2>>,
-    /// The output, when it is the last convolution's rows of the stage.
-    conv_out: Option<Tensor<2>>,
-    /// The LSTM's input products and its recurrence.
-    lstm: Option<(Tensor<2>, Tensor<2>, LstmTape)>,
-    /// The head's input `h` (plain) and, with it, the loss's `z`, `y`, `w`.
+    batch: usize,
+    weights: Arc<Weights>,
+    /// The stage's convolutions, in order.
+    convs: Vec<ConvTape>,
+    /// The LSTM's input rows and its recurrence.
+    lstm: Option<(Vec<f32>, LstmTape)>,
+    /// The head's input `h` and logits, and the labels and weights.
     head: Option<HeadTape>,
-    /// A head-only stage's input `h` (plain): its gradient is computed.
-    h_in: bool,
 }
 
 struct HeadTape {
-    h: Tensor<2>,
-    z: Tensor<2>,
-    y: Tensor<2>,
-    w: Tensor<2>,
+    h: Vec<f32>,
+    z: Vec<f32>,
+    y: Vec<f32>,
+    w: Vec<f32>,
+}
+
+/// Rows `values` as a burn tensor of `shape` (the recurrence's operands).
+fn tensor(values: Vec<f32>, shape: [usize; 2]) -> Tensor<2> {
+    Tensor::<2>::from_data(TensorData::new(values, shape), &Device::flex())
+}
+
+/// A burn tensor's values.
+fn values(t: Tensor<2>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .expect("converted to f32")
 }
 
 /// A micro-batch's backward through a stage.
@@ -275,108 +283,101 @@ impl CnnNet {
             }
             .into());
         }
-        Ok(self.with_module(params, true, |net, device| {
-            self.forward_layers(
-                net,
-                device,
-                layers.clone(),
-                input,
-                (labels, weights, dropout),
-            )
-        })?)
+        let w = self.weights(params)?;
+        Ok(self.forward_layers(w, layers, input, n, Some((labels, weights, dropout))))
     }
 
-    fn forward_layers(
+    /// The forward of layers `layers` on `n` images at `w`: with `batch`
+    /// (labels, weights, dropout) kept for the backward, without it (an
+    /// inference) with no tapes kept and no loss.
+    pub(super) fn forward_layers(
         &self,
-        net: &Net,
-        device: &Device,
+        w: Arc<Weights>,
         layers: Range<usize>,
         input: StageInput<'_>,
-        (labels, weights, dropout): (&[f32], &[f32], Option<&Dropout>),
+        n: usize,
+        batch: Option<(&[f32], &[f32], Option<&Dropout>)>,
     ) -> StageForward {
         let (a, b) = (layers.start, layers.end);
-        let n = labels.len();
         let config = &self.config;
-        let gathers = Gathers::of(config, n, device);
-        let mut leaf = None;
-        let mut h_in = None;
-        let mut x = match input {
-            StageInput::Images(pixels) => {
-                Some(first_rows(self.images(pixels, n, device), &gathers, config))
-            }
-            StageInput::Activation(act) if a <= LSTM => {
-                let t = act.tensor(device).require_grad();
-                leaf = Some(t.clone());
-                Some(t)
-            }
-            StageInput::Activation(act) => {
-                h_in = Some(act.tensor(&device.clone().inner()));
-                None
-            }
+        let dropout = batch.and_then(|(_, _, d)| d);
+        let (mut x, mut h) = match input {
+            StageInput::Images(pixels) => (Some(image_rows(pixels, n, config.side)), None),
+            StageInput::Activation(act) if a <= LSTM => (Some(act.values.clone()), None),
+            StageInput::Activation(act) => (None, Some(act.values.clone())),
         };
-        let mut s = (0..a.min(CONVOLUTIONS)).fold(config.side, |s, l| {
+        let mut side = (0..a.min(CONVOLUTIONS)).fold(config.side, |s, l| {
             if config.pool_after[l] {
                 s / 2
             } else {
                 s
             }
         });
+        let mut convs = Vec::new();
         for layer in a..b.min(CONVOLUTIONS) {
-            let (out, side) = net.convolve(
-                layer,
-                x.take().expect("rows"),
-                s,
-                (&gathers, config, dropout),
-            );
-            (x, s) = (Some(out), side);
+            let rows = x.take().expect("rows");
+            let (out, s, tape) =
+                ConvTape::forward(&w.conv[layer], layer, &rows, (side, n), config, dropout);
+            (x, side) = (Some(out), s);
+            if batch.is_some() {
+                convs.push(tape);
+            }
         }
         let mut output = None;
-        let mut conv_out = None;
         if b <= CONVOLUTIONS {
-            let out = x.take().expect("rows");
-            output = Some(Activation::of(&out));
-            conv_out = Some(out);
+            output = x.take().map(|values| Activation {
+                values,
+                shape: self.cut_shape(b, n),
+            });
         }
+        let hidden = config.lstm_hidden;
         let mut lstm = None;
-        let mut h = h_in.clone();
         if a <= LSTM && b > LSTM {
-            let (z_x, w_h) = net.lstm_input(x.take().expect("rows"));
-            let tape = LstmTape::forward(z_x.clone().inner(), w_h.clone().inner(), s * s, n);
-            h = Some(tape.last_hidden());
-            lstm = Some((z_x, w_h, tape));
+            let seq = x.take().expect("rows");
+            let z_x = lstm_input(&w.w_x, &w.b_x, &seq);
+            let steps = side * side;
+            let tape = LstmTape::forward(
+                tensor(z_x, [steps * n, 4 * hidden]),
+                tensor(w.w_h.clone(), [hidden, 4 * hidden]),
+                steps,
+                n,
+            );
+            h = Some(values(tape.last_hidden()));
+            if batch.is_some() {
+                lstm = Some((seq, tape));
+            }
         }
         if b == HEAD {
-            output = h.as_ref().map(Activation::of);
+            output = h.take().map(|values| Activation {
+                values,
+                shape: self.cut_shape(b, n),
+            });
         }
-        let (mut head, mut loss_sum) = (None, None);
+        let (mut head_tape, mut loss) = (None, None);
         if b > HEAD {
             let h = h.expect("the LSTM's output or the stage's input");
-            let (head_w, head_b) = head_params(net);
-            let z = h.clone().matmul(head_w.inner()) + head_b.inner().unsqueeze_dim::<2>(0); // [n, 1]
-            let plain = device.clone().inner();
-            let y = Tensor::<2>::from_data(TensorData::new(labels.to_vec(), [n, 1]), &plain);
-            let w = Tensor::<2>::from_data(TensorData::new(weights.to_vec(), [n, 1]), &plain);
-            let loss = weighted_bce_sum(z.clone(), y.clone(), w.clone());
-            loss_sum = Some(f64::from(
-                loss.into_data()
-                    .convert::<f32>()
-                    .as_slice::<f32>()
-                    .expect("converted to f32")[0],
-            ));
-            head = Some(HeadTape { h, z, y, w });
+            let z = head(&w.head_w, w.head_b, &h);
+            let (y, weights) = batch.map_or((&[][..], &[][..]), |(y, w, _)| (y, w));
+            if batch.is_some() {
+                loss = Some(loss_sum(&z, y, weights));
+            }
+            head_tape = Some(HeadTape {
+                h,
+                z,
+                y: y.to_vec(),
+                w: weights.to_vec(),
+            });
         }
         StageForward {
             output,
-            loss_sum,
+            loss_sum: loss,
             tape: Tape {
                 layers,
-                net: net.clone(),
-                device: device.clone(),
-                leaf,
-                conv_out,
+                batch: n,
+                weights: w,
+                convs,
                 lstm,
-                head,
-                h_in: h_in.is_some(),
+                head: head_tape,
             },
         }
     }
@@ -388,15 +389,13 @@ impl CnnNet {
         forward: StageForward,
         d_output: Option<&Activation>,
     ) -> Result<StageGradient, StageError> {
-        let t = forward.tape;
-        let (a, b) = (t.layers.start, t.layers.end);
-        let plain = t.device.clone().inner();
+        let b = forward.tape.layers.end;
         let d_out = match (b > HEAD, d_output, &forward.output) {
             (true, _, _) => None,
             (false, Some(d), Some(out))
                 if d.shape == out.shape && d.values.len() == out.values.len() =>
             {
-                Some(d.tensor(if b > LSTM { &plain } else { &t.device }))
+                Some(d.values.clone())
             }
             (false, d, out) => {
                 return Err(StageError::Shape {
@@ -406,62 +405,50 @@ impl CnnNet {
                 })
             }
         };
-        let mut terms: Vec<Tensor<1>> = Vec::new();
-        // ∂L/∂h, plain: from the head, or from the stage after the LSTM
-        let mut d_h = None;
-        if let Some(head) = &t.head {
-            let (head_w, head_b) = head_params(&t.net);
-            let d_z = (sigmoid(head.z.clone()) - head.y.clone()) * head.w.clone(); // [n, 1]
-            let d_head_w = head.h.clone().transpose().matmul(d_z.clone()); // [hidden, 1]
-            let d_head_b = d_z.clone().sum_dim(0).reshape([1]);
-            d_h = Some(d_z.matmul(head_w.clone().inner().transpose())); // [n, hidden]
-            terms.push((head_w * Tensor::from_inner(d_head_w)).sum());
-            terms.push((head_b * Tensor::from_inner(d_head_b)).sum());
-        } else if b == HEAD {
-            d_h = d_out.clone();
-        }
-        if let Some((z_x, w_h, tape)) = &t.lstm {
-            let (d_z_x, d_w_h) = tape.backward(d_h.take().expect("∂L/∂h"));
-            terms.insert(0, (w_h.clone() * Tensor::from_inner(d_w_h)).sum());
-            terms.insert(0, (z_x.clone() * Tensor::from_inner(d_z_x)).sum());
-        }
-        if let (Some(out), Some(d)) = (&t.conv_out, &d_out) {
-            terms.push((out.clone() * d.clone()).sum());
-        }
-        let mut d_input = None;
-        if t.h_in {
-            // a head-only stage: its input's gradient is the head's ∂L/∂h
-            d_input = d_h.as_ref().map(Activation::of);
-        }
-        let surrogate = terms
-            .into_iter()
-            .reduce(|s, term| s + term)
-            .expect("every stage holds parameters");
-        let mut grads = surrogate.backward();
-        if let Some(leaf) = &t.leaf {
-            d_input = leaf.grad_remove(&mut grads).map(|g| Activation::of(&g));
-        }
-        let grads = GradientsParams::from_grads(grads, &t.net);
-        let mut reader = Reader::new(Some(grads), self.count);
-        burn::module::Module::visit(&t.net, &mut reader);
-        let range = self.layer_params(a..b);
-        Ok(StageGradient {
-            grad: reader.values[range].to_vec(),
-            d_input,
-        })
+        let (grad, d_input) = self.backward_layers(&forward.tape, d_out);
+        Ok(StageGradient { grad, d_input })
     }
-}
 
-/// The head's weight `[hidden, 1]` and bias `[1]`.
-fn head_params(net: &Net) -> (Tensor<2>, Tensor<1>) {
-    let w = net.head.weight.val();
-    let b = net
-        .head
-        .bias
-        .as_ref()
-        .map(|b| b.val())
-        .expect("the net's head has a bias");
-    (w, b)
+    /// The backward of a forward's tape from `d_out`, the gradient of its
+    /// output (None when it ends in the loss): the gradient of its layers'
+    /// parameters, and of its input unless it began at the images.
+    pub(super) fn backward_layers(
+        &self,
+        t: &Tape,
+        d_out: Option<Vec<f32>>,
+    ) -> (Vec<f64>, Option<Activation>) {
+        let (a, b) = (t.layers.start, t.layers.end);
+        let w = &t.weights;
+        let n = t.batch;
+        let hidden = self.config.lstm_hidden;
+        let mut grads = Grads::new(self, self.layer_params(a..b));
+        let mut d = d_out;
+        if let Some(head) = &t.head {
+            let (d_w, d_b, d_h) = head_backward(&w.head_w, &head.h, (&head.z, &head.y, &head.w));
+            grads.head(&d_w, d_b);
+            d = Some(d_h);
+        }
+        if let Some((seq, tape)) = &t.lstm {
+            let d_h = d.take().expect("∂L/∂h");
+            let (d_z_x, d_w_h) = tape.backward(tensor(d_h, [n, hidden]));
+            let (d_w_x, d_b_x, d_seq) =
+                lstm_input_backward(&w.w_x, 4 * hidden, seq, &values(d_z_x));
+            grads.lstm(&d_w_x, &d_b_x, &values(d_w_h));
+            d = Some(d_seq);
+        }
+        for tape in t.convs.iter().rev() {
+            let layer = tape.layer();
+            let d_conv = d.take().expect("∂L/∂ of the convolution's output");
+            let (d_w, d_b, d_x) = tape.backward(&w.conv[layer], &d_conv, layer > 0);
+            grads.conv(layer, &w.conv[layer], &d_w, &d_b);
+            d = d_x;
+        }
+        let d_input = d.filter(|_| a > 0).map(|values| Activation {
+            values,
+            shape: self.cut_shape(a, n),
+        });
+        (grads.values, d_input)
+    }
 }
 
 #[cfg(test)]

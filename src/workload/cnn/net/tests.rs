@@ -159,22 +159,29 @@ fn kept_modules_give_the_bits_of_a_fresh_build() {
     assert!(net.gradient(&a[1..], &x, &y, &w).is_err());
 }
 
-/// The loss, its gradient (layout order) and the predictions of the
-/// matrix form of the convolutions (`direct` false) or of burn's own
-/// `Conv2d` and `MaxPool2d` (`direct` true).
-fn both_forms(net: &CnnNet, params: &[f64], n: usize, direct: bool) -> (f64, Vec<f64>, Vec<f32>) {
+/// The loss, its gradient (layout order) and the predictions, through
+/// burn's autodiff, of the matrix form of the convolutions in burn's tensors
+/// (`direct` false, with `dropout` in training) or of burn's own `Conv2d`
+/// and `MaxPool2d` (`direct` true).
+fn both_forms(
+    net: &CnnNet,
+    params: &[f64],
+    n: usize,
+    direct: bool,
+    dropout: Option<&Dropout>,
+) -> (f64, Vec<f64>, Vec<f32>) {
     let side = net.config().side;
     let (x, y, w) = batch(n, side);
     let device = Device::flex().autodiff();
     let module = net.module(params, &device).expect("fits");
-    let forward = |images| {
+    let forward = |images, dropout| {
         if direct {
             module.forward_direct(images, net.config())
         } else {
-            module.forward(images, net.config())
+            module.forward(images, net.config(), dropout)
         }
     };
-    let z = forward(net.images(&x, n, &device));
+    let z = forward(net.images(&x, n, &device), dropout);
     let y = Tensor::<2>::from_data(TensorData::new(y, [n, 1]), &device);
     let w = Tensor::<2>::from_data(TensorData::new(w, [n, 1]), &device);
     let loss = weighted_bce_sum(z, y, w);
@@ -194,7 +201,7 @@ fn both_forms(net: &CnnNet, params: &[f64], n: usize, direct: bool) -> (f64, Vec
         count: 0,
     };
     module.visit(&mut reader);
-    let p = sigmoid(forward(net.images(&x, n, &device)))
+    let p = sigmoid(forward(net.images(&x, n, &device), None))
         .into_data()
         .convert::<f32>()
         .as_slice::<f32>()
@@ -227,8 +234,8 @@ fn matrix_convolutions_are_burns_convolutions() {
         (tiny(), 5),
     ] {
         let params = net.init_params(11);
-        let (loss, grad, p) = both_forms(&net, &params, n, false);
-        let (loss_direct, grad_direct, p_direct) = both_forms(&net, &params, n, true);
+        let (loss, grad, p) = both_forms(&net, &params, n, false, None);
+        let (loss_direct, grad_direct, p_direct) = both_forms(&net, &params, n, true, None);
         let what = format!("{:?}", net.config());
         assert!(
             (loss - loss_direct).abs() <= 1e-5 * loss_direct.abs().max(1.0),
@@ -312,41 +319,68 @@ fn the_pneumonia_net_runs_on_two_images() {
     assert_eq!(net.predict(&params, &x).expect("fits").len(), 2);
 }
 
-/// The gradient with the LSTM's backward pass written out (`LstmTape`) is
-/// burn's autodiff through the whole forward pass, up to the order of the
-/// sums: the same loss and gradient to within f32 rounding, on the
-/// pneumonia net and a small one.
+/// The gradient with both passes written out (`layers` and `LstmTape`)
+/// is burn's autodiff through the whole forward pass in burn's tensors, up
+/// to the order of the sums: the same loss and gradient to within f32
+/// rounding, with and without dropout, and the same predictions, on the
+/// pneumonia net, a small one and one with odd sides and an even kernel
+/// (its pools drop a row and a column; padding 1 before, 2 after).
 #[test]
-fn the_written_out_lstm_backward_is_autodiffs() {
-    for (net, n) in [(CnnNet::new(CnnConfig::pneumonia()), 3), (tiny(), 5)] {
+fn the_written_out_passes_are_autodiffs() {
+    let odd = CnnNet::new(CnnConfig {
+        side: 9,
+        kernel: 4,
+        filters: [2, 3, 4],
+        pool_after: [true, true, false],
+        lstm_hidden: 3,
+    });
+    for (net, n) in [
+        (CnnNet::new(CnnConfig::pneumonia()), 3),
+        (tiny(), 5),
+        (odd, 2),
+    ] {
         let params = net.init_params(13);
-        let (loss_autodiff, grad_autodiff, _) = both_forms(&net, &params, n, false);
-        let (x, y, w) = batch(n, net.config().side);
-        let g = net.gradient(&params, &x, &y, &w).expect("fits");
-        let what = format!("{:?}", net.config());
-        // not vacuous: the loss reaches the parameters
-        assert!(
-            grad_autodiff.iter().any(|&v| v != 0.0),
-            "{what}: no gradient"
-        );
-        assert!(
-            (g.loss_sum - loss_autodiff).abs() <= 1e-5 * loss_autodiff.abs().max(1.0),
-            "{what}: loss {} vs {loss_autodiff}",
-            g.loss_sum
-        );
-        for slot in net.layout() {
-            let len: usize = slot.shape.iter().product();
-            let range = slot.offset..slot.offset + len;
-            let scale = grad_autodiff[range.clone()]
-                .iter()
-                .fold(0.0f64, |m, v| m.max(v.abs()));
-            let pairs = g.grad[range.clone()].iter().zip(&grad_autodiff[range]);
-            for (k, (a, b)) in pairs.enumerate() {
-                assert!(
-                    (a - b).abs() <= 1e-4 * scale,
-                    "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
-                    slot.name
-                );
+        let dropout = Dropout {
+            rate: 0.3,
+            keys: (0..n as u64).map(|i| 40 + i).collect(),
+        };
+        for dropout in [None, Some(&dropout)] {
+            let (loss_autodiff, grad_autodiff, p_autodiff) =
+                both_forms(&net, &params, n, false, dropout);
+            let (x, y, w) = batch(n, net.config().side);
+            let g = net
+                .gradient_with(&params, &x, &y, &w, dropout)
+                .expect("fits");
+            let what = format!("{:?} {dropout:?}", net.config());
+            // not vacuous: the loss reaches the parameters
+            assert!(
+                grad_autodiff.iter().any(|&v| v != 0.0),
+                "{what}: no gradient"
+            );
+            assert!(
+                (g.loss_sum - loss_autodiff).abs() <= 1e-5 * loss_autodiff.abs().max(1.0),
+                "{what}: loss {} vs {loss_autodiff}",
+                g.loss_sum
+            );
+            for slot in net.layout() {
+                let len: usize = slot.shape.iter().product();
+                let range = slot.offset..slot.offset + len;
+                let scale = grad_autodiff[range.clone()]
+                    .iter()
+                    .fold(0.0f64, |m, v| m.max(v.abs()));
+                let pairs = g.grad[range.clone()].iter().zip(&grad_autodiff[range]);
+                for (k, (a, b)) in pairs.enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * scale,
+                        "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
+                        slot.name
+                    );
+                }
+            }
+            let p = net.predict(&params, &x).expect("fits");
+            assert_eq!(p.len(), n);
+            for (a, b) in p.iter().zip(&p_autodiff) {
+                assert!((a - b).abs() <= 1e-5, "{what}: prediction {a} vs {b}");
             }
         }
     }
