@@ -41,39 +41,52 @@ impl<'a> View<'a> {
     }
 }
 
-/// `out = a · b`, or `out += a · b` with `accumulate`; `out` row-major,
-/// `a.rows × b.cols`. The same operands give the same bits on any thread of
-/// one machine (no threads of its own; the kernel is chosen by the CPU's
-/// features).
+/// `a · b` in a new row-major buffer, `a.rows × b.cols`. The same
+/// operands give the same bits on any thread of one machine (no threads of
+/// its own; the kernel is chosen by the CPU's features).
 ///
 /// # Panics
 /// If the shapes do not fit.
-pub(super) fn product(out: &mut [f32], a: View<'_>, b: View<'_>, accumulate: bool) {
+pub(super) fn product_of(a: View<'_>, b: View<'_>) -> Vec<f32> {
     assert_eq!(a.cols, b.rows, "inner dimensions");
-    assert_eq!(out.len(), a.rows * b.cols, "the output's size");
-    if out.is_empty() {
-        return;
-    }
+    let len = a.rows * b.cols;
     if a.cols == 0 {
-        if !accumulate {
-            out.fill(0.0);
-        }
+        return vec![0.0; len];
+    }
+    let mut out = Vec::<f32>::with_capacity(len);
+    // SAFETY: `out` has room for `a.rows × b.cols` values, and the kernel
+    // writes every one of them (it reads none), so all `len` are
+    // initialised when the length is set.
+    unsafe {
+        kernel(out.as_mut_ptr(), a, b);
+        out.set_len(len);
+    }
+    out
+}
+
+/// The `gemm` call behind [`product_of`]: `out = a · b`, written without
+/// being read.
+///
+/// # Safety
+/// `out` must be valid for writes of `a.rows × b.cols` values, row-major,
+/// and alias neither operand; `a.cols == b.rows > 0`.
+unsafe fn kernel(out: *mut f32, a: View<'_>, b: View<'_>) {
+    if a.rows == 0 || b.cols == 0 {
         return;
     }
     // SAFETY: every view holds exactly rows · cols values (`View::rows`;
     // `t` swaps rows with columns and their strides together), so each
-    // `(r, c)` the kernel reads lies inside its slice; `out` holds `a.rows ×
-    // b.cols` values, written row-major (row stride `b.cols`, column stride
-    // 1); the three slices are borrowed, so none aliases `out`.
+    // `(r, c)` the kernel reads lies inside its slice; the caller vouches
+    // for `out`.
     unsafe {
         gemm::gemm(
             a.rows,
             b.cols,
             a.cols,
-            out.as_mut_ptr(),
+            out,
             1,
             b.cols as isize,
-            accumulate,
+            false,
             a.data.as_ptr(),
             a.col_stride as isize,
             a.row_stride as isize,
@@ -92,10 +105,10 @@ pub(super) fn product(out: &mut [f32], a: View<'_>, b: View<'_>, accumulate: boo
 
 #[cfg(test)]
 mod tests {
-    use super::{product, View};
+    use super::{product_of, View};
 
-    /// The products, with transposed views and accumulation, are the
-    /// schoolbook sums (small integers: exact in f32).
+    /// The products, with transposed views, are the schoolbook sums (small
+    /// integers: exact in f32).
     #[test]
     fn products_of_views_are_the_sums() {
         let (m, k, n) = (5, 7, 3);
@@ -106,32 +119,22 @@ mod tests {
         let expected: Vec<f32> = (0..m * n)
             .map(|i| (0..k).map(|j| at(i / n, j) * bt(j, i % n)).sum())
             .collect();
-        let mut out = vec![f32::NAN; m * n];
-        product(&mut out, View::rows(&a, m, k), View::rows(&b, k, n), false);
-        assert_eq!(out, expected);
-        product(&mut out, View::rows(&a, m, k), View::rows(&b, k, n), true);
-        assert_eq!(out, expected.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
-        // (bᵀ aᵀ) = (a b)ᵀ, from the same slices read transposed
-        let mut out_t = vec![0.0; n * m];
-        product(
-            &mut out_t,
-            View::rows(&b, k, n).t(),
-            View::rows(&a, m, k).t(),
-            false,
+        assert_eq!(
+            product_of(View::rows(&a, m, k), View::rows(&b, k, n)),
+            expected
         );
+        // (bᵀ aᵀ) = (a b)ᵀ, from the same slices read transposed
+        let out_t = product_of(View::rows(&b, k, n).t(), View::rows(&a, m, k).t());
         for r in 0..m {
             for c in 0..n {
                 assert_eq!(out_t[c * m + r], expected[r * n + c]);
             }
         }
-        // an empty inner dimension is a zero product
-        let mut out = vec![1.0; 4];
-        product(
-            &mut out,
-            View::rows(&[], 2, 0),
-            View::rows(&[], 0, 2),
-            false,
+        // an empty inner dimension is a zero product, an empty side none
+        assert_eq!(
+            product_of(View::rows(&[], 2, 0), View::rows(&[], 0, 2)),
+            vec![0.0; 4]
         );
-        assert_eq!(out, vec![0.0; 4]);
+        assert!(product_of(View::rows(&[], 0, 3), View::rows(&b[..9], 3, 3)).is_empty());
     }
 }

@@ -12,7 +12,7 @@
 //! images inside), as `Net::features` holds them.
 
 use super::conv::{pool_index, positions};
-use super::gemm::{product, View};
+use super::gemm::{product_of, View};
 use super::weights::ConvWeights;
 use super::{CnnConfig, Dropout};
 
@@ -39,18 +39,58 @@ struct Shape {
 }
 
 impl Shape {
+    /// The input coordinate that output coordinate `v` reads at kernel
+    /// offset `d`, or None in the "same" padding (`(kernel − 1) / 2`
+    /// before, the rest after).
+    fn inside(&self, v: usize, d: usize) -> Option<usize> {
+        (v + d)
+            .checked_sub((self.kernel - 1) / 2)
+            .filter(|&r| r < self.side)
+    }
+
+    /// The gathered input `[out.len() · batch, kernel² · c]` of `x`, rows
+    /// `[side² · batch, c]`: for every output row (position in `out` order,
+    /// image inside), the input rows of its taps `(di, dj)` in order, zeros
+    /// in the padding. Written once each, in order.
+    fn gather(&self, out: &[(usize, usize)], x: &[f32], c: usize) -> Vec<f32> {
+        let (side, kernel, n) = (self.side, self.kernel, self.batch);
+        let mut cols = Vec::with_capacity(out.len() * n * kernel * kernel * c);
+        for &(i, j) in out {
+            for image in 0..n {
+                for di in 0..kernel {
+                    let Some(r) = self.inside(i, di) else {
+                        cols.resize(cols.len() + kernel * c, 0.0);
+                        continue;
+                    };
+                    for dj in 0..kernel {
+                        match self.inside(j, dj) {
+                            Some(q) => {
+                                let source = (r * side + q) * n + image;
+                                cols.extend_from_slice(&x[source * c..(source + 1) * c]);
+                            }
+                            None => cols.resize(cols.len() + c, 0.0),
+                        }
+                    }
+                }
+            }
+        }
+        cols
+    }
+
     /// For every output row (position in `out` order, image inside) and
     /// tap `t` (`di · kernel + dj`) it reads, `f(row, t, input row)`; the
     /// taps that fall in the "same" padding are left out.
     fn each_read(&self, out: &[(usize, usize)], mut f: impl FnMut(usize, usize, usize)) {
         let (side, kernel, n) = (self.side, self.kernel, self.batch);
-        let pad = (kernel - 1) / 2;
-        let inside = |v: usize, d: usize| (v + d).checked_sub(pad).filter(|&r| r < side);
         for (p, &(i, j)) in out.iter().enumerate() {
             for di in 0..kernel {
-                let Some(r) = inside(i, di) else { continue };
+                let Some(r) = self.inside(i, di) else {
+                    continue;
+                };
                 for dj in 0..kernel {
-                    let Some(q) = inside(j, dj) else { continue };
+                    let Some(q) = self.inside(j, dj) else {
+                        continue;
+                    };
                     let source = (r * side + q) * n;
                     for image in 0..n {
                         f(p * n + image, di * kernel + dj, source + image);
@@ -100,19 +140,9 @@ impl ConvTape {
         let k = shape.kernel * shape.kernel * c;
         let rows = out.len() * batch;
         debug_assert_eq!(x.len(), side * side * batch * c);
-        let mut cols = vec![0.0f32; rows * k];
-        shape.each_read(&out, |row, t, source| {
-            cols[row * k + t * c..row * k + (t + 1) * c]
-                .copy_from_slice(&x[source * c..(source + 1) * c]);
-        });
+        let cols = shape.gather(&out, x, c);
         let f = w.filters;
-        let mut y = vec![0.0f32; rows * f];
-        product(
-            &mut y,
-            View::rows(&cols, rows, k),
-            View::rows(&w.w, k, f),
-            false,
-        );
+        let y = product_of(View::rows(&cols, rows, k), View::rows(&w.w, k, f));
         let (pool, mut act, side_out) = if pooled {
             let index = pool_index(&y, rows / 4 * f);
             let values = index.iter().map(|&i| y[i as usize]).collect();
@@ -188,21 +218,12 @@ impl ConvTape {
             }
             None => d_pre,
         };
-        let mut d_w = vec![0.0f32; k * f];
-        product(
-            &mut d_w,
+        let d_w = product_of(
             View::rows(&self.cols, rows, k).t(),
             View::rows(&d_y, rows, f),
-            false,
         );
         let d_x = input.then(|| {
-            let mut d_cols = vec![0.0f32; rows * k];
-            product(
-                &mut d_cols,
-                View::rows(&d_y, rows, f),
-                View::rows(&w.w, k, f).t(),
-                false,
-            );
+            let d_cols = product_of(View::rows(&d_y, rows, f), View::rows(&w.w, k, f).t());
             let side = self.shape.side;
             let mut d_x = vec![0.0f32; side * side * self.shape.batch * c];
             self.shape.each_read(&self.out, |row, t, source| {
@@ -228,12 +249,9 @@ pub(super) fn lstm_input(w_x: &[f32], b_x: &[f32], x: &[f32]) -> Vec<f32> {
     let gates = b_x.len();
     let features = w_x.len() / gates.max(1);
     let rows = x.len() / features.max(1);
-    let mut z = vec![0.0f32; rows * gates];
-    product(
-        &mut z,
+    let mut z = product_of(
         View::rows(x, rows, features),
         View::rows(w_x, features, gates),
-        false,
     );
     for row in z.chunks_exact_mut(gates) {
         for (v, &b) in row.iter_mut().zip(b_x) {
@@ -253,12 +271,9 @@ pub(super) fn lstm_input_backward(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let features = w_x.len() / gates.max(1);
     let rows = x.len() / features.max(1);
-    let mut d_w = vec![0.0f32; features * gates];
-    product(
-        &mut d_w,
+    let d_w = product_of(
         View::rows(x, rows, features).t(),
         View::rows(d_z, rows, gates),
-        false,
     );
     let mut d_b = vec![0.0f32; gates];
     for row in d_z.chunks_exact(gates) {
@@ -266,12 +281,9 @@ pub(super) fn lstm_input_backward(
             *s += d;
         }
     }
-    let mut d_x = vec![0.0f32; rows * features];
-    product(
-        &mut d_x,
+    let d_x = product_of(
         View::rows(d_z, rows, gates),
         View::rows(w_x, features, gates).t(),
-        false,
     );
     (d_w, d_b, d_x)
 }
@@ -280,13 +292,7 @@ pub(super) fn lstm_input_backward(
 pub(super) fn head(w: &[f32], b: f32, h: &[f32]) -> Vec<f32> {
     let hidden = w.len();
     let n = h.len() / hidden.max(1);
-    let mut z = vec![0.0f32; n];
-    product(
-        &mut z,
-        View::rows(h, n, hidden),
-        View::rows(w, hidden, 1),
-        false,
-    );
+    let mut z = product_of(View::rows(h, n, hidden), View::rows(w, hidden, 1));
     for v in &mut z {
         *v += b;
     }
@@ -322,20 +328,8 @@ pub(super) fn head_backward(
         .zip(w)
         .map(|((&z, &y), &w)| (1.0 / (1.0 + (-z).exp()) - y) * w)
         .collect();
-    let mut d_w = vec![0.0f32; hidden];
-    product(
-        &mut d_w,
-        View::rows(h, n, hidden).t(),
-        View::rows(&d_z, n, 1),
-        false,
-    );
+    let d_w = product_of(View::rows(h, n, hidden).t(), View::rows(&d_z, n, 1));
     let d_b = d_z.iter().sum();
-    let mut d_h = vec![0.0f32; n * hidden];
-    product(
-        &mut d_h,
-        View::rows(&d_z, n, 1),
-        View::rows(head_w, 1, hidden),
-        false,
-    );
+    let d_h = product_of(View::rows(&d_z, n, 1), View::rows(head_w, 1, hidden));
     (d_w, d_b, d_h)
 }
