@@ -15,7 +15,7 @@
 //! flattened in the same order. Same parameters and batch, same bits, on any
 //! thread of one machine.
 //!
-//! The burn module [`Net`] defines the net: its parameters and their layout,
+//! The burn module `Net` defines the net: its parameters and their layout,
 //! and `Net::forward`, the convolutions as gathered matrix products on the
 //! whole batch in burn's tensors (the plain burn peer trains it with burn's
 //! autodiff). Gradients and predictions run the same operations with both
