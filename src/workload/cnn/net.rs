@@ -9,9 +9,8 @@
 //! The runtime keeps parameters as one flat `f64` vector split into shards, so
 //! a call reads its weights from that vector (in the fixed order of
 //! [`CnnNet::layout`]), runs on the calling thread (the products in the `gemm`
-//! kernels with no threads of their own, the recurrence in burn's `flex` CPU
-//! backend, which without its rayon feature never spawns one: each timely
-//! worker's work stays on that worker's thread), and returns the gradient
+//! kernels, which start no threads of their own: each timely worker's work
+//! stays on that worker's thread), and returns the gradient
 //! flattened in the same order. Same parameters and batch, same bits, on any
 //! thread of one machine.
 //!
@@ -21,7 +20,8 @@
 //! autodiff). Gradients and predictions run the same operations with both
 //! passes written out on `f32` buffers (`layers`: the gathers, products,
 //! pools and their backward scatters, without an autodiff graph or burn's
-//! copies between operations; `lstm`: the recurrence); the tests check them
+//! copies between operations; `lstm`: the recurrence through time); the
+//! tests check them
 //! against burn's autodiff through `Net::forward` and through burn's own
 //! `Conv2d`, and against finite differences. `cargo bench --bench cnn_cost`
 //! measures the cost per image.

@@ -18,8 +18,6 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use burn::tensor::{Device, Tensor, TensorData};
-
 use super::layers::{
     head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, ConvTape,
 };
@@ -120,19 +118,6 @@ struct HeadTape {
     z: Vec<f32>,
     y: Vec<f32>,
     w: Vec<f32>,
-}
-
-/// Rows `values` as a burn tensor of `shape` (the recurrence's operands).
-fn tensor(values: Vec<f32>, shape: [usize; 2]) -> Tensor<2> {
-    Tensor::<2>::from_data(TensorData::new(values, shape), &Device::flex())
-}
-
-/// A burn tensor's values.
-fn values(t: Tensor<2>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_into_vec::<f32>()
-        .expect("converted to f32")
 }
 
 /// A micro-batch's backward through a stage.
@@ -337,13 +322,8 @@ impl CnnNet {
             let seq = x.take().expect("rows");
             let z_x = lstm_input(&w.w_x, &w.b_x, &seq);
             let steps = side * side;
-            let tape = LstmTape::forward(
-                tensor(z_x, [steps * n, 4 * hidden]),
-                tensor(w.w_h.clone(), [hidden, 4 * hidden]),
-                steps,
-                n,
-            );
-            h = Some(values(tape.last_hidden()));
+            let tape = LstmTape::forward(&z_x, &w.w_h, (hidden, steps, n));
+            h = Some(tape.last_hidden());
             if batch.is_some() {
                 lstm = Some((seq, tape));
             }
@@ -431,10 +411,9 @@ impl CnnNet {
         }
         if let Some((seq, tape)) = &t.lstm {
             let d_h = d.take().expect("∂L/∂h");
-            let (d_z_x, d_w_h) = tape.backward(tensor(d_h, [n, hidden]));
-            let (d_w_x, d_b_x, d_seq) =
-                lstm_input_backward(&w.w_x, 4 * hidden, seq, &values(d_z_x));
-            grads.lstm(&d_w_x, &d_b_x, &values(d_w_h));
+            let (d_z_x, d_w_h) = tape.backward(&d_h);
+            let (d_w_x, d_b_x, d_seq) = lstm_input_backward(&w.w_x, 4 * hidden, seq, &d_z_x);
+            grads.lstm(&d_w_x, &d_b_x, &d_w_h);
             d = Some(d_seq);
         }
         for tape in t.convs.iter().rev() {
