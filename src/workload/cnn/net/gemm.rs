@@ -29,6 +29,31 @@ impl<'a> View<'a> {
         }
     }
 
+    /// `rows × cols` values of `data` read row-major with rows
+    /// `row_stride` apart: a block of columns of a wider matrix, `data`
+    /// starting at its first value.
+    ///
+    /// # Panics
+    /// If the rows are wider than their stride or reach past `data`.
+    pub(super) fn block(data: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Self {
+        assert!(
+            cols <= row_stride,
+            "a block of {cols} columns in rows of {row_stride}"
+        );
+        assert!(
+            rows == 0 || (rows - 1) * row_stride + cols <= data.len(),
+            "a {rows} × {cols} block in {} values",
+            data.len()
+        );
+        Self {
+            data,
+            rows,
+            cols,
+            row_stride,
+            col_stride: 1,
+        }
+    }
+
     /// The transpose, reading the same values.
     pub(super) fn t(self) -> Self {
         Self {
@@ -39,6 +64,42 @@ impl<'a> View<'a> {
             ..self
         }
     }
+}
+
+/// `out = a · b`, or `out += a · b` with `accumulate`: `out` holds the
+/// product's `a.rows × b.cols` values row-major with rows `out_stride`
+/// apart (a block of columns of a wider matrix, `out` starting at its first
+/// value).
+///
+/// # Panics
+/// If the shapes do not fit.
+pub(super) fn product_into(
+    out: &mut [f32],
+    out_stride: usize,
+    (a, b): (View<'_>, View<'_>),
+    accumulate: bool,
+) {
+    assert_eq!(a.cols, b.rows, "inner dimensions");
+    assert!(b.cols <= out_stride, "the output's rows");
+    assert!(
+        a.rows == 0 || (a.rows - 1) * out_stride + b.cols <= out.len(),
+        "the output's size"
+    );
+    if a.rows == 0 || b.cols == 0 {
+        return;
+    }
+    if a.cols == 0 {
+        if !accumulate {
+            for row in out.chunks_mut(out_stride).take(a.rows) {
+                row[..b.cols].fill(0.0);
+            }
+        }
+        return;
+    }
+    // SAFETY: the asserts keep every `(r, c)` of the output, at `r ·
+    // out_stride + c`, inside `out`, which is borrowed mutably and so
+    // aliases neither operand.
+    unsafe { kernel(out.as_mut_ptr(), out_stride, (a, b), accumulate) }
 }
 
 /// `a · b` in a new row-major buffer, `a.rows × b.cols`. The same
@@ -58,26 +119,27 @@ pub(super) fn product_of(a: View<'_>, b: View<'_>) -> Vec<f32> {
     // writes every one of them (it reads none), so all `len` are
     // initialised when the length is set.
     unsafe {
-        kernel(out.as_mut_ptr(), a, b);
+        kernel(out.as_mut_ptr(), b.cols, (a, b), false);
         out.set_len(len);
     }
     out
 }
 
-/// The `gemm` call behind [`product_of`]: `out = a · b`, written without
-/// being read.
+/// The `gemm` call behind [`product_into`] and [`product_of`]: `out = a ·
+/// b` (written without being read), or `out += a · b` with `accumulate`.
 ///
 /// # Safety
-/// `out` must be valid for writes of `a.rows × b.cols` values, row-major,
-/// and alias neither operand; `a.cols == b.rows > 0`.
-unsafe fn kernel(out: *mut f32, a: View<'_>, b: View<'_>) {
+/// `out` must be valid for writes (and with `accumulate` reads) of `a.rows`
+/// rows of `b.cols` values `out_stride` apart, and alias neither operand;
+/// `a.cols == b.rows > 0`.
+unsafe fn kernel(out: *mut f32, out_stride: usize, (a, b): (View<'_>, View<'_>), accumulate: bool) {
     if a.rows == 0 || b.cols == 0 {
         return;
     }
-    // SAFETY: every view holds exactly rows · cols values (`View::rows`;
-    // `t` swaps rows with columns and their strides together), so each
-    // `(r, c)` the kernel reads lies inside its slice; the caller vouches
-    // for `out`.
+    // SAFETY: each `(r, c)` of a view lies inside its slice (`View::rows`
+    // checks that it holds rows · cols values, `View::block` that its last
+    // row ends inside it, and `t` swaps rows with columns and their
+    // strides together); the caller vouches for `out`.
     unsafe {
         gemm::gemm(
             a.rows,
@@ -85,8 +147,8 @@ unsafe fn kernel(out: *mut f32, a: View<'_>, b: View<'_>) {
             a.cols,
             out,
             1,
-            b.cols as isize,
-            false,
+            out_stride as isize,
+            accumulate,
             a.data.as_ptr(),
             a.col_stride as isize,
             a.row_stride as isize,
@@ -105,7 +167,7 @@ unsafe fn kernel(out: *mut f32, a: View<'_>, b: View<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{product_of, View};
+    use super::{product_into, product_of, View};
 
     /// The products, with transposed views, are the schoolbook sums (small
     /// integers: exact in f32).
@@ -136,5 +198,30 @@ mod tests {
             vec![0.0; 4]
         );
         assert!(product_of(View::rows(&[], 0, 3), View::rows(&b[..9], 3, 3)).is_empty());
+    }
+
+    /// Blocks of columns, read and written in place, and accumulation.
+    #[test]
+    fn products_of_blocks_are_the_blocks_products() {
+        // a: 3 × 6, its columns 2..5 as a 3 × 3 block
+        let a: Vec<f32> = (0..18).map(|i| (i % 7) as f32 - 3.0).collect();
+        let b: Vec<f32> = (0..9).map(|i| (i % 4) as f32).collect();
+        let dense: Vec<f32> = (0..3)
+            .flat_map(|r| a[r * 6 + 2..r * 6 + 5].to_vec())
+            .collect();
+        let expected = product_of(View::rows(&dense, 3, 3), View::rows(&b, 3, 3));
+        let block = View::block(&a[2..], 3, 3, 6);
+        assert_eq!(product_of(block, View::rows(&b, 3, 3)), expected);
+        // into columns 1..4 of rows of 5, twice with accumulation
+        let mut out = [-1.0f32; 15];
+        product_into(&mut out[1..], 5, (block, View::rows(&b, 3, 3)), false);
+        product_into(&mut out[1..], 5, (block, View::rows(&b, 3, 3)), true);
+        for r in 0..3 {
+            assert_eq!(out[r * 5], -1.0);
+            assert_eq!(out[r * 5 + 4], -1.0);
+            for c in 0..3 {
+                assert_eq!(out[r * 5 + 1 + c], 2.0 * expected[r * 3 + c]);
+            }
+        }
     }
 }

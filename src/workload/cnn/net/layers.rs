@@ -12,7 +12,9 @@
 //! images inside), as `Net::features` holds them.
 
 use super::conv::{pool_index, positions};
-use super::gemm::{product_of, View};
+use std::ops::Range;
+
+use super::gemm::{product_into, product_of, View};
 use super::weights::ConvWeights;
 use super::{CnnConfig, Dropout};
 
@@ -77,6 +79,32 @@ impl Shape {
         cols
     }
 
+    /// The output rows in runs that read the same kernel rows `di` (the
+    /// others fall in the padding for every position of the run): each
+    /// run's rows and the columns of the gathered input, `[di_lo · kernel ·
+    /// c, di_hi · kernel · c)`, that its products need. On a 7 × 7 map a
+    /// 5 × 5 kernel reads a sixth of its taps' rows in the padding; the
+    /// products leave them out.
+    fn runs(&self, out: &[(usize, usize)], c: usize) -> Vec<(Range<usize>, Range<usize>)> {
+        let (kernel, n) = (self.kernel, self.batch);
+        let mut runs: Vec<(Range<usize>, Range<usize>)> = Vec::new();
+        for (p, &(i, _)) in out.iter().enumerate() {
+            let lo = (0..kernel)
+                .find(|&d| self.inside(i, d).is_some())
+                .unwrap_or(0);
+            let hi = (0..kernel)
+                .rev()
+                .find(|&d| self.inside(i, d).is_some())
+                .map_or(0, |d| d + 1);
+            let columns = lo * kernel * c..hi * kernel * c;
+            match runs.last_mut() {
+                Some((rows, cols)) if *cols == columns && rows.end == p * n => rows.end += n,
+                _ => runs.push((p * n..(p + 1) * n, columns)),
+            }
+        }
+        runs
+    }
+
     /// For every output row (position in `out` order, image inside) and
     /// tap `t` (`di · kernel + dj`) it reads, `f(row, t, input row)`; the
     /// taps that fall in the "same" padding are left out.
@@ -107,6 +135,8 @@ pub(super) struct ConvTape {
     shape: Shape,
     /// Output positions, in row order (before the pool).
     out: Vec<(usize, usize)>,
+    /// [`Shape::runs`] of `out`.
+    runs: Vec<(Range<usize>, Range<usize>)>,
     /// The gathered input `[rows, kernel² · channels]`.
     cols: Vec<f32>,
     /// Where each pooled value came from in the product's output.
@@ -142,7 +172,19 @@ impl ConvTape {
         debug_assert_eq!(x.len(), side * side * batch * c);
         let cols = shape.gather(&out, x, c);
         let f = w.filters;
-        let y = product_of(View::rows(&cols, rows, k), View::rows(&w.w, k, f));
+        let runs = shape.runs(&out, c);
+        let mut y = vec![0.0f32; rows * f];
+        for (r, cs) in &runs {
+            product_into(
+                &mut y[r.start * f..],
+                f,
+                (
+                    View::block(&cols[r.start * k + cs.start..], r.len(), cs.len(), k),
+                    View::rows(&w.w[cs.start * f..cs.end * f], cs.len(), f),
+                ),
+                false,
+            );
+        }
         let (pool, mut act, side_out) = if pooled {
             let index = pool_index(&y, rows / 4 * f);
             let values = index.iter().map(|&i| y[i as usize]).collect();
@@ -169,6 +211,7 @@ impl ConvTape {
             layer,
             shape,
             out,
+            runs,
             cols,
             pool,
             act,
@@ -218,12 +261,27 @@ impl ConvTape {
             }
             None => d_pre,
         };
-        let d_w = product_of(
-            View::rows(&self.cols, rows, k).t(),
-            View::rows(&d_y, rows, f),
-        );
+        let mut d_w = vec![0.0f32; k * f];
+        for (r, cs) in &self.runs {
+            let block = View::block(&self.cols[r.start * k + cs.start..], r.len(), cs.len(), k);
+            let d_y_run = View::rows(&d_y[r.start * f..r.end * f], r.len(), f);
+            product_into(&mut d_w[cs.start * f..], f, (block.t(), d_y_run), true);
+        }
         let d_x = input.then(|| {
-            let d_cols = product_of(View::rows(&d_y, rows, f), View::rows(&w.w, k, f).t());
+            // the columns a run leaves out are taps in the padding, which
+            // the scatter does not read
+            let mut d_cols = vec![0.0f32; rows * k];
+            for (r, cs) in &self.runs {
+                product_into(
+                    &mut d_cols[r.start * k + cs.start..],
+                    k,
+                    (
+                        View::rows(&d_y[r.start * f..r.end * f], r.len(), f),
+                        View::block(&w.w[cs.start * f..], cs.len(), f, f).t(),
+                    ),
+                    false,
+                );
+            }
             let side = self.shape.side;
             let mut d_x = vec![0.0f32; side * side * self.shape.batch * c];
             self.shape.each_read(&self.out, |row, t, source| {
