@@ -10,10 +10,10 @@
 //!
 //! Each parameter's gradient has the bits of [`CnnNet::gradient_with`] on
 //! the same micro-batch, however the layers are cut: the whole net's
-//! backward reaches a cut through the same operations in the same order
-//! (every activation that crosses a cut has one reader), and a stage
-//! resumes it from the activation gradient through `Σ a ⊙ ∂L/∂a`, whose
-//! gradient is `∂L/∂a` exactly. The tests check it for every cut.
+//! gradient is this forward and backward over all five layers, each layer's
+//! passes are the same operations whichever stage runs them, and what
+//! crosses a cut (an activation, or its gradient) is passed as computed.
+//! The tests check it for every cut.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -210,6 +210,27 @@ fn both_forms(
     (loss_sum, reader.values, p)
 }
 
+/// Each coordinate of `grad` within 1e-4 of the largest of its tensor in
+/// `reference` (f32 rounding, summed in other orders).
+fn assert_close_by_tensor(net: &CnnNet, grad: &[f64], reference: &[f64], what: &str) {
+    assert_eq!(grad.len(), reference.len(), "{what}");
+    for slot in net.layout() {
+        let len: usize = slot.shape.iter().product();
+        let range = slot.offset..slot.offset + len;
+        let scale = reference[range.clone()]
+            .iter()
+            .fold(0.0f64, |m, v| m.max(v.abs()));
+        let pairs = grad[range.clone()].iter().zip(&reference[range]);
+        for (k, (a, b)) in pairs.enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * scale,
+                "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
+                slot.name
+            );
+        }
+    }
+}
+
 /// The convolutions as gathered matrix products are burn's `Conv2d`
 /// ("same" padding) and `MaxPool2d`, up to the order of the sums: the
 /// same loss, gradient and predictions to within f32 rounding, on the
@@ -247,21 +268,7 @@ fn matrix_convolutions_are_burns_convolutions() {
         assert_eq!(grad.len(), grad_direct.len());
         // not vacuous: the loss reaches the parameters
         assert!(grad_direct.iter().any(|&g| g != 0.0), "{what}: no gradient");
-        for slot in net.layout() {
-            let len: usize = slot.shape.iter().product();
-            let range = slot.offset..slot.offset + len;
-            let scale = grad_direct[range.clone()]
-                .iter()
-                .fold(0.0f64, |m, v| m.max(v.abs()));
-            let pairs = grad[range.clone()].iter().zip(&grad_direct[range]);
-            for (k, (a, b)) in pairs.enumerate() {
-                assert!(
-                    (a - b).abs() <= 1e-4 * scale,
-                    "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
-                    slot.name
-                );
-            }
-        }
+        assert_close_by_tensor(&net, &grad, &grad_direct, &what);
     }
 }
 
@@ -362,21 +369,7 @@ fn the_written_out_passes_are_autodiffs() {
                 "{what}: loss {} vs {loss_autodiff}",
                 g.loss_sum
             );
-            for slot in net.layout() {
-                let len: usize = slot.shape.iter().product();
-                let range = slot.offset..slot.offset + len;
-                let scale = grad_autodiff[range.clone()]
-                    .iter()
-                    .fold(0.0f64, |m, v| m.max(v.abs()));
-                let pairs = g.grad[range.clone()].iter().zip(&grad_autodiff[range]);
-                for (k, (a, b)) in pairs.enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-4 * scale,
-                        "{what}: {} [{k}]: {a} vs {b} (largest {scale})",
-                        slot.name
-                    );
-                }
-            }
+            assert_close_by_tensor(&net, &g.grad, &grad_autodiff, &what);
             let p = net.predict(&params, &x).expect("fits");
             assert_eq!(p.len(), n);
             for (a, b) in p.iter().zip(&p_autodiff) {
