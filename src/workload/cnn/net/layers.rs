@@ -11,12 +11,29 @@
 //! (one row per position of each image, positions in their computed order,
 //! images inside), as `Net::features` holds them.
 
-use super::conv::{pool_index, positions};
 use std::ops::Range;
 
+use super::conv::{pool_index, positions};
 use super::gemm::{product_into, product_of, View};
 use super::weights::ConvWeights;
 use super::{CnnConfig, Dropout};
+
+/// σ(x) = 1 / (1 + e^−x): the LSTM's gates, the head's probability.
+pub(super) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The sum of each column of `m`, rows of `cols` values, in row order: a
+/// bias's gradient.
+fn column_sums(m: &[f32], cols: usize) -> Vec<f32> {
+    let mut sums = vec![0.0f32; cols];
+    for row in m.chunks_exact(cols) {
+        for (s, &d) in sums.iter_mut().zip(row) {
+            *s += d;
+        }
+    }
+    sums
+}
 
 /// The images `[n · side²]` (image after image) as rows `[side² · n, 1]`:
 /// the first convolution's input.
@@ -244,12 +261,7 @@ impl ConvTape {
                 *d = 0.0;
             }
         }
-        let mut d_b = vec![0.0f32; f];
-        for row in d_pre.chunks_exact(f) {
-            for (s, &d) in d_b.iter_mut().zip(row) {
-                *s += d;
-            }
-        }
+        let d_b = column_sums(&d_pre, f);
         // through the pool: each value back to where it was picked
         let d_y = match &self.pool {
             Some(index) => {
@@ -277,7 +289,7 @@ impl ConvTape {
                     k,
                     (
                         View::rows(&d_y[r.start * f..r.end * f], r.len(), f),
-                        View::block(&w.w[cs.start * f..], cs.len(), f, f).t(),
+                        View::rows(&w.w[cs.start * f..cs.end * f], cs.len(), f).t(),
                     ),
                     false,
                 );
@@ -333,12 +345,7 @@ pub(super) fn lstm_input_backward(
         View::rows(x, rows, features).t(),
         View::rows(d_z, rows, gates),
     );
-    let mut d_b = vec![0.0f32; gates];
-    for row in d_z.chunks_exact(gates) {
-        for (s, &d) in d_b.iter_mut().zip(row) {
-            *s += d;
-        }
-    }
+    let d_b = column_sums(d_z, gates);
     let d_x = product_of(
         View::rows(d_z, rows, gates),
         View::rows(w_x, features, gates).t(),
@@ -384,7 +391,7 @@ pub(super) fn head_backward(
         .iter()
         .zip(y)
         .zip(w)
-        .map(|((&z, &y), &w)| (1.0 / (1.0 + (-z).exp()) - y) * w)
+        .map(|((&z, &y), &w)| (sigmoid(z) - y) * w)
         .collect();
     let d_w = product_of(View::rows(h, n, hidden).t(), View::rows(&d_z, n, 1));
     let d_b = d_z.iter().sum();

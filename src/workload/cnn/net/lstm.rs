@@ -8,6 +8,7 @@
 //! c_{t−1} + i ⊙ g`, `h_t = o ⊙ tanh(c_t)`, starting from zero.
 
 use super::gemm::{product_of, View};
+use super::layers::sigmoid;
 
 /// One forward pass of the LSTM and what its backward pass reads. Each
 /// field holds the steps one after the other, `batch` rows a step.
@@ -28,10 +29,6 @@ pub(super) struct LstmTape {
     k: Vec<f32>,
     /// The hidden state `h_t`.
     h: Vec<f32>,
-}
-
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
 }
 
 impl LstmTape {

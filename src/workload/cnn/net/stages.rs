@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::layers::{
-    head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, ConvTape,
+    head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, sigmoid, ConvTape,
 };
 use super::lstm::LstmTape;
 use super::weights::{Grads, Weights};
@@ -95,7 +95,7 @@ impl StageForward {
     /// empty for the others).
     pub(super) fn probabilities(&self) -> Vec<f32> {
         self.tape.head.as_ref().map_or_else(Vec::new, |head| {
-            head.z.iter().map(|&z| 1.0 / (1.0 + (-z).exp())).collect()
+            head.z.iter().map(|&z| sigmoid(z)).collect()
         })
     }
 }

@@ -110,13 +110,13 @@ fn repeated_and_other_thread_calls_are_bit_identical() {
     }
 }
 
-/// A kept module and kept gather indices give the bits of a fresh build:
+/// Kept weights give the bits of a fresh conversion:
 /// the gradient at `a` after calls at other parameters, at `a` again
 /// (kept), after predictions, other batch sizes and another net on the
 /// same thread, equals that of a new thread (nothing kept), and one
 /// changed bit is a different vector.
 #[test]
-fn kept_modules_give_the_bits_of_a_fresh_build() {
+fn kept_weights_give_the_bits_of_a_fresh_conversion() {
     let net = tiny();
     let a = net.init_params(5);
     let b = net.init_params(6);
