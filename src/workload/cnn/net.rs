@@ -753,3 +753,4 @@ pub mod stages;
 #[cfg(test)]
 mod tests;
 mod weights;
+mod winograd;

@@ -146,16 +146,28 @@ impl Shape {
     }
 }
 
+/// A convolution's input as its backward pass reads it.
+enum Kept {
+    /// Gathered (the first convolution's single channel, or a kernel
+    /// [`Winograd`](super::winograd::Winograd) does not take): the gathered input `[rows, kernel² ·
+    /// channels]` and its [`Shape::runs`].
+    Gathered {
+        cols: Vec<f32>,
+        runs: Vec<(Range<usize>, Range<usize>)>,
+    },
+    /// Transformed into tiles (`V` of [`Winograd::forward`](super::winograd::Winograd::forward)), and each
+    /// output position's place in `out` (`usize::MAX`: not computed).
+    Tiles { v: Vec<f32>, row_of: Vec<usize> },
+}
+
 /// A convolution's forward, kept for its backward.
 pub(super) struct ConvTape {
     layer: usize,
     shape: Shape,
     /// Output positions, in row order (before the pool).
     out: Vec<(usize, usize)>,
-    /// [`Shape::runs`] of `out`.
-    runs: Vec<(Range<usize>, Range<usize>)>,
-    /// The gathered input `[rows, kernel² · channels]`.
-    cols: Vec<f32>,
+    /// What the backward pass reads of the input.
+    input: Kept,
     /// Where each pooled value came from in the product's output.
     pool: Option<Vec<i64>>,
     /// After the bias and the ReLU: `[pooled rows, filters]`.
@@ -187,21 +199,34 @@ impl ConvTape {
         let k = shape.kernel * shape.kernel * c;
         let rows = out.len() * batch;
         debug_assert_eq!(x.len(), side * side * batch * c);
-        let cols = shape.gather(&out, x, c);
         let f = w.filters;
-        let runs = shape.runs(&out, c);
-        let mut y = vec![0.0f32; rows * f];
-        for (r, cs) in &runs {
-            product_into(
-                &mut y[r.start * f..],
-                f,
-                (
-                    View::block(&cols[r.start * k + cs.start..], r.len(), cs.len(), k),
-                    View::rows(&w.w[cs.start * f..cs.end * f], cs.len(), f),
-                ),
-                false,
-            );
-        }
+        let (y, input) = match &w.winograd {
+            Some((t, u)) => {
+                let mut row_of = vec![usize::MAX; side * side];
+                for (p, &(i, j)) in out.iter().enumerate() {
+                    row_of[i * side + j] = p;
+                }
+                let (y, v) = t.forward(x, u, (side, batch, c, f), &row_of);
+                (y, Kept::Tiles { v, row_of })
+            }
+            None => {
+                let cols = shape.gather(&out, x, c);
+                let runs = shape.runs(&out, c);
+                let mut y = vec![0.0f32; rows * f];
+                for (r, cs) in &runs {
+                    product_into(
+                        &mut y[r.start * f..],
+                        f,
+                        (
+                            View::block(&cols[r.start * k + cs.start..], r.len(), cs.len(), k),
+                            View::rows(&w.w[cs.start * f..cs.end * f], cs.len(), f),
+                        ),
+                        false,
+                    );
+                }
+                (y, Kept::Gathered { cols, runs })
+            }
+        };
         let (pool, mut act, side_out) = if pooled {
             let index = pool_index(&y, rows / 4 * f);
             let values = index.iter().map(|&i| y[i as usize]).collect();
@@ -228,8 +253,7 @@ impl ConvTape {
             layer,
             shape,
             out,
-            runs,
-            cols,
+            input,
             pool,
             act,
             mask,
@@ -273,9 +297,21 @@ impl ConvTape {
             }
             None => d_pre,
         };
+        let (cols, runs) = match &self.input {
+            Kept::Gathered { cols, runs } => (cols, runs),
+            Kept::Tiles { v, row_of } => {
+                let (t, u) = w
+                    .winograd
+                    .as_ref()
+                    .expect("tiles come from Winograd's weights");
+                let shape = (self.shape.side, self.shape.batch, c, f);
+                let (d_w, d_x) = t.backward(&d_y, (v, u), shape, row_of, input);
+                return (d_w, d_b, d_x);
+            }
+        };
         let mut d_w = vec![0.0f32; k * f];
-        for (r, cs) in &self.runs {
-            let block = View::block(&self.cols[r.start * k + cs.start..], r.len(), cs.len(), k);
+        for (r, cs) in runs {
+            let block = View::block(&cols[r.start * k + cs.start..], r.len(), cs.len(), k);
             let d_y_run = View::rows(&d_y[r.start * f..r.end * f], r.len(), f);
             product_into(&mut d_w[cs.start * f..], f, (block.t(), d_y_run), true);
         }
@@ -283,7 +319,7 @@ impl ConvTape {
             // the columns a run leaves out are taps in the padding, which
             // the scatter does not read
             let mut d_cols = vec![0.0f32; rows * k];
-            for (r, cs) in &self.runs {
+            for (r, cs) in runs {
                 product_into(
                     &mut d_cols[r.start * k + cs.start..],
                     k,

@@ -31,15 +31,15 @@ pub const LAYERS: [&str; 5] = ["conv1", "conv2", "conv3", "lstm", "head"];
 
 /// Each layer's forward and backward cost, ms per image, as
 /// `benches/cnn_layers.rs` measured them on one core (run
-/// `2026-11-29-vm-cnn-written-out`, the mean of two runs at micro-batches of
-/// 32): what the default cut into stages evens out. Only their ratios
-/// matter.
+/// `2026-11-29-vm-cnn-winograd`, the mean of two runs at micro-batches of
+/// 32, conv2 and conv3 by Winograd): what the default cut into stages
+/// evens out. Only their ratios matter.
 pub const LAYER_COSTS: [(f64, f64); 5] = [
-    (0.1006, 0.0361),
-    (0.2829, 0.4971),
-    (0.2206, 0.4308),
-    (0.1569, 0.1600),
-    (0.0057, 0.0002),
+    (0.1150, 0.0357),
+    (0.2350, 0.3142),
+    (0.1877, 0.3357),
+    (0.1712, 0.1331),
+    (0.0054, 0.0002),
 ];
 
 /// The LSTM's index in [`LAYERS`].

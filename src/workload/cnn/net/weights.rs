@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::winograd::Winograd;
 use super::{CnnConfig, CnnError, CnnNet, ParamSlot, CONVOLUTIONS};
 
 /// Entries a thread keeps: a net's current parameters, with room for a
@@ -31,6 +32,10 @@ pub(super) struct ConvWeights {
     pub(super) channels: usize,
     /// Output channels.
     pub(super) filters: usize,
+    /// The transforms and the weights' transform `U` when the convolution
+    /// runs by [`Winograd`] (more than one input channel, a kernel it
+    /// takes); otherwise it runs as a gathered product.
+    pub(super) winograd: Option<(Winograd, Vec<f32>)>,
 }
 
 /// The net's parameters as `f32` matrices.
@@ -132,8 +137,15 @@ impl CnnNet {
                         }
                     }
                 }
+                let winograd = Winograd::for_kernel(self.config.kernel)
+                    .filter(|_| channels > 1)
+                    .map(|t| {
+                        let u = t.weights(&w, channels, filters);
+                        (t, u)
+                    });
                 ConvWeights {
                     w,
+                    winograd,
                     b: self
                         .values(params, &format!("conv{}.bias", l + 1))
                         .collect(),
