@@ -297,24 +297,50 @@ fn cnn_loss_curve_matches_a_plain_burn_loop() {
             "iteration {t}: forestall {ours} vs plain burn {theirs}"
         );
     }
-    // f64 against f32 Adam: nearly every parameter agrees to rounding; a
-    // few whose gradients are near zero (where Adam's m / √v turns on the
-    // rounding) may differ by a fraction of one step, never by a step
-    let mut drift: Vec<f64> = (out.params.iter().zip(&burn.params))
-        .map(|(a, b)| (a - b).abs())
-        .collect();
-    drift.sort_by(f64::total_cmp);
-    let at = |q: f64| drift[((drift.len() - 1) as f64 * q) as usize];
-    assert!(
-        at(0.999) < 1e-6,
-        "99.9 % of the parameters within 1e-6 of burn's: {}",
-        at(0.999)
-    );
+    // Parameters, f64 Adam against burn's f32 Adam, and the second and third
+    // convolutions by Winograd against burn's direct products. The
+    // gradients agree to f32 rounding relative to each tensor's largest
+    // entry (the net's unit tests), but Adam scales each parameter's step by
+    // its own gradient's size, so where a gradient is small next to its
+    // tensor's largest the rounding moves that parameter's steps. Each
+    // tensor's median parameter stays within a small part of one step of
+    // burn's (a wrong gradient in any tensor would move most of its
+    // parameters by much of a step), and 99 % of all within half a step.
+    // (Measured on an AVX-512 machine when Winograd came in: tensor medians at most
+    // 0.4 % of a step, 99 % within 0.16 of one; with direct products,
+    // before, 99.9 % were within 0.1 % of a step.)
     let step = forestall::spec::plan::DEFAULT_CNN_LEARNING_RATE;
+    let net =
+        forestall::workload::cnn::CnnNet::new(forestall::workload::cnn::CnnConfig::pneumonia());
+    assert_eq!(
+        net.layout()
+            .iter()
+            .map(|s| s.shape.iter().product::<usize>())
+            .sum::<usize>(),
+        out.params.len()
+    );
+    let drift_of = |range: std::ops::Range<usize>| -> Vec<f64> {
+        let mut drift: Vec<f64> = range
+            .map(|i| (out.params[i] - burn.params[i]).abs())
+            .collect();
+        drift.sort_by(f64::total_cmp);
+        drift
+    };
+    for slot in net.layout() {
+        let len: usize = slot.shape.iter().product();
+        let drift = drift_of(slot.offset..slot.offset + len);
+        let median = drift[(len - 1) / 2];
+        assert!(
+            median < 0.02 * step,
+            "{}: the median parameter {median} from burn's (a step is {step})",
+            slot.name
+        );
+    }
+    let drift = drift_of(0..out.params.len());
+    let q99 = drift[(drift.len() - 1) * 99 / 100];
     assert!(
-        at(1.0) < step,
-        "no parameter a whole Adam step ({step}) from burn's: {}",
-        at(1.0)
+        q99 < 0.5 * step,
+        "99 % of the parameters within half a step of burn's: {q99}"
     );
 }
 

@@ -49,8 +49,9 @@ pub(super) struct Winograd {
     n: usize,
     /// `Aᵀ`, `[2, n]`.
     at: Vec<f32>,
-    /// `G`, `[n, r]`.
+    /// `G`, `[n, r]`, and its transpose.
     g: Vec<f32>,
+    gt: Vec<f32>,
     /// `Bᵀ`, `[n, n]`.
     bt: Vec<f32>,
     /// `A` and `B`, the transposes (the backward pass's transforms).
@@ -69,14 +70,6 @@ const MAX_TILE: usize = MAX_KERNEL + 1;
 
 /// A tile of channel lanes, `[MAX_TILE²]`, row-major with the tile's side.
 type Tile = [Lanes; MAX_TILE * MAX_TILE];
-
-/// `y += s · x`.
-#[inline(always)]
-fn axpy(y: &mut [f32], s: f32, x: &[f32]) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y += s * x;
-    }
-}
 
 /// `lanes` = `from` (at most [`LANES`] values), zeros after it: a full
 /// chunk as one fixed-size copy (a copy of a length known only at run time
@@ -213,6 +206,7 @@ impl Winograd {
             at: transposed(&e_a, n, OUT),
             a: e_a,
             g: narrow(evaluate(r)),
+            gt: transposed(&narrow(evaluate(r)), n, r),
             bt: transposed(&c, n, n),
             b: c,
         }
@@ -224,31 +218,51 @@ impl Winograd {
     }
 
     /// The weights' transform `U`, `[n², channels, filters]`, of `w`,
-    /// `[r² · channels, filters]` (row `tap · channels + c`).
+    /// `[r² · channels, filters]` (row `tap · channels + c`): `G g Gᵀ` of
+    /// each input channel and filter.
     pub(super) fn weights(&self, w: &[f32], channels: usize, filters: usize) -> Vec<f32> {
-        let (r, n, cf) = (self.r, self.n, channels * filters);
-        debug_assert_eq!(w.len(), r * r * cf);
-        // G along the kernel's rows, then along its columns
-        let mut half = vec![0.0f32; n * r * cf];
-        for x1 in 0..n {
-            for u in 0..r {
-                let s = self.g[x1 * r + u];
-                for v in 0..r {
-                    axpy(
-                        &mut half[(x1 * r + v) * cf..][..cf],
-                        s,
-                        &w[(u * r + v) * cf..][..cf],
-                    );
-                }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F, the only feature it enables.
+                return unsafe { self.weights_avx512(w, channels * filters) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, the only feature it enables.
+                return unsafe { self.weights_avx2(w, channels * filters) };
             }
         }
+        self.weights_in(w, channels * filters)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn weights_avx512(&self, w: &[f32], cf: usize) -> Vec<f32> {
+        self.weights_in(w, cf)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn weights_avx2(&self, w: &[f32], cf: usize) -> Vec<f32> {
+        self.weights_in(w, cf)
+    }
+
+    /// [`Winograd::weights`], inlined into each feature's copy.
+    #[inline(always)]
+    fn weights_in(&self, w: &[f32], cf: usize) -> Vec<f32> {
+        let (r, n) = (self.r, self.n);
+        debug_assert_eq!(w.len(), r * r * cf);
         let mut u = vec![0.0f32; n * n * cf];
-        for x1 in 0..n {
-            for x2 in 0..n {
-                let out = &mut u[(x1 * n + x2) * cf..][..cf];
-                for v in 0..r {
-                    axpy(out, self.g[x2 * r + v], &half[(x1 * r + v) * cf..][..cf]);
-                }
+        let mut d = [[0.0; LANES]; MAX_TILE * MAX_TILE];
+        let (mut half, mut out) = (d, d);
+        for k0 in (0..cf).step_by(LANES) {
+            let lanes = LANES.min(cf - k0);
+            for tap in 0..r * r {
+                load(&mut d[tap], &w[tap * cf + k0..][..lanes]);
+            }
+            two_sided(&self.g, (n, r), &d, &mut half, &mut out);
+            for xi in 0..n * n {
+                store(&mut u[xi * cf + k0..][..lanes], &out[xi]);
             }
         }
         u
@@ -259,22 +273,17 @@ impl Winograd {
     #[inline(always)]
     fn weights_backward(&self, d_u: &[f32], cf: usize) -> Vec<f32> {
         let (r, n) = (self.r, self.n);
-        let mut half = vec![0.0f32; n * r * cf];
-        for x1 in 0..n {
-            for v in 0..r {
-                let out = &mut half[(x1 * r + v) * cf..][..cf];
-                for x2 in 0..n {
-                    axpy(out, self.g[x2 * r + v], &d_u[(x1 * n + x2) * cf..][..cf]);
-                }
-            }
-        }
         let mut d_w = vec![0.0f32; r * r * cf];
-        for u in 0..r {
-            for v in 0..r {
-                let out = &mut d_w[(u * r + v) * cf..][..cf];
-                for x1 in 0..n {
-                    axpy(out, self.g[x1 * r + u], &half[(x1 * r + v) * cf..][..cf]);
-                }
+        let mut d = [[0.0; LANES]; MAX_TILE * MAX_TILE];
+        let (mut half, mut out) = (d, d);
+        for k0 in (0..cf).step_by(LANES) {
+            let lanes = LANES.min(cf - k0);
+            for xi in 0..n * n {
+                load(&mut d[xi], &d_u[xi * cf + k0..][..lanes]);
+            }
+            two_sided(&self.gt, (r, n), &d, &mut half, &mut out);
+            for tap in 0..r * r {
+                store(&mut d_w[tap * cf + k0..][..lanes], &out[tap]);
             }
         }
         d_w
