@@ -100,6 +100,95 @@ fn store(to: &mut [f32], lanes: &Lanes) {
     }
 }
 
+/// Defines method `$name`, which runs `$inner` (an `#[inline(always)]`
+/// method of the same arguments) compiled for AVX-512 or for AVX2 when the
+/// CPU has them (checked at run time), or as it is.
+macro_rules! by_features {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty => $inner:ident;) => {
+        $(#[$meta])*
+        $vis fn $name(&self $(, $arg: $ty)*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn wide(this: &Winograd $(, $arg: $ty)*) -> $ret {
+                    this.$inner($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                fn narrow(this: &Winograd $(, $arg: $ty)*) -> $ret {
+                    this.$inner($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU has AVX-512F, the only feature `wide`
+                    // enables.
+                    return unsafe { wide(self $(, $arg)*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, the only feature `narrow`
+                    // enables.
+                    return unsafe { narrow(self $(, $arg)*) };
+                }
+            }
+            self.$inner($($arg),*)
+        }
+    };
+}
+
+/// Runs `$body` for every chunk of [`LANES`] of `$width` channels (`$k0`
+/// its first, `$w` how many) of every tile (`$ti`, `$tj`) of every image,
+/// `$row` the tile's row in `V` and `M`: the loops of every transform. (A
+/// macro, not a function taking a closure: a closure's body was compiled
+/// apart, without the caller's target features.)
+macro_rules! each_chunk_of_each_tile {
+    (($side:expr, $batch:expr, $width:expr), |$row:ident, $ti:ident, $tj:ident, $image:ident, $k0:ident, $w:ident| $body:block) => {{
+        let tiles = Winograd::tiles($side);
+        for $ti in 0..tiles {
+            for $tj in 0..tiles {
+                for $image in 0..$batch {
+                    let $row = ($ti * tiles + $tj) * $batch + $image;
+                    for $k0 in (0..$width).step_by(LANES) {
+                        let $w = LANES.min($width - $k0);
+                        $body
+                    }
+                }
+            }
+        }
+    }};
+}
+
+/// `d[ξ]` = the `w` values at `at` of matrix ξ of `matrices`, for each ξ.
+#[inline(always)]
+fn load_each(d: &mut Tile, matrices: &[Vec<f32>], at: usize, w: usize) {
+    for (lanes, m) in d.iter_mut().zip(matrices) {
+        load(lanes, &m[at..][..w]);
+    }
+}
+
+/// The first `w` values of each `out[ξ]` to `to` at `at + ξ · stride`.
+#[inline(always)]
+fn store_each(to: &mut [f32], out: &[Lanes], (at, stride): (usize, usize), w: usize) {
+    for (xi, lanes) in out.iter().enumerate() {
+        store(&mut to[at + xi * stride..][..w], lanes);
+    }
+}
+
+/// `m t mᵀ` of each of the `cf` columns of `from` (`[cols², cf]`, each
+/// column a `cols × cols` tile `t`), `[rows², cf]`: the weights' transform
+/// and its gradient, [`LANES`] columns at a time.
+#[inline(always)]
+fn each_column(m: &[f32], (rows, cols): (usize, usize), from: &[f32], cf: usize) -> Vec<f32> {
+    let mut to = vec![0.0f32; rows * rows * cf];
+    let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
+    for k0 in (0..cf).step_by(LANES) {
+        let w = LANES.min(cf - k0);
+        for (k, lanes) in d.iter_mut().enumerate().take(cols * cols) {
+            load(lanes, &from[k * cf + k0..][..w]);
+        }
+        two_sided(m, (rows, cols), &d, &mut half, &mut out);
+        store_each(&mut to, &out[..rows * rows], (k0, cf), w);
+    }
+    to
+}
+
 /// `out = m d mᵀ` of one tile, each entry a value of [`LANES`] channels:
 /// `m` is `[rows, cols]`, `d` `[cols, cols]`, `out` `[rows, rows]` (all
 /// row-major). Each sum runs in index order, multiply then add, so any
@@ -107,31 +196,29 @@ fn store(to: &mut [f32], lanes: &Lanes) {
 /// sizes known, unrolled, it ran slower.)
 #[inline(always)]
 fn two_sided(m: &[f32], (rows, cols): (usize, usize), d: &Tile, half: &mut Tile, out: &mut Tile) {
-    let m = &m[..rows * cols];
+    let row = |i: usize| &m[i * cols..][..cols];
     for i in 0..rows {
         for b in 0..cols {
-            let mut acc = [0.0f32; LANES];
-            for a in 0..cols {
-                let s = m[i * cols + a];
-                for (acc, &x) in acc.iter_mut().zip(&d[a * cols + b]) {
-                    *acc += s * x;
-                }
-            }
-            half[i * cols + b] = acc;
+            half[i * cols + b] = weighted(row(i), d, (b, cols));
         }
     }
     for i in 0..rows {
         for j in 0..rows {
-            let mut acc = [0.0f32; LANES];
-            for b in 0..cols {
-                let s = m[j * cols + b];
-                for (acc, &x) in acc.iter_mut().zip(&half[i * cols + b]) {
-                    *acc += s * x;
-                }
-            }
-            out[i * rows + j] = acc;
+            out[i * rows + j] = weighted(row(j), half, (i * cols, 1));
         }
     }
+}
+
+/// `Σ_k s[k] · x[at + k · stride]`, in index order.
+#[inline(always)]
+fn weighted(s: &[f32], x: &Tile, (at, stride): (usize, usize)) -> Lanes {
+    let mut acc = [0.0f32; LANES];
+    for (k, &s) in s.iter().enumerate() {
+        for (acc, &x) in acc.iter_mut().zip(&x[at + k * stride]) {
+            *acc += s * x;
+        }
+    }
+    acc
 }
 
 /// The inverse of the `n × n` matrix `m` (row-major), by Gauss–Jordan with
@@ -221,72 +308,26 @@ impl Winograd {
     /// `[r² · channels, filters]` (row `tap · channels + c`): `G g Gᵀ` of
     /// each input channel and filter.
     pub(super) fn weights(&self, w: &[f32], channels: usize, filters: usize) -> Vec<f32> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, the only feature it enables.
-                return unsafe { self.weights_avx512(w, channels * filters) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, the only feature it enables.
-                return unsafe { self.weights_avx2(w, channels * filters) };
-            }
-        }
-        self.weights_in(w, channels * filters)
+        self.weights_of(w, channels * filters)
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    fn weights_avx512(&self, w: &[f32], cf: usize) -> Vec<f32> {
-        self.weights_in(w, cf)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn weights_avx2(&self, w: &[f32], cf: usize) -> Vec<f32> {
-        self.weights_in(w, cf)
+    by_features! {
+        /// [`Winograd::weights`] of `cf` channels × filters.
+        fn weights_of(&self, w: &[f32], cf: usize) -> Vec<f32> => weights_in;
     }
 
     /// [`Winograd::weights`], inlined into each feature's copy.
     #[inline(always)]
     fn weights_in(&self, w: &[f32], cf: usize) -> Vec<f32> {
-        let (r, n) = (self.r, self.n);
-        debug_assert_eq!(w.len(), r * r * cf);
-        let mut u = vec![0.0f32; n * n * cf];
-        let mut d = [[0.0; LANES]; MAX_TILE * MAX_TILE];
-        let (mut half, mut out) = (d, d);
-        for k0 in (0..cf).step_by(LANES) {
-            let lanes = LANES.min(cf - k0);
-            for tap in 0..r * r {
-                load(&mut d[tap], &w[tap * cf + k0..][..lanes]);
-            }
-            two_sided(&self.g, (n, r), &d, &mut half, &mut out);
-            for xi in 0..n * n {
-                store(&mut u[xi * cf + k0..][..lanes], &out[xi]);
-            }
-        }
-        u
+        debug_assert_eq!(w.len(), self.r * self.r * cf);
+        each_column(&self.g, (self.n, self.r), w, cf)
     }
 
     /// The weights' gradient `[r² · channels, filters]` from `d_u`, that of
     /// their transform (`[n², channels · filters]`): `Gᵀ dU G`.
     #[inline(always)]
     fn weights_backward(&self, d_u: &[f32], cf: usize) -> Vec<f32> {
-        let (r, n) = (self.r, self.n);
-        let mut d_w = vec![0.0f32; r * r * cf];
-        let mut d = [[0.0; LANES]; MAX_TILE * MAX_TILE];
-        let (mut half, mut out) = (d, d);
-        for k0 in (0..cf).step_by(LANES) {
-            let lanes = LANES.min(cf - k0);
-            for xi in 0..n * n {
-                load(&mut d[xi], &d_u[xi * cf + k0..][..lanes]);
-            }
-            two_sided(&self.gt, (r, n), &d, &mut half, &mut out);
-            for tap in 0..r * r {
-                store(&mut d_w[tap * cf + k0..][..lanes], &out[tap]);
-            }
-        }
-        d_w
+        each_column(&self.gt, (self.r, self.n), d_u, cf)
     }
 
     /// The input coordinate of a tile's `a`-th row (or column) for tile
@@ -324,39 +365,23 @@ impl Winograd {
         let (n, nn) = (self.n, self.n * self.n);
         let rows = Self::tiles(side).pow(2) * batch;
         let mut v = vec![0.0f32; nn * rows * c];
-        let (mut d, mut half, mut out) = (
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-        );
-        let t = Self::tiles(side);
-        for ti in 0..t {
-            for tj in 0..t {
-                for image in 0..batch {
-                    let row = (ti * t + tj) * batch + image;
-                    for k0 in (0..c).step_by(LANES) {
-                        let w = LANES.min(c - k0);
-                        for a in 0..n {
-                            let i = self.input_at(ti, a, side);
-                            for b in 0..n {
-                                let lanes = &mut d[a * n + b];
-                                match (i, self.input_at(tj, b, side)) {
-                                    (Some(i), Some(j)) => {
-                                        let from = ((i * side + j) * batch + image) * c + k0;
-                                        load(lanes, &x[from..from + w]);
-                                    }
-                                    _ => *lanes = [0.0; LANES],
-                                }
-                            }
+        let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
+        each_chunk_of_each_tile!((side, batch, c), |row, ti, tj, image, k0, w| {
+            for a in 0..n {
+                let i = self.input_at(ti, a, side);
+                for b in 0..n {
+                    let lanes = &mut d[a * n + b];
+                    match (i, self.input_at(tj, b, side)) {
+                        (Some(i), Some(j)) => {
+                            load(lanes, &x[((i * side + j) * batch + image) * c + k0..][..w]);
                         }
-                        two_sided(&self.bt, (n, n), &d, &mut half, &mut out);
-                        for xi in 0..nn {
-                            store(&mut v[(xi * rows + row) * c + k0..][..w], &out[xi]);
-                        }
+                        _ => *lanes = [0.0; LANES],
                     }
                 }
             }
-        }
+            two_sided(&self.bt, (n, n), &d, &mut half, &mut out);
+            store_each(&mut v, &out[..nn], (row * c + k0, rows * c), w);
+        });
         v
     }
 
@@ -366,41 +391,25 @@ impl Winograd {
     /// the map.
     #[inline(always)]
     fn input_backward(&self, d_v: &[Vec<f32>], (side, batch, c, _): Sizes, d_x: &mut [f32]) {
-        let (n, nn) = (self.n, self.n * self.n);
-        let (mut d, mut half, mut out) = (
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-        );
-        let t = Self::tiles(side);
-        for ti in 0..t {
-            for tj in 0..t {
-                for image in 0..batch {
-                    let row = (ti * t + tj) * batch + image;
-                    for k0 in (0..c).step_by(LANES) {
-                        let w = LANES.min(c - k0);
-                        for xi in 0..nn {
-                            load(&mut d[xi], &d_v[xi][row * c + k0..][..w]);
-                        }
-                        two_sided(&self.b, (n, n), &d, &mut half, &mut out);
-                        for a in 0..n {
-                            let Some(i) = self.input_at(ti, a, side) else {
-                                continue;
-                            };
-                            for b in 0..n {
-                                if let Some(j) = self.input_at(tj, b, side) {
-                                    let to =
-                                        &mut d_x[((i * side + j) * batch + image) * c + k0..][..w];
-                                    for (to, &g) in to.iter_mut().zip(&out[a * n + b]) {
-                                        *to += g;
-                                    }
-                                }
-                            }
+        let n = self.n;
+        let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
+        each_chunk_of_each_tile!((side, batch, c), |row, ti, tj, image, k0, w| {
+            load_each(&mut d, d_v, row * c + k0, w);
+            two_sided(&self.b, (n, n), &d, &mut half, &mut out);
+            for a in 0..n {
+                let Some(i) = self.input_at(ti, a, side) else {
+                    continue;
+                };
+                for b in 0..n {
+                    if let Some(j) = self.input_at(tj, b, side) {
+                        let to = &mut d_x[((i * side + j) * batch + image) * c + k0..][..w];
+                        for (to, &g) in to.iter_mut().zip(&out[a * n + b]) {
+                            *to += g;
                         }
                     }
                 }
             }
-        }
+        });
     }
 
     /// The output `[rows, filters]`, output position `(i, j)` of image
@@ -409,40 +418,24 @@ impl Winograd {
     /// matrix per ξ: `Aᵀ M A` of each tile.
     #[inline(always)]
     fn output(&self, m: &[Vec<f32>], (side, batch, _, f): Sizes, row_of: &[usize]) -> Vec<f32> {
-        let (n, nn) = (self.n, self.n * self.n);
+        let n = self.n;
         let kept = row_of.iter().filter(|&&r| r != usize::MAX).count();
         let mut y = vec![0.0f32; kept * batch * f];
-        let (mut d, mut half, mut out) = (
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-        );
-        let t = Self::tiles(side);
-        for ti in 0..t {
-            for tj in 0..t {
-                for image in 0..batch {
-                    let row = (ti * t + tj) * batch + image;
-                    for k0 in (0..f).step_by(LANES) {
-                        let w = LANES.min(f - k0);
-                        for xi in 0..nn {
-                            load(&mut d[xi], &m[xi][row * f + k0..][..w]);
-                        }
-                        two_sided(&self.at, (OUT, n), &d, &mut half, &mut out);
-                        for y1 in 0..OUT {
-                            for y2 in 0..OUT {
-                                if let Some(p) = Self::output_row(row_of, side, (ti, tj), (y1, y2))
-                                {
-                                    store(
-                                        &mut y[(p * batch + image) * f + k0..][..w],
-                                        &out[y1 * OUT + y2],
-                                    );
-                                }
-                            }
-                        }
+        let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
+        each_chunk_of_each_tile!((side, batch, f), |row, ti, tj, image, k0, w| {
+            load_each(&mut d, m, row * f + k0, w);
+            two_sided(&self.at, (OUT, n), &d, &mut half, &mut out);
+            for y1 in 0..OUT {
+                for y2 in 0..OUT {
+                    if let Some(p) = Self::output_row(row_of, side, (ti, tj), (y1, y2)) {
+                        store(
+                            &mut y[(p * batch + image) * f + k0..][..w],
+                            &out[y1 * OUT + y2],
+                        );
                     }
                 }
             }
-        }
+        });
         y
     }
 
@@ -459,87 +452,35 @@ impl Winograd {
         let (n, nn) = (self.n, self.n * self.n);
         let rows = Self::tiles(side).pow(2) * batch;
         let mut d_m = vec![0.0f32; nn * rows * f];
-        let (mut d, mut half, mut out) = (
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-            [[0.0; LANES]; MAX_TILE * MAX_TILE],
-        );
-        let t = Self::tiles(side);
-        for ti in 0..t {
-            for tj in 0..t {
-                for image in 0..batch {
-                    let row = (ti * t + tj) * batch + image;
-                    for k0 in (0..f).step_by(LANES) {
-                        let w = LANES.min(f - k0);
-                        for y1 in 0..OUT {
-                            for y2 in 0..OUT {
-                                let lanes = &mut d[y1 * OUT + y2];
-                                match Self::output_row(row_of, side, (ti, tj), (y1, y2)) {
-                                    Some(p) => {
-                                        load(lanes, &d_y[(p * batch + image) * f + k0..][..w])
-                                    }
-                                    None => *lanes = [0.0; LANES],
-                                }
-                            }
-                        }
-                        two_sided(&self.a, (n, OUT), &d, &mut half, &mut out);
-                        for xi in 0..nn {
-                            store(&mut d_m[(xi * rows + row) * f + k0..][..w], &out[xi]);
-                        }
+        let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
+        each_chunk_of_each_tile!((side, batch, f), |row, ti, tj, image, k0, w| {
+            for y1 in 0..OUT {
+                for y2 in 0..OUT {
+                    let lanes = &mut d[y1 * OUT + y2];
+                    match Self::output_row(row_of, side, (ti, tj), (y1, y2)) {
+                        Some(p) => load(lanes, &d_y[(p * batch + image) * f + k0..][..w]),
+                        None => *lanes = [0.0; LANES],
                     }
                 }
             }
-        }
+            two_sided(&self.a, (n, OUT), &d, &mut half, &mut out);
+            store_each(&mut d_m, &out[..nn], (row * f + k0, rows * f), w);
+        });
         d_m
     }
 
-    /// The convolution's output before its bias, `[rows, filters]` laid out
-    /// by `row_of` (see [`Winograd::output`]), of `x` (rows `[side² · batch,
-    /// c]`) with transformed weights `u` ([`Winograd::weights`]); and `V`,
-    /// which the backward pass reads.
-    pub(super) fn forward(
-        &self,
-        x: &[f32],
-        u: &[f32],
-        sizes: Sizes,
-        row_of: &[usize],
-    ) -> (Vec<f32>, Vec<f32>) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, the only feature it enables.
-                return unsafe { self.forward_avx512(x, u, sizes, row_of) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, the only feature it enables.
-                return unsafe { self.forward_avx2(x, u, sizes, row_of) };
-            }
-        }
-        self.forward_in(x, u, sizes, row_of)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    fn forward_avx512(
-        &self,
-        x: &[f32],
-        u: &[f32],
-        sizes: Sizes,
-        row_of: &[usize],
-    ) -> (Vec<f32>, Vec<f32>) {
-        self.forward_in(x, u, sizes, row_of)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn forward_avx2(
-        &self,
-        x: &[f32],
-        u: &[f32],
-        sizes: Sizes,
-        row_of: &[usize],
-    ) -> (Vec<f32>, Vec<f32>) {
-        self.forward_in(x, u, sizes, row_of)
+    by_features! {
+        /// The convolution's output before its bias, `[rows, filters]` laid out
+        /// by `row_of` (see [`Winograd::output`]), of `x` (rows `[side² · batch,
+        /// c]`) with transformed weights `u` ([`Winograd::weights`]); and `V`,
+        /// which the backward pass reads.
+        pub(super) fn forward(
+            &self,
+            x: &[f32],
+            u: &[f32],
+            sizes: Sizes,
+            row_of: &[usize],
+        ) -> (Vec<f32>, Vec<f32>) => forward_in;
     }
 
     /// [`Winograd::forward`], inlined into each feature's copy.
@@ -566,55 +507,18 @@ impl Winograd {
         (self.output(&m, sizes, row_of), v)
     }
 
-    /// The gradients of the weights (`[r² · c, f]`) and, with `input`, of
-    /// `x` from `d_y`, the gradient of [`Winograd::forward`]'s output, with
-    /// the `v` it kept.
-    pub(super) fn backward(
-        &self,
-        d_y: &[f32],
-        kept: (&[f32], &[f32]),
-        sizes: Sizes,
-        row_of: &[usize],
-        input: bool,
-    ) -> (Vec<f32>, Option<Vec<f32>>) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F, the only feature it enables.
-                return unsafe { self.backward_avx512(d_y, kept, sizes, row_of, input) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2, the only feature it enables.
-                return unsafe { self.backward_avx2(d_y, kept, sizes, row_of, input) };
-            }
-        }
-        self.backward_in(d_y, kept, sizes, row_of, input)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    fn backward_avx512(
-        &self,
-        d_y: &[f32],
-        kept: (&[f32], &[f32]),
-        sizes: Sizes,
-        row_of: &[usize],
-        input: bool,
-    ) -> (Vec<f32>, Option<Vec<f32>>) {
-        self.backward_in(d_y, kept, sizes, row_of, input)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn backward_avx2(
-        &self,
-        d_y: &[f32],
-        kept: (&[f32], &[f32]),
-        sizes: Sizes,
-        row_of: &[usize],
-        input: bool,
-    ) -> (Vec<f32>, Option<Vec<f32>>) {
-        self.backward_in(d_y, kept, sizes, row_of, input)
+    by_features! {
+        /// The gradients of the weights (`[r² · c, f]`) and, with `input`, of
+        /// `x` from `d_y`, the gradient of [`Winograd::forward`]'s output, with
+        /// the `v` it kept.
+        pub(super) fn backward(
+            &self,
+            d_y: &[f32],
+            kept: (&[f32], &[f32]),
+            sizes: Sizes,
+            row_of: &[usize],
+            input: bool,
+        ) -> (Vec<f32>, Option<Vec<f32>>) => backward_in;
     }
 
     /// [`Winograd::backward`], inlined into each feature's copy.
@@ -699,10 +603,16 @@ mod tests {
         y
     }
 
-    fn case(side: usize, batch: usize, c: usize, f: usize, r: usize) -> (Vec<f32>, Vec<f32>) {
-        let x = (0..side * side * batch * c).map(value).collect();
-        let w = (0..r * r * c * f).map(|k| value(k + 1_000_003)).collect();
-        (x, w)
+    /// Input and weights of a convolution of `(side, batch, c, f, r)`, its
+    /// transforms and the weights' transform.
+    fn prepared(
+        (side, batch, c, f, r): (usize, usize, usize, usize, usize),
+    ) -> (Vec<f32>, Vec<f32>, Winograd, Vec<f32>) {
+        let x: Vec<f32> = (0..side * side * batch * c).map(value).collect();
+        let w: Vec<f32> = (0..r * r * c * f).map(|k| value(k + 1_000_003)).collect();
+        let t = Winograd::for_kernel(r).expect("a kernel of 2 to 5");
+        let u = t.weights(&w, c, f);
+        (x, w, t, u)
     }
 
     /// The largest difference from `want` over its largest magnitude.
@@ -726,9 +636,7 @@ mod tests {
             (5, 1, 2, 3, 4),
             (9, 2, 3, 4, 2),
         ] {
-            let (x, w) = case(side, batch, c, f, r);
-            let t = Winograd::for_kernel(r).expect("a kernel of 2 to 5");
-            let u = t.weights(&w, c, f);
+            let (x, w, t, u) = prepared((side, batch, c, f, r));
             let row_of: Vec<usize> = (0..side * side).collect();
             let (y, _) = t.forward(&x, &u, (side, batch, c, f), &row_of);
             let want = direct(&x, &w, (side, batch, c, f, r));
@@ -757,9 +665,7 @@ mod tests {
             (5, 2, 2, 3, 4),
             (6, 1, 3, 2, 3),
         ] {
-            let (x, w) = case(side, batch, c, f, r);
-            let t = Winograd::for_kernel(r).expect("kernel");
-            let u = t.weights(&w, c, f);
+            let (x, w, t, u) = prepared((side, batch, c, f, r));
             // keep every other position, in reverse order, as a pool's
             // quarters reorder them
             let mut row_of = vec![usize::MAX; side * side];
