@@ -17,11 +17,12 @@
 //! The burn module `Net` defines the net: its parameters and their layout,
 //! and `Net::forward`, the convolutions as gathered matrix products on the
 //! whole batch in burn's tensors (the plain burn peer trains it with burn's
-//! autodiff). Gradients and predictions run the same operations with both
-//! passes written out on `f32` buffers (`layers`: the gathers, products,
-//! pools and their backward scatters, without an autodiff graph or burn's
-//! copies between operations; `lstm`: the recurrence through time); the
-//! tests check them
+//! autodiff). Gradients and predictions run the same net with both passes
+//! written out on `f32` buffers (`layers`: the gathers, products, pools and
+//! their backward scatters, without an autodiff graph or burn's copies
+//! between operations; `winograd`: the second and third convolutions by
+//! Winograd's minimal filtering, the same up to f32 rounding; `lstm`: the
+//! recurrence through time); the tests check them
 //! against burn's autodiff through `Net::forward` and through burn's own
 //! `Conv2d`, and against finite differences. `cargo bench --bench cnn_cost`
 //! measures the cost per image.

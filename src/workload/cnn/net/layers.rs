@@ -1,6 +1,7 @@
 //! The net's layers on `f32` slices, each forward keeping what its backward
-//! reads: the convolutions (gathered products with their pool, bias, ReLU
-//! and dropout), the LSTM's input product, and the head with the loss. The
+//! reads: the convolutions (gathered products, or Winograd's for more than
+//! one input channel, with their pool, bias, ReLU and dropout), the LSTM's
+//! input product, and the head with the loss. The
 //! recurrence between them is [`LstmTape`](super::lstm::LstmTape).
 //!
 //! These are the operations of `Net::forward` (burn's tensors, the
@@ -149,13 +150,15 @@ impl Shape {
 /// A convolution's input as its backward pass reads it.
 enum Kept {
     /// Gathered (the first convolution's single channel, or a kernel
-    /// [`Winograd`](super::winograd::Winograd) does not take): the gathered input `[rows, kernel² ·
-    /// channels]` and its [`Shape::runs`].
+    /// [`Winograd`](super::winograd::Winograd) does not take): the
+    /// gathered input `[rows, kernel² · channels]` and its
+    /// [`Shape::runs`].
     Gathered {
         cols: Vec<f32>,
         runs: Vec<(Range<usize>, Range<usize>)>,
     },
-    /// Transformed into tiles (`V` of [`Winograd::forward`](super::winograd::Winograd::forward)), and each
+    /// Transformed into tiles (`V` of
+    /// [`Winograd::forward`](super::winograd::Winograd::forward)), and each
     /// output position's place in `out` (`usize::MAX`: not computed).
     Tiles { v: Vec<f32>, row_of: Vec<usize> },
 }
