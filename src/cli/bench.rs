@@ -196,7 +196,12 @@ pub fn run(args: BenchArgs, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Start::Fresh => {
             std::fs::create_dir_all(&out_dir)
                 .with_context(|| format!("cannot create {}", out_dir.display()))?;
-            let command: Vec<String> = std::env::args().collect();
+            // The command as it can be run again: with the peers' Python
+            // when the environment chose it.
+            let python = std::env::var(crate::bench::peers::PYTHON_ENV)
+                .ok()
+                .map(|v| format!("{}={v}", crate::bench::peers::PYTHON_ENV));
+            let command: Vec<String> = python.into_iter().chain(std::env::args()).collect();
             let command = command.join(" ");
             write_atomic(
                 &out_dir.join("README.md"),

@@ -268,6 +268,12 @@ fn a_bench_without_torch_says_so_once_and_runs_its_sweeps() {
         "{summary}"
     );
     assert!(!dir.join("res/peers.json").exists());
+    // the README's command names the Python the peers were to run with
+    let readme = std::fs::read_to_string(dir.join("res/README.md")).expect("README");
+    assert!(
+        readme.contains("| command | `FORESTALL_PYTHON=/nonexistent/python3 "),
+        "{readme}"
+    );
     assert_eq!(
         rows_of(&dir.join("res/raw.parquet")).len(),
         2,
