@@ -745,7 +745,9 @@ impl CnnNet {
     }
 }
 
+mod activation;
 mod conv;
+mod features;
 mod gemm;
 pub mod infer;
 mod layers;

@@ -19,10 +19,7 @@ use super::gemm::{product_into, product_of, View};
 use super::weights::ConvWeights;
 use super::{CnnConfig, Dropout};
 
-/// σ(x) = 1 / (1 + e^−x): the LSTM's gates, the head's probability.
-pub(super) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
+pub(super) use super::activation::sigmoid;
 
 /// The sum of each column of `m`, rows of `cols` values, in row order: a
 /// bias's gradient.

@@ -27,6 +27,9 @@
 //! convolution, of one input channel, stays a gathered product: its
 //! products would have one column.
 
+use std::mem::MaybeUninit;
+
+use super::features::by_features;
 use super::gemm::{product_of, View};
 
 /// Outputs a tile gives along each side.
@@ -100,39 +103,6 @@ fn store(to: &mut [f32], lanes: &Lanes) {
     }
 }
 
-/// Defines method `$name`, which runs `$inner` (an `#[inline(always)]`
-/// method of the same arguments) compiled for AVX-512 or for AVX2 when the
-/// CPU has them (checked at run time), or as it is.
-macro_rules! by_features {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty => $inner:ident;) => {
-        $(#[$meta])*
-        $vis fn $name(&self $(, $arg: $ty)*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn wide(this: &Winograd $(, $arg: $ty)*) -> $ret {
-                    this.$inner($($arg),*)
-                }
-                #[target_feature(enable = "avx2")]
-                fn narrow(this: &Winograd $(, $arg: $ty)*) -> $ret {
-                    this.$inner($($arg),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU has AVX-512F, the only feature `wide`
-                    // enables.
-                    return unsafe { wide(self $(, $arg)*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU has AVX2, the only feature `narrow`
-                    // enables.
-                    return unsafe { narrow(self $(, $arg)*) };
-                }
-            }
-            self.$inner($($arg),*)
-        }
-    };
-}
-
 /// Runs `$body` for every chunk of [`LANES`] of `$width` channels (`$k0`
 /// its first, `$w` how many) of every tile (`$ti`, `$tj`) of every image,
 /// `$row` the tile's row in `V` and `M`: the loops of every transform. (A
@@ -164,10 +134,21 @@ fn load_each(d: &mut Tile, matrices: &[Vec<f32>], at: usize, w: usize) {
 }
 
 /// The first `w` values of each `out[ξ]` to `to` at `at + ξ · stride`.
+/// `to` is a fresh vector's spare capacity: the transforms write every
+/// value of their outputs once, so these are not zeroed first (zeroing the
+/// megabytes of `V` and `dM` cost about 3 % of a gradient call).
 #[inline(always)]
-fn store_each(to: &mut [f32], out: &[Lanes], (at, stride): (usize, usize), w: usize) {
+fn store_each(to: &mut [MaybeUninit<f32>], out: &[Lanes], (at, stride): (usize, usize), w: usize) {
     for (xi, lanes) in out.iter().enumerate() {
-        store(&mut to[at + xi * stride..][..w], lanes);
+        let to = &mut to[at + xi * stride..][..w];
+        match <&mut [MaybeUninit<f32>; LANES]>::try_from(&mut *to) {
+            Ok(full) => *full = lanes.map(MaybeUninit::new),
+            Err(_) => {
+                for (t, &v) in to.iter_mut().zip(lanes) {
+                    t.write(v);
+                }
+            }
+        }
     }
 }
 
@@ -176,7 +157,9 @@ fn store_each(to: &mut [f32], out: &[Lanes], (at, stride): (usize, usize), w: us
 /// and its gradient, [`LANES`] columns at a time.
 #[inline(always)]
 fn each_column(m: &[f32], (rows, cols): (usize, usize), from: &[f32], cf: usize) -> Vec<f32> {
-    let mut to = vec![0.0f32; rows * rows * cf];
+    let len = rows * rows * cf;
+    let mut to = Vec::with_capacity(len);
+    let spare = &mut to.spare_capacity_mut()[..len];
     let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
     for k0 in (0..cf).step_by(LANES) {
         let w = LANES.min(cf - k0);
@@ -184,8 +167,11 @@ fn each_column(m: &[f32], (rows, cols): (usize, usize), from: &[f32], cf: usize)
             load(lanes, &from[k * cf + k0..][..w]);
         }
         two_sided(m, (rows, cols), &d, &mut half, &mut out);
-        store_each(&mut to, &out[..rows * rows], (k0, cf), w);
+        store_each(spare, &out[..rows * rows], (k0, cf), w);
     }
+    // SAFETY: the chunks `k0..k0 + w` cover `0..cf`, and each wrote its
+    // values of all `rows²` matrices: every value below `len`.
+    unsafe { to.set_len(len) };
     to
 }
 
@@ -313,7 +299,7 @@ impl Winograd {
 
     by_features! {
         /// [`Winograd::weights`] of `cf` channels × filters.
-        fn weights_of(&self, w: &[f32], cf: usize) -> Vec<f32> => weights_in;
+        fn weights_of(self: &Winograd, w: &[f32], cf: usize) -> Vec<f32> => weights_in;
     }
 
     /// [`Winograd::weights`], inlined into each feature's copy.
@@ -364,7 +350,9 @@ impl Winograd {
     fn input(&self, x: &[f32], (side, batch, c, _): Sizes) -> Vec<f32> {
         let (n, nn) = (self.n, self.n * self.n);
         let rows = Self::tiles(side).pow(2) * batch;
-        let mut v = vec![0.0f32; nn * rows * c];
+        let len = nn * rows * c;
+        let mut v = Vec::with_capacity(len);
+        let spare = &mut v.spare_capacity_mut()[..len];
         let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
         each_chunk_of_each_tile!((side, batch, c), |row, ti, tj, image, k0, w| {
             for a in 0..n {
@@ -380,8 +368,11 @@ impl Winograd {
                 }
             }
             two_sided(&self.bt, (n, n), &d, &mut half, &mut out);
-            store_each(&mut v, &out[..nn], (row * c + k0, rows * c), w);
+            store_each(spare, &out[..nn], (row * c + k0, rows * c), w);
         });
+        // SAFETY: every row of every matrix ξ < n², every chunk of its `c`
+        // values, was written: every value below `len`.
+        unsafe { v.set_len(len) };
         v
     }
 
@@ -451,7 +442,9 @@ impl Winograd {
     ) -> Vec<f32> {
         let (n, nn) = (self.n, self.n * self.n);
         let rows = Self::tiles(side).pow(2) * batch;
-        let mut d_m = vec![0.0f32; nn * rows * f];
+        let len = nn * rows * f;
+        let mut d_m = Vec::with_capacity(len);
+        let spare = &mut d_m.spare_capacity_mut()[..len];
         let [mut d, mut half, mut out] = [[[0.0f32; LANES]; MAX_TILE * MAX_TILE]; 3];
         each_chunk_of_each_tile!((side, batch, f), |row, ti, tj, image, k0, w| {
             for y1 in 0..OUT {
@@ -464,8 +457,11 @@ impl Winograd {
                 }
             }
             two_sided(&self.a, (n, OUT), &d, &mut half, &mut out);
-            store_each(&mut d_m, &out[..nn], (row * f + k0, rows * f), w);
+            store_each(spare, &out[..nn], (row * f + k0, rows * f), w);
         });
+        // SAFETY: every row of every matrix ξ < n², every chunk of its `f`
+        // values, was written: every value below `len`.
+        unsafe { d_m.set_len(len) };
         d_m
     }
 
@@ -475,7 +471,7 @@ impl Winograd {
         /// c]`) with transformed weights `u` ([`Winograd::weights`]); and `V`,
         /// which the backward pass reads.
         pub(super) fn forward(
-            &self,
+            self: &Winograd,
             x: &[f32],
             u: &[f32],
             sizes: Sizes,
@@ -512,7 +508,7 @@ impl Winograd {
         /// `x` from `d_y`, the gradient of [`Winograd::forward`]'s output, with
         /// the `v` it kept.
         pub(super) fn backward(
-            &self,
+            self: &Winograd,
             d_y: &[f32],
             kept: (&[f32], &[f32]),
             sizes: Sizes,
