@@ -80,12 +80,14 @@ impl Shape {
                         continue;
                     };
                     for dj in 0..kernel {
-                        match self.inside(j, dj) {
-                            Some(q) => {
-                                let source = (r * side + q) * n + image;
-                                cols.extend_from_slice(&x[source * c..(source + 1) * c]);
-                            }
-                            None => cols.resize(cols.len() + c, 0.0),
+                        let source = self.inside(j, dj).map(|q| (r * side + q) * n + image);
+                        match (source, c) {
+                            // one channel (the first convolution): a value,
+                            // not a copy of a slice
+                            (Some(s), 1) => cols.push(x[s]),
+                            (None, 1) => cols.push(0.0),
+                            (Some(s), _) => cols.extend_from_slice(&x[s * c..(s + 1) * c]),
+                            (None, _) => cols.resize(cols.len() + c, 0.0),
                         }
                     }
                 }
