@@ -31,15 +31,15 @@ pub const LAYERS: [&str; 5] = ["conv1", "conv2", "conv3", "lstm", "head"];
 
 /// Each layer's forward and backward cost, ms per image, as
 /// `benches/cnn_layers.rs` measured them on one core (run
-/// `2026-11-29-vm-cnn-winograd`, the mean of two runs at micro-batches of
-/// 32, conv2 and conv3 by Winograd): what the default cut into stages
-/// evens out. Only their ratios matter.
+/// `2026-11-30-vm-cnn-winograd-4x4`, the mean of two runs at micro-batches
+/// of 32, conv2 and conv3 by Winograd F(4 × 4, 5 × 5)): what the default
+/// cut into stages evens out. Only their ratios matter.
 pub const LAYER_COSTS: [(f64, f64); 5] = [
-    (0.1150, 0.0357),
-    (0.2350, 0.3142),
-    (0.1877, 0.3357),
-    (0.1712, 0.1331),
-    (0.0054, 0.0002),
+    (0.0706, 0.0369),
+    (0.1611, 0.2066),
+    (0.1057, 0.1996),
+    (0.0722, 0.1351),
+    (0.0055, 0.0003),
 ];
 
 /// The LSTM's index in [`LAYERS`].
