@@ -128,12 +128,19 @@ impl CnnNet {
                 let slot = self.slot(&format!("conv{}.weight", l + 1));
                 let (filters, channels) = (slot.shape[0], slot.shape[1]);
                 let stored = &params[slot.offset..slot.offset + filters * channels * taps];
-                // stored [filters, channels, kernel, kernel]
+                // stored [filters, channels, kernel, kernel]; 16 filters at a
+                // time, so each write fills a run of 16 consecutive values
+                // (a filter at a time scattered every value a cache line
+                // apart)
                 let mut w = vec![0.0f32; taps * channels * filters];
-                for (o, per_filter) in stored.chunks_exact(channels * taps).enumerate() {
-                    for (c, per_channel) in per_filter.chunks_exact(taps).enumerate() {
-                        for (t, &v) in per_channel.iter().enumerate() {
-                            w[(t * channels + c) * filters + o] = v as f32;
+                for o0 in (0..filters).step_by(16) {
+                    let block = o0..filters.min(o0 + 16);
+                    for c in 0..channels {
+                        for t in 0..taps {
+                            let to = (t * channels + c) * filters;
+                            for o in block.clone() {
+                                w[to + o] = stored[(o * channels + c) * taps + t] as f32;
+                            }
                         }
                     }
                 }
