@@ -19,7 +19,7 @@ use super::gemm::{product_into, product_of, View};
 use super::weights::ConvWeights;
 use super::{CnnConfig, Dropout};
 
-pub(super) use super::activation::sigmoid;
+use super::activation::sigmoid;
 
 /// The sum of each column of `m`, rows of `cols` values, in row order: a
 /// bias's gradient.

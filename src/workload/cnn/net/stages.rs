@@ -18,8 +18,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::activation::sigmoid;
 use super::layers::{
-    head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, sigmoid, ConvTape,
+    head, head_backward, image_rows, loss_sum, lstm_input, lstm_input_backward, ConvTape,
 };
 use super::lstm::LstmTape;
 use super::weights::{Grads, Weights};
