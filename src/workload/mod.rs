@@ -20,6 +20,7 @@ pub mod optim;
 pub mod softmax;
 pub mod staged;
 pub mod update;
+pub(crate) mod vector;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

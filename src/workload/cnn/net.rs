@@ -747,7 +747,6 @@ impl CnnNet {
 
 mod activation;
 mod conv;
-mod features;
 mod gemm;
 pub mod infer;
 mod layers;

@@ -8,7 +8,7 @@
 //! c_{t−1} + i ⊙ g`, `h_t = o ⊙ tanh(c_t)`, starting from zero.
 
 use super::activation::{sigmoid, tanh};
-use super::features::by_features;
+use crate::workload::vector::by_features;
 use super::gemm::{product_of, View};
 
 /// One forward pass of the LSTM and what its backward pass reads. Each

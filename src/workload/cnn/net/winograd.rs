@@ -32,7 +32,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::features::by_features;
+use crate::workload::vector::by_features;
 use super::gemm::{product_of, View};
 
 /// Outputs a tile gives along each side.

@@ -52,4 +52,4 @@ macro_rules! by_features {
     }};
 }
 
-pub(super) use by_features;
+pub(crate) use by_features;
