@@ -379,25 +379,41 @@ impl ShardReducer {
             }
         }
         let mut grads = slots.grads.into_iter();
+        // Each partition's units summed in unit order, then the partitions'
+        // sums in partition order (the spare buffer holds a partition's sum).
+        let mut partial = Vec::new();
         for p in 0..self.partitions as usize {
             let keep = slots.included.as_ref().is_none_or(|inc| inc[p]);
-            let mut partial = vec![0.0; self.values.len()];
-            let mut partial_loss = 0.0;
-            for _ in 0..self.units_per_partition {
-                let unit = grads.next().flatten();
-                if !keep {
-                    continue;
-                }
-                let unit = unit?;
-                unit.update.add_into(&mut partial);
-                partial_loss += unit.loss_sum;
-                rows += u64::from(unit.rows);
-            }
+            let units: Vec<Option<UnitGrad>> = (0..self.units_per_partition)
+                .map(|_| grads.next().flatten())
+                .collect();
             if !keep {
                 continue;
             }
-            for (acc, x) in total.iter_mut().zip(&partial) {
-                *acc += x;
+            let mut partial_loss = 0.0;
+            match units.as_slice() {
+                // One dense unit: added straight into the total. The same
+                // bits as through a zeroed partial sum: 0 + x differs from x
+                // only for x = −0, and t + (+0) = t + (−0) for every t the
+                // total can hold (it starts at +0, so it is never −0).
+                [Some(unit)] if unit.update.is_dense() => {
+                    unit.update.add_into(&mut total);
+                    partial_loss += unit.loss_sum;
+                    rows += u64::from(unit.rows);
+                }
+                _ => {
+                    partial.clear();
+                    partial.resize(self.values.len(), 0.0);
+                    for unit in units {
+                        let unit = unit?;
+                        unit.update.add_into(&mut partial);
+                        partial_loss += unit.loss_sum;
+                        rows += u64::from(unit.rows);
+                    }
+                    for (acc, x) in total.iter_mut().zip(&partial) {
+                        *acc += x;
+                    }
+                }
             }
             loss_sum += partial_loss;
         }
@@ -561,6 +577,44 @@ mod tests {
                     assert_eq!(f.loss_sum.to_bits(), out.loss_sum.to_bits());
                 }
             }
+        }
+    }
+
+    /// A partition of one dense unit is added straight into the total; the
+    /// same units, each with an empty second unit in its partition (summed
+    /// through a zeroed partial sum), reduce to the same bits, over values
+    /// where the order of additions matters, signed zeros, infinities and
+    /// NaN, through several steps.
+    #[test]
+    fn one_dense_unit_a_partition_reduces_to_the_partial_sums_bits() {
+        let units = [
+            vec![1e16, 0.1, -0.0, 0.0, f64::INFINITY, 3.0],
+            vec![1.0, 0.2, -0.0, -0.0, 1.0, f64::NAN],
+            vec![-1e16, 0.3, 0.0, -0.0, -2.0, 1.0],
+        ];
+        let n = units[0].len();
+        let penalised = vec![true; n];
+        let mut direct =
+            ShardReducer::new(0..n, 3, 1, 12, config(), vec![0.5; n], penalised.clone());
+        let mut through = ShardReducer::new(0..n, 3, 2, 12, config(), vec![0.5; n], penalised);
+        for t in 0..3u64 {
+            for (p, g) in units.iter().enumerate() {
+                let scaled: Vec<f64> = g.iter().map(|x| x * (t + 1) as f64).collect();
+                direct.offer(slice(t, p as u32, 0, scaled.clone()));
+                through.offer(slice(t, p as u32, 0, scaled));
+                let empty = GradSlice {
+                    update: Update::zero(),
+                    rows: 0,
+                    loss_sum: 0.0,
+                    ..slice(t, p as u32, 1, vec![0.0])
+                };
+                through.offer(empty);
+            }
+            let (a, b) = (direct.try_reduce(t), through.try_reduce(t));
+            let (a, b) = (a.expect("complete"), b.expect("complete"));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a.values), bits(&b.values), "step {t}");
+            assert_eq!(a.loss_sum.to_bits(), b.loss_sum.to_bits());
         }
     }
 

@@ -60,6 +60,11 @@ impl Update {
         Self::Sparse { idx, val }
     }
 
+    /// Whether it holds every coordinate of its range.
+    pub fn is_dense(&self) -> bool {
+        matches!(self, Self::Dense(_))
+    }
+
     /// Whether it carries no values at all.
     pub fn is_empty(&self) -> bool {
         match self {

@@ -125,7 +125,7 @@ pub(super) fn build<'s>(
                 activator.activate_after(next.saturating_duration_since(now));
             }
             while let Some((&t, _)) = open.first_key_value() {
-                let Some(reduced) = reducer.try_reduce(t) else {
+                let Some(mut reduced) = reducer.try_reduce(t) else {
                     break;
                 };
                 let caps = open.remove(&t).expect("present");
@@ -147,20 +147,30 @@ pub(super) fn build<'s>(
                 }
                 let stop_at = reduce_cx.stop.at();
                 let sent_us = reduce_cx.now_us();
-                let copies: Vec<ShardParams> = (0..workers)
+                let len = reduced.values.len();
+                let targets: Vec<u32> = (0..workers)
                     .filter(|&target| reduce_cx.reads_shard(target, index))
-                    .map(|target| ShardParams {
+                    .collect();
+                // A copy for each reader, the last one the version itself.
+                let mut values = std::mem::take(&mut reduced.values);
+                let mut copies = Vec::with_capacity(targets.len());
+                for (k, &target) in targets.iter().enumerate() {
+                    let values = match k + 1 == targets.len() {
+                        true => std::mem::take(&mut values),
+                        false => values.clone(),
+                    };
+                    copies.push(ShardParams {
                         target,
                         version: t + 1,
                         shard: index,
-                        values: reduced.values.clone(),
+                        values,
                         stop_at,
                         sent_us,
-                    })
-                    .collect();
+                    });
+                }
                 // A slow link out of this owner's host (emulated) holds the
                 // version for as long as its copies for other hosts take.
-                let hold = link_hold(&reduce_cx, index, t, reduced.values.len());
+                let hold = link_hold(&reduce_cx, index, t, len);
                 if hold.is_zero() {
                     out.session(&caps.params).give_iterator(copies.into_iter());
                 } else {

@@ -8,8 +8,8 @@
 //! c_{t−1} + i ⊙ g`, `h_t = o ⊙ tanh(c_t)`, starting from zero.
 
 use super::activation::{sigmoid, tanh};
-use crate::workload::vector::by_features;
 use super::gemm::{product_of, View};
+use crate::workload::vector::by_features;
 
 /// One forward pass of the LSTM and what its backward pass reads. Each
 /// field holds the steps one after the other, `batch` rows a step.

@@ -32,8 +32,8 @@
 
 use std::mem::MaybeUninit;
 
-use crate::workload::vector::by_features;
 use super::gemm::{product_of, View};
+use crate::workload::vector::by_features;
 
 /// Outputs a tile gives along each side.
 const OUT: usize = 4;
