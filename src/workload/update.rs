@@ -142,6 +142,31 @@ impl Update {
         }
     }
 
+    /// It cut into the parts `ranges`, each as [`Update::slice`] gives it.
+    /// A dense update cut into ranges that follow each other from 0 to its
+    /// end keeps its buffer for the first part and copies only the others
+    /// (the first shard's part of a unit's gradient is then not copied).
+    pub fn split(self, ranges: &[Range<usize>]) -> Vec<Update> {
+        let follow = |len: usize| {
+            ranges.first().is_some_and(|r| r.start == 0)
+                && ranges.windows(2).all(|w| w[0].end == w[1].start)
+                && ranges.last().is_some_and(|r| r.end == len)
+        };
+        match self {
+            Self::Dense(mut v) if follow(v.len()) => {
+                let mut parts: Vec<Update> = ranges[1..]
+                    .iter()
+                    .rev()
+                    .map(|r| Self::Dense(v.split_off(r.start)))
+                    .collect();
+                parts.push(Self::Dense(v));
+                parts.reverse();
+                parts
+            }
+            other => ranges.iter().map(|r| other.slice(r.clone())).collect(),
+        }
+    }
+
     /// Bytes of its payload on the wire: 8 a value, 4 an index.
     pub fn wire_bytes(&self) -> u64 {
         match self {
@@ -210,6 +235,35 @@ mod tests {
 
     /// Values where the order of addition shows in the bits.
     const BIG: f64 = 1e16;
+
+    /// Cut into ranges, an update gives each range's slice: a dense one
+    /// cut into ranges that follow each other keeps its buffer for the
+    /// first part; other ranges, or a sparse update, are sliced.
+    #[test]
+    fn split_gives_each_ranges_slice_and_the_first_keeps_the_buffer() {
+        let dense = Update::Dense((0..10).map(f64::from).collect());
+        let sparse = sparse(&[(1, 1.0), (4, 4.0), (5, 5.0), (9, 9.0)]);
+        let shards = [0..4, 4..5, 5..10];
+        let gapped = [0..3, 6..10];
+        let whole = std::slice::from_ref(&(0..10));
+        for (update, ranges) in [
+            (&dense, &shards[..]),
+            (&dense, &gapped[..]),
+            (&sparse, &shards[..]),
+            (&dense, whole),
+        ] {
+            let expected: Vec<Update> = ranges.iter().map(|r| update.slice(r.clone())).collect();
+            assert_eq!(update.clone().split(ranges), expected, "{ranges:?}");
+        }
+        let Update::Dense(v) = dense.clone() else {
+            unreachable!("dense")
+        };
+        let buffer = v.as_ptr();
+        match Update::Dense(v).split(&shards).first() {
+            Some(Update::Dense(first)) => assert_eq!(first.as_ptr(), buffer),
+            other => panic!("a dense first part, not {other:?}"),
+        }
+    }
 
     #[test]
     fn contributions_fold_per_coordinate_in_the_order_given() {

@@ -11,7 +11,7 @@ use crate::inject::{StragglerSchedule, Stretch};
 use crate::run::context::JobContext;
 use crate::run::messages::{Carry, GradSlice, PieceSums};
 use crate::trace::UnitRecord;
-use crate::workload::{micro_batched_gradient, Draws, UnitGradient};
+use crate::workload::{micro_batched_gradient, Draws, UnitGradient, Update};
 
 /// Starts one unit: computes its real gradient, cuts it into shard slices and
 /// sets when the unit is over — stretched by the injected slowdown (and to its
@@ -87,7 +87,7 @@ pub(super) fn start_unit(
         slowdown,
     } = cx.schedule.stretch(worker, epoch.iteration, start_us, base);
     let slices = match gradient {
-        Some(g) => slices_of(cx, worker, &next, Sums::Unit(&g)),
+        Some(g) => slices_of(cx, worker, &next, Sums::Unit(g)),
         None => tail_slices,
     };
     // A slow link (`slow-link`) holds the gradient after its compute for as
@@ -145,8 +145,8 @@ fn link_time(cx: &JobContext, worker: u32, slices: &[GradSlice], mbps: f64) -> D
 /// What a worker computed of a unit, to cut into slices.
 enum Sums<'a> {
     /// The sums of the unit's rows here (the whole unit, or the piece its
-    /// worker kept).
-    Unit(&'a UnitGradient),
+    /// worker kept), cut where they lie.
+    Unit(UnitGradient),
     /// A peer's tail: each micro-batch's sums.
     Tail(crate::run::messages::Piece, &'a [UnitGradient]),
 }
@@ -155,46 +155,49 @@ enum Sums<'a> {
 /// owners' slices.
 fn slices_of(cx: &JobContext, worker: u32, next: &NextUnit, sums: Sums<'_>) -> Vec<GradSlice> {
     let unit = &next.unit.rows;
-    let loss = |owner: usize, g: &UnitGradient| if owner == 0 { g.loss_sum } else { 0.0 };
-    cx.shards
-        .iter()
-        .enumerate()
-        .map(|(owner, range)| {
-            let (loss_sum, update, piece) = match sums {
-                Sums::Unit(g) => (
-                    loss(owner, g),
-                    g.grad.slice(range.clone()),
-                    next.unit.piece.map(|piece| PieceSums {
+    let loss = |owner: usize, loss_sum: f64| if owner == 0 { loss_sum } else { 0.0 };
+    // Each shard's (loss, update, piece).
+    let parts: Vec<(f64, Update, Option<PieceSums>)> = match sums {
+        Sums::Unit(g) => {
+            let piece = next.unit.piece;
+            // (cut where they lie: the first shard's part keeps the buffer)
+            g.grad
+                .split(&cx.shards)
+                .into_iter()
+                .enumerate()
+                .map(|(owner, update)| {
+                    let piece = piece.map(|piece| PieceSums {
                         piece,
                         micro: Vec::new(),
-                    }),
-                ),
-                Sums::Tail(piece, micro) => (
-                    0.0,
-                    crate::workload::Update::zero(),
-                    Some(PieceSums {
-                        piece,
-                        micro: (micro.iter())
-                            .map(|g| (g.grad.slice(range.clone()), loss(owner, g)))
-                            .collect(),
-                    }),
-                ),
-            };
-            GradSlice {
-                owner: owner as u32,
-                iteration: next.unit.iteration,
-                partition: unit.key.partition,
-                unit: unit.key.unit,
-                executor: worker,
-                rows: unit.rows.len() as u32,
-                loss_sum,
-                update,
-                substitute: false,
-                stop_at: cx.stop.at(),
-                sent_us: 0,
-                span: None,
-                piece,
-            }
+                    });
+                    (loss(owner, g.loss_sum), update, piece)
+                })
+                .collect()
+        }
+        Sums::Tail(piece, micro) => (cx.shards.iter().enumerate())
+            .map(|(owner, range)| {
+                let micro = (micro.iter())
+                    .map(|g| (g.grad.slice(range.clone()), loss(owner, g.loss_sum)))
+                    .collect();
+                (0.0, Update::zero(), Some(PieceSums { piece, micro }))
+            })
+            .collect(),
+    };
+    (parts.into_iter().enumerate())
+        .map(|(owner, (loss_sum, update, piece))| GradSlice {
+            owner: owner as u32,
+            iteration: next.unit.iteration,
+            partition: unit.key.partition,
+            unit: unit.key.unit,
+            executor: worker,
+            rows: unit.rows.len() as u32,
+            loss_sum,
+            update,
+            substitute: false,
+            stop_at: cx.stop.at(),
+            sent_us: 0,
+            span: None,
+            piece,
         })
         .collect()
 }
@@ -253,7 +256,7 @@ pub(super) fn finish_unit(
         let work: Work<'_> = (cx.workload.as_ref(), draws, source, params);
         let (gradient, spent) = lazy.finish(work, &next.unit.rows.rows);
         compute += spent;
-        slices = slices_of(cx, worker, &next, Sums::Unit(&gradient));
+        slices = slices_of(cx, worker, &next, Sums::Unit(gradient));
     }
     epoch.oversleep = if stretched {
         Instant::now().saturating_duration_since(deadline)
