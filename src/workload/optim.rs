@@ -183,9 +183,11 @@ fn adam_in(
     grad_sum: &[f64],
     (penalised, m, v): (&[bool], &mut [f64], &mut [f64]),
 ) {
-    let n = params.len();
-    // (cut to one length: no bounds checks in the loop)
-    let (grad_sum, penalised, m, v) = (&grad_sum[..n], &penalised[..n], &mut m[..n], &mut v[..n]);
+    // (cut to one length, the coordinates both cover as the zip of the
+    // plain loop had it: no bounds checks in the loop)
+    let n = params.len().min(grad_sum.len());
+    let (params, grad_sum) = (&mut params[..n], &grad_sum[..n]);
+    let (penalised, m, v) = (&penalised[..n], &mut m[..n], &mut v[..n]);
     for k in 0..n {
         let w = params[k];
         let plain = grad_sum[k] / rows;
